@@ -1,0 +1,1 @@
+"""The server: connections, dispatch, handlers, partitions, replication, controller."""

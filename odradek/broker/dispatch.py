@@ -1,0 +1,80 @@
+"""Turns one request frame into response pieces: header parse, version check, decode, handler.
+
+Protocol violations (bad header, unknown API, unsupported version, undecodable body) raise
+`ProtocolError`, which closes that one connection; business errors are in the response.
+An ApiVersions request of an unsupported version is answered with v0, UNSUPPORTED_VERSION and the
+full key list, so the client can pick a version it shares with us.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from odradek.broker.registry import REGISTRY, advertised
+from odradek.wire import protocol
+from odradek.wire.api_keys import ApiKey
+from odradek.wire.errors import ErrorCode
+from odradek.wire.header import HeaderError, RequestHeader, finish_flexible, parse_fixed
+from odradek.wire.regions import Piece
+
+log = logging.getLogger(__name__)
+
+
+class ProtocolError(Exception):
+    """The client broke the protocol; its connection is closed."""
+
+
+@dataclass(slots=True)
+class RequestContext:
+    broker: Any
+    header: RequestHeader
+    peer: str
+    connection: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def api_version(self) -> int:
+        return self.header.api_version
+
+    @property
+    def client_id(self) -> str | None:
+        return self.header.client_id
+
+
+def unsupported_api_versions(correlation_id: int) -> list[Piece]:
+    resp = protocol.ApiVersionsResponse(
+        error_code=ErrorCode.UNSUPPORTED_VERSION,
+        api_keys=[(k, lo, hi) for k, lo, hi in advertised()],
+    )
+    return [protocol.encode_response(ApiKey.API_VERSIONS, 0, correlation_id, resp)]
+
+
+async def dispatch(broker: Any, payload: bytes, peer: str, connection: Any = None
+                   ) -> list[Piece] | None:
+    try:
+        header = parse_fixed(payload)
+    except HeaderError as exc:
+        raise ProtocolError(f"bad request header: {exc}") from None
+    reg = REGISTRY.get(header.api_key)
+    version = header.api_version
+    if reg is None or not reg.min_version <= version <= reg.max_version:
+        if header.api_key == ApiKey.API_VERSIONS:
+            return unsupported_api_versions(header.correlation_id)
+        raise ProtocolError(f"unsupported API key {header.api_key} version {version} "
+                            f"from client {header.client_id!r}")
+    try:
+        if protocol.is_flexible_request(header.api_key, version):
+            finish_flexible(payload, header)
+        request = protocol.decode_request(header.api_key, version, payload, header.body_offset)
+    except Exception as exc:  # kafka-python raises assorted errors on garbage
+        raise ProtocolError(f"cannot decode {ApiKey(header.api_key).name} v{version}: "
+                            f"{type(exc).__name__}: {exc}") from None
+    ctx = RequestContext(broker, header, peer, connection)
+    response = await reg.handler(ctx, request)
+    if response is None:
+        return None
+    if reg.raw:
+        return response
+    return [protocol.encode_response(header.api_key, version, header.correlation_id, response)]

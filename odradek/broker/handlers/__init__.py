@@ -1,0 +1,10 @@
+"""Request handlers, one module per API family; importing this package registers them all."""
+
+from odradek.broker.handlers import (  # noqa: F401
+    api_versions,
+    fetch,
+    init_producer_id,
+    list_offsets,
+    metadata,
+    produce,
+)

@@ -1,0 +1,204 @@
+"""Fetch (key 1), v4-17. v4 isolation level and aborted transactions; v5 log start offset; v7
+incremental fetch sessions (KIP-227); v9 current leader epoch; v11 rack / preferred replica;
+v12 flexible; v13 topic ids; v15 replica state. Records are file regions sent with sendfile;
+long polling waits on partition appends until min_bytes or max_wait_ms."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from odradek.broker.dispatch import RequestContext
+from odradek.broker.fetch_sessions import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    FetchSessionCache,
+    SessionPartition,
+)
+from odradek.broker.registry import handles
+from odradek.log.log import OffsetOutOfRange
+from odradek.wire.api_keys import ApiKey
+from odradek.wire.errors import ErrorCode
+from odradek.wire.fetch_encoder import PartitionData, TopicData, encode_fetch_response
+
+READ_COMMITTED = 1
+
+
+@dataclass(slots=True)
+class FetchParams:
+    replica_id: int
+    isolation_level: int
+    max_bytes: int
+    version: int
+
+
+def _sessions(broker) -> FetchSessionCache:
+    cache = broker.extensions.get("fetch_sessions")
+    if cache is None:
+        cache = broker.extensions["fetch_sessions"] = FetchSessionCache()
+    return cache
+
+
+def read_partition(broker, sp: SessionPartition, params: FetchParams, budget: int,
+                   min_one: bool) -> PartitionData:
+    """One partition's answer: offsets, error, and the records as a file region."""
+    out = PartitionData(sp.partition)
+    part = broker.topics.get(sp.topic, sp.partition)
+    if part is None:
+        info = broker.topics.info(sp.topic)
+        known = info is not None and sp.partition < len(info.partitions)
+        out.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER if known else (
+            ErrorCode.UNKNOWN_TOPIC_ID if params.version >= 13
+            else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return out
+    follower = params.replica_id >= 0
+    if not part.is_leader:
+        out.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if part.leader >= 0:
+            out.current_leader = (part.leader, part.leader_epoch)
+        return out
+    if sp.current_leader_epoch >= 0 and sp.current_leader_epoch != part.leader_epoch:
+        out.error_code = (ErrorCode.FENCED_LEADER_EPOCH if sp.current_leader_epoch <
+                          part.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH)
+        return out
+    lg = part.log
+    out.high_watermark = part.high_watermark
+    out.last_stable_offset = part.last_stable_offset
+    out.log_start_offset = lg.log_start_offset
+    if follower:
+        bound = lg.log_end_offset
+        hook = broker.extensions.get("follower_fetch")
+        if hook is not None:
+            hook(part, params.replica_id, sp.fetch_offset)
+    elif params.isolation_level == READ_COMMITTED:
+        bound = part.last_stable_offset
+        out.aborted_transactions = []
+    else:
+        bound = part.high_watermark
+    try:
+        region = lg.read(sp.fetch_offset, min(sp.max_bytes, budget), bound, min_one)
+    except OffsetOutOfRange:
+        out.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+        return out
+    if region is not None:
+        out.records = [region]
+        if params.isolation_level == READ_COMMITTED and not follower:
+            aborted = broker.extensions.get("aborted_transactions")
+            if aborted is not None:
+                out.aborted_transactions = aborted(part, sp.fetch_offset,
+                                                   sp.fetch_offset + region.length)
+    return out
+
+
+def read_all(broker, wanted: list[SessionPartition], params: FetchParams
+             ) -> tuple[list[tuple[SessionPartition, PartitionData]], int, bool]:
+    budget = params.max_bytes
+    results = []
+    total = 0
+    errors = False
+    for sp in wanted:
+        pd = read_partition(broker, sp, params, max(budget, 0), min_one=total == 0)
+        size = pd.records_size
+        total += size
+        budget -= size
+        errors = errors or pd.error_code != ErrorCode.NONE
+        results.append((sp, pd))
+    return results, total, errors
+
+
+async def wait_for_data(broker, wanted: list[SessionPartition], timeout: float) -> None:
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[None] = loop.create_future()
+    parts = [p for sp in wanted if (p := broker.topics.get(sp.topic, sp.partition))]
+    for p in parts:
+        p.add_waiter(fut)
+    try:
+        await asyncio.wait_for(fut, timeout)
+    except TimeoutError:
+        pass
+    finally:
+        for p in parts:
+            p.remove_waiter(fut)
+
+
+def _resolve(broker, req, version: int) -> list[SessionPartition]:
+    out = []
+    for t in req.topics:
+        name = t.topic if version < 13 else (broker.topics.name_for_id(t.topic_id) or "")
+        tid = t.topic_id if version >= 13 else None
+        for p in t.partitions:
+            out.append(SessionPartition(name, tid, p.partition, p.fetch_offset,
+                                        p.partition_max_bytes, p.current_leader_epoch))
+    return out
+
+
+def _changed(sp: SessionPartition, pd: PartitionData) -> bool:
+    return bool(pd.records_size or pd.error_code or pd.high_watermark != sp.last_hw
+                or pd.last_stable_offset != sp.last_lso
+                or pd.log_start_offset != sp.last_log_start)
+
+
+@handles(ApiKey.FETCH, versions=(4, 17), raw=True)
+async def fetch(ctx: RequestContext, req) -> list:
+    broker = ctx.broker
+    version = ctx.api_version
+    replica_id = req.replica_id if version < 15 else req.replica_state.replica_id
+    params = FetchParams(replica_id, req.isolation_level, req.max_bytes, version)
+    requested = _resolve(broker, req, version)
+    cache = _sessions(broker)
+    session = None
+    session_id = 0
+    incremental = False
+    if version >= 7 and req.session_id == 0 and req.session_epoch == INITIAL_EPOCH:
+        session = cache.new_session()
+        session.partitions = {(sp.topic, sp.partition): sp for sp in requested}
+        session_id = session.session_id
+        wanted = requested
+    elif version >= 7 and req.session_id != 0:
+        if req.session_epoch == FINAL_EPOCH:
+            cache.remove(req.session_id)
+            wanted = requested
+        else:
+            err, session = cache.lookup(req.session_id, req.session_epoch)
+            if session is None:
+                return encode_fetch_response(version, ctx.header.correlation_id, [],
+                                             error_code=err)
+            incremental = True
+            session_id = session.session_id
+            session.epoch = session.epoch + 1 if session.epoch < 0x7FFFFFFF else 1
+            for ft in req.forgotten_topics_data or []:
+                name = ft.topic if version < 13 else broker.topics.name_for_id(ft.topic_id)
+                for p in ft.partitions:
+                    session.partitions.pop((name, p), None)
+            for sp in requested:
+                old = session.partitions.get((sp.topic, sp.partition))
+                if old is not None:
+                    sp.last_hw, sp.last_lso, sp.last_log_start = (old.last_hw, old.last_lso,
+                                                                  old.last_log_start)
+                session.partitions[(sp.topic, sp.partition)] = sp
+            wanted = list(session.partitions.values())
+    else:
+        wanted = requested
+    deadline = time.monotonic() + req.max_wait_ms / 1000
+    while True:
+        results, total, errors = read_all(broker, wanted, params)
+        remaining = deadline - time.monotonic()
+        if total >= max(req.min_bytes, 1) or errors or remaining <= 0 or not wanted:
+            break
+        await wait_for_data(broker, wanted, remaining)
+    topics: dict[str, TopicData] = {}
+    for sp, pd in results:
+        if incremental and not _changed(sp, pd):
+            continue
+        if session is not None:
+            sp.last_hw, sp.last_lso, sp.last_log_start = (pd.high_watermark,
+                                                          pd.last_stable_offset,
+                                                          pd.log_start_offset)
+        td = topics.get(sp.topic)
+        if td is None:
+            tid = sp.topic_id.bytes if sp.topic_id is not None else bytes(16)
+            td = topics[sp.topic] = TopicData(sp.topic, tid, [])
+        td.partitions.append(pd)
+    return encode_fetch_response(version, ctx.header.correlation_id, list(topics.values()),
+                                 session_id=session_id)

@@ -1,0 +1,74 @@
+"""ListOffsets (key 2), v1-9. Timestamps: -2 earliest (log start offset), -1 latest (high
+watermark, or last stable offset for read_committed, v2+), -3 max timestamp (v7, KIP-734),
+-4 earliest local (v8, KIP-405), -5 earliest pending upload (v9, KIP-1005: no tiered storage,
+so -1); v4 current leader epoch; v6 flexible. A timestamp past the last record answers -1."""
+
+from __future__ import annotations
+
+from odradek.broker.dispatch import RequestContext
+from odradek.broker.registry import handles
+from odradek.wire import protocol
+from odradek.wire.api_keys import ApiKey
+from odradek.wire.errors import ErrorCode
+
+EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -2, -1, -3, -4, -5
+READ_COMMITTED = 1
+
+Resp = protocol.ListOffsetsResponse
+TopicResp = Resp.ListOffsetsTopicResponse
+PartResp = TopicResp.ListOffsetsPartitionResponse
+
+
+def list_offset(broker, topic: str, p, isolation: int, replica_id: int) -> PartResp:
+    def answer(code=ErrorCode.NONE, ts=-1, offset=-1, epoch=-1):
+        return PartResp(partition_index=p.partition_index, error_code=code, timestamp=ts,
+                        offset=offset, leader_epoch=epoch)
+
+    part = broker.topics.get(topic, p.partition_index)
+    if part is None:
+        info = broker.topics.info(topic)
+        if info is not None and p.partition_index < len(info.partitions):
+            return answer(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return answer(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if not part.is_leader:
+        return answer(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    cle = p.current_leader_epoch
+    if cle >= 0 and cle != part.leader_epoch:
+        return answer(ErrorCode.FENCED_LEADER_EPOCH if cle < part.leader_epoch
+                      else ErrorCode.UNKNOWN_LEADER_EPOCH)
+    lg = part.log
+    epoch = part.leader_epoch
+    if replica_id >= 0:
+        fetchable = lg.log_end_offset
+    elif isolation == READ_COMMITTED:
+        fetchable = part.last_stable_offset
+    else:
+        fetchable = part.high_watermark
+    ts = p.timestamp
+    if ts in (EARLIEST, EARLIEST_LOCAL):
+        return answer(offset=lg.log_start_offset, epoch=epoch)
+    if ts == LATEST:
+        return answer(offset=fetchable, epoch=epoch)
+    if ts == EARLIEST_PENDING_UPLOAD:
+        return answer()
+    if ts == MAX_TIMESTAMP:
+        found = lg.max_timestamp_offset()
+    elif ts >= 0:
+        found = lg.offset_for_timestamp(ts)
+    else:
+        return answer(ErrorCode.INVALID_REQUEST)
+    if found is None or found[0] >= fetchable:
+        return answer()
+    return answer(ts=found[1], offset=found[0], epoch=epoch)
+
+
+@handles(ApiKey.LIST_OFFSETS, versions=(1, 9))
+async def list_offsets(ctx: RequestContext, req) -> object:
+    broker = ctx.broker
+    isolation = req.isolation_level if ctx.api_version >= 2 else 0
+    topics = [
+        TopicResp(name=t.name, partitions=[
+            list_offset(broker, t.name, p, isolation, req.replica_id) for p in t.partitions])
+        for t in req.topics
+    ]
+    return Resp(throttle_time_ms=0, topics=topics)

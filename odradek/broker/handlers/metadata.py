@@ -1,0 +1,83 @@
+"""Metadata (key 3), v0-13. v1 null topics = all, controller id; v2 cluster id; v4 auto-create
+flag; v7 leader epochs; v9 flexible; v10 topic ids; v12 lookup by id (name null); v13 top-level
+error code."""
+
+from __future__ import annotations
+
+import uuid
+
+from odradek.broker.dispatch import RequestContext
+from odradek.broker.registry import handles
+from odradek.broker.topics import TopicError, check_topic_name
+from odradek.wire import protocol
+from odradek.wire.api_keys import ApiKey
+from odradek.wire.errors import ErrorCode
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def topic_metadata(broker, name: str, version: int) -> protocol.MetadataResponse.MetadataResponseTopic:
+    info = broker.topics.info(name)
+    R = protocol.MetadataResponse.MetadataResponseTopic
+    P = R.MetadataResponsePartition
+    live = set(broker.live_brokers())
+    parts = []
+    for idx, st in enumerate(info.partitions):
+        leader_live = st.leader in live
+        parts.append(P(
+            error_code=ErrorCode.NONE if leader_live else ErrorCode.LEADER_NOT_AVAILABLE,
+            partition_index=idx,
+            leader_id=st.leader if leader_live else -1,
+            leader_epoch=st.leader_epoch,
+            replica_nodes=list(st.replicas),
+            isr_nodes=[r for r in (st.isr or st.replicas) if r in live],
+            offline_replicas=[r for r in st.replicas if r not in live],
+        ))
+    return R(error_code=ErrorCode.NONE, name=name, topic_id=info.topic_id,
+             is_internal=info.internal, partitions=parts)
+
+
+def error_topic(name: str | None, topic_id: uuid.UUID, code: ErrorCode):
+    return protocol.MetadataResponse.MetadataResponseTopic(
+        error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[])
+
+
+@handles(ApiKey.METADATA, versions=(0, 13))
+async def metadata(ctx: RequestContext, req) -> object:
+    broker = ctx.broker
+    version = ctx.api_version
+    auto_create = broker.config.get("auto.create.topics.enable") and (
+        version < 4 or req.allow_auto_topic_creation)
+    topics = []
+    if req.topics is None or (version == 0 and not req.topics):
+        for name in sorted(broker.store.topics):
+            topics.append(topic_metadata(broker, name, version))
+    else:
+        for t in req.topics:
+            name = t.name
+            if name is None:
+                name = broker.topics.name_for_id(t.topic_id)
+                if name is None:
+                    topics.append(error_topic(None, t.topic_id, ErrorCode.UNKNOWN_TOPIC_ID))
+                    continue
+            try:
+                check_topic_name(name)
+            except TopicError:
+                topics.append(error_topic(name, ZERO_UUID, ErrorCode.INVALID_TOPIC_EXCEPTION))
+                continue
+            if broker.topics.info(name) is None:
+                if not auto_create:
+                    topics.append(error_topic(name, ZERO_UUID,
+                                              ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                    continue
+                try:
+                    broker.topics.create_topic(name, -1, -1)
+                except TopicError as exc:
+                    topics.append(error_topic(name, ZERO_UUID, exc.code))
+                    continue
+            topics.append(topic_metadata(broker, name, version))
+    brokers = [protocol.MetadataResponse.MetadataResponseBroker(
+        node_id=n, host=h, port=p, rack=r) for n, h, p, r in broker.broker_endpoints()]
+    return protocol.MetadataResponse(
+        throttle_time_ms=0, brokers=brokers, cluster_id=broker.cluster_id,
+        controller_id=broker.controller_id, topics=topics, error_code=ErrorCode.NONE)

@@ -1,0 +1,89 @@
+"""Produce (key 0), v3-11 served; advertised from v0 because librdkafka needs to see it, while
+v0-2 (message formats 0/1) are rejected as KIP-896 does. v5 log start offset; v8 record errors
+and error message; v9 flexible; v10 current leader (KIP-951). Batches are validated as bytes
+and appended whole; acks=0 gets no response."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from odradek.broker.dispatch import RequestContext
+from odradek.broker.partition import AppendResult
+from odradek.broker.registry import handles
+from odradek.broker.topics import TopicError, check_topic_name
+from odradek.log.validator import ValidationError, validate
+from odradek.wire import protocol
+from odradek.wire.api_keys import ApiKey
+from odradek.wire.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+Resp = protocol.ProduceResponse
+TopicResp = Resp.TopicProduceResponse
+PartResp = TopicResp.PartitionProduceResponse
+
+
+def _produce_one(ctx: RequestContext, topic: str, index: int, records: bytes | None,
+                 acks: int, transactional_id: str | None) -> AppendResult:
+    broker = ctx.broker
+    if acks not in (0, 1, -1):
+        return AppendResult(ErrorCode.INVALID_REQUIRED_ACKS)
+    try:
+        check_topic_name(topic)
+    except TopicError as exc:
+        return AppendResult(exc.code)
+    part = broker.topics.get(topic, index)
+    if part is None:
+        if broker.topics.info(topic) is not None:
+            info = broker.topics.info(topic)
+            if 0 <= index < len(info.partitions):
+                return AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return AppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    try:
+        validated = validate(records, part.log.config, int(time.time() * 1000))
+    except ValidationError as exc:
+        log.info("produce to %s-%d from %s rejected: %s (%s)", topic, index, ctx.client_id,
+                 exc.code.name, exc)
+        return AppendResult(exc.code, message=str(exc))
+    hook = broker.extensions.get("produce_check")
+    if hook is not None:
+        err = hook(part, validated, transactional_id)
+        if err is not None:
+            return AppendResult(err)
+    return part.append_records(validated)
+
+
+@handles(ApiKey.PRODUCE, versions=(3, 11), advertise_min=0)
+async def produce(ctx: RequestContext, req) -> object | None:
+    broker = ctx.broker
+    version = ctx.api_version
+    responses = []
+    waits = []
+    for td in req.topic_data:
+        name = td.name
+        if version >= 13:
+            name = broker.topics.name_for_id(td.topic_id) or ""
+        parts = []
+        for pd in td.partition_data:
+            res = _produce_one(ctx, name, pd.index, pd.records, req.acks, req.transactional_id)
+            if res.error == ErrorCode.NONE and req.acks == -1:
+                waits.append((broker.topics.get(name, pd.index), res))
+            parts.append((pd.index, res))
+        responses.append((name, td, parts))
+    if waits:
+        waiter = broker.extensions.get("acks_all_wait")
+        if waiter is not None:
+            await waiter(waits, req.timeout_ms)
+    if req.acks == 0:
+        return None
+    out = []
+    for name, td, parts in responses:
+        out.append(TopicResp(
+            name=name, topic_id=getattr(td, "topic_id", None),
+            partition_responses=[PartResp(
+                index=idx, error_code=res.error, base_offset=res.base_offset,
+                log_append_time_ms=res.log_append_time, log_start_offset=res.log_start_offset,
+                record_errors=[], error_message=res.message if res.error else None,
+            ) for idx, res in parts]))
+    return Resp(responses=out, throttle_time_ms=0)

@@ -1,0 +1,101 @@
+"""A partition replica on this broker: its log plus leader epoch, high watermark, LSO and ISR.
+
+Appends go through `append_records`, which validates idempotent sequences against the producer
+state and writes the batches; long-polling fetches wait on `wait_for_data`, woken by appends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass
+
+from odradek.log.log import Log
+from odradek.log.producer_state import SequenceError
+from odradek.log.validator import ValidatedBatches
+from odradek.wire.errors import ErrorCode
+
+
+@dataclass(slots=True)
+class AppendResult:
+    error: ErrorCode
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    message: str | None = None
+    record_count: int = 0
+
+
+class Partition:
+    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: Log, node_id: int,
+                 replicas: list[int], leader: int, leader_epoch: int, isr: list[int]) -> None:
+        self.topic = topic
+        self.index = index
+        self.topic_id = topic_id
+        self.log = log
+        self.node_id = node_id
+        self.replicas = replicas
+        self.leader = leader
+        self.leader_epoch = leader_epoch
+        self.isr = isr
+        self.high_watermark = log.log_end_offset if self.is_leader else 0
+        self._waiters: set[asyncio.Future[None]] = set()
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader == self.node_id
+
+    @property
+    def last_stable_offset(self) -> int:
+        first_unstable = self.log.producer_state.first_unstable_offset()
+        if first_unstable is None:
+            return self.high_watermark
+        return min(first_unstable, self.high_watermark)
+
+    def append_records(self, validated: ValidatedBatches) -> AppendResult:
+        """Append a validated produce payload as leader (one writer: no await inside)."""
+        if not self.is_leader:
+            return AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        log = self.log
+        try:
+            for _pos, h in validated.batches:
+                if h.producer_id >= 0 and h.base_sequence >= 0:
+                    dup = log.producer_state.check(h)
+                    if dup is not None:
+                        if len(validated.batches) == 1:
+                            return AppendResult(ErrorCode.NONE, dup.first_offset, -1,
+                                                log.log_start_offset)
+                        return AppendResult(ErrorCode.DUPLICATE_SEQUENCE_NUMBER)
+        except SequenceError as exc:
+            return AppendResult(exc.code, message=str(exc))
+        info = log.append_as_leader(validated.buf, validated.batches, self.leader_epoch,
+                                    validated.log_append_time)
+        self.on_appended()
+        return AppendResult(ErrorCode.NONE, info.first_offset, info.log_append_time,
+                            log.log_start_offset, record_count=validated.record_count)
+
+    def on_appended(self) -> None:
+        """Advance the high watermark (single replica: the log end) and wake waiting fetches."""
+        if self.isr == [self.node_id] or len(self.replicas) <= 1:
+            self.high_watermark = self.log.log_end_offset
+        self.wake()
+
+    def wake(self) -> None:
+        waiters, self._waiters = self._waiters, set()
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    def add_waiter(self, fut: asyncio.Future[None]) -> None:
+        self._waiters.add(fut)
+
+    def remove_waiter(self, fut: asyncio.Future[None]) -> None:
+        self._waiters.discard(fut)
+
+    def append_internal(self, batch: bytes | bytearray) -> AppendResult:
+        """Append batches built by the broker itself (coordinator records, markers excluded)."""
+        from odradek.wire.batch import iter_batches
+
+        buf = bytearray(batch)
+        validated = ValidatedBatches(buf, list(iter_batches(buf)), False)
+        return self.append_records(validated)

@@ -1,0 +1,165 @@
+"""The broker process: listeners, connections, storage, metadata and background work.
+
+`Broker(config)` is started with `await broker.start()` and stopped with `await broker.stop()`
+(clean: flush, checkpoints, clean-shutdown marker). The CLI and `odradek.testing` both use it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from odradek.broker import handlers  # noqa: F401  (registers every handler)
+from odradek.broker.config import BrokerConfig, Listener
+from odradek.broker.connection import Connection
+from odradek.broker.metadata_store import LocalMetadataStore, MetadataStore
+from odradek.broker.topics import TopicManager
+from odradek.log.manager import LogManager
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_INTERVAL_S = 60.0
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, store: MetadataStore | None = None) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.logs = LogManager(config.log_dirs)
+        self.store = store or LocalMetadataStore(self.logs.dirs[0], self.node_id,
+                                                 config.get("cluster.id"))
+        self.topics = TopicManager(config, self.store, self.logs, self.node_id,
+                                   self.live_brokers)
+        self.servers: list[asyncio.base_events.Server] = []
+        self.bound: list[Listener] = []
+        self.connections: set[Connection] = set()
+        self.tasks: list[asyncio.Task[Any]] = []
+        self.services: list[Any] = []  # coordinators etc.: objects with start()/stop()
+        self.extensions: dict[str, Any] = {}
+        self._producer_ids: tuple[int, int] = (0, 0)
+        self.started_at = 0.0
+        self.stopped = asyncio.Event()
+
+    # -- cluster view ---------------------------------------------------------------------------
+
+    def live_brokers(self) -> list[int]:
+        return [self.node_id]
+
+    def broker_endpoints(self) -> list[tuple[int, str, int, str | None]]:
+        """(node id, host, port, rack) of every live broker, as clients should reach them."""
+        adv = self.advertised_listener()
+        return [(self.node_id, adv.host, adv.port, self.config.get("broker.rack"))]
+
+    def advertised_listener(self) -> Listener:
+        adv = self.config.advertised[0]
+        if adv.port == 0 and self.bound:
+            return Listener(adv.name, adv.host or self.bound[0].host, self.bound[0].port)
+        if not adv.host and self.bound:
+            return Listener(adv.name, "localhost", adv.port)
+        return adv
+
+    @property
+    def controller_id(self) -> int:
+        return self.node_id
+
+    @property
+    def cluster_id(self) -> str:
+        return self.store.cluster_id
+
+    @property
+    def bootstrap(self) -> str:
+        b = self.bound[0]
+        return f"{b.host}:{b.port}"
+
+    # -- producer ids ---------------------------------------------------------------------------
+
+    def next_producer_id(self) -> int:
+        start, end = self._producer_ids
+        if start >= end:
+            start, end = self.store.allocate_producer_ids()
+        self._producer_ids = (start + 1, end)
+        return start
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.started_at = time.monotonic()
+        self.topics.load()
+        for svc in self.services:
+            await svc.start()
+        for listener in self.config.listeners:
+            server = await asyncio.start_server(self._accept, listener.host or None,
+                                                listener.port, reuse_address=True, limit=1 << 20)
+            self.servers.append(server)
+            port = server.sockets[0].getsockname()[1]
+            self.bound.append(Listener(listener.name, listener.host or "0.0.0.0", port))
+        self.tasks.append(asyncio.create_task(self._housekeeping(), name="housekeeping"))
+        log.info("odradek broker %d listening on %s, data in %s", self.node_id,
+                 ", ".join(f"{b.name}://{b.host}:{b.port}" for b in self.bound),
+                 ", ".join(self.logs.dirs))
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = Connection(self, reader, writer)
+        self.connections.add(conn)
+        await conn.run()
+
+    def connection_closed(self, conn: Connection) -> None:
+        self.connections.discard(conn)
+
+    async def _housekeeping(self) -> None:
+        """Retention and checkpoints, on Kafka's intervals."""
+        retention_every = self.config.get("log.retention.check.interval.ms") / 1000
+        last_retention = last_checkpoint = time.monotonic()
+        while True:
+            await asyncio.sleep(min(retention_every, CHECKPOINT_INTERVAL_S, 1.0))
+            now = time.monotonic()
+            try:
+                if now - last_retention >= retention_every:
+                    last_retention = now
+                    self.run_retention()
+                if now - last_checkpoint >= CHECKPOINT_INTERVAL_S:
+                    last_checkpoint = now
+                    self.checkpoint()
+            except Exception:
+                log.exception("housekeeping failed")
+
+    def run_retention(self) -> int:
+        now_ms = int(time.time() * 1000)
+        deleted = 0
+        for part in self.topics.partitions.values():
+            deleted += part.log.apply_retention(now_ms)
+        return deleted
+
+    def checkpoint(self) -> None:
+        for (topic, idx), part in self.topics.partitions.items():
+            self.logs.high_watermarks[(topic, idx)] = part.high_watermark
+        self.logs.checkpoint()
+
+    async def stop(self) -> None:
+        """Clean shutdown: stop accepting, close connections, flush and checkpoint."""
+        for server in self.servers:
+            server.close()
+        for conn in list(self.connections):
+            conn.close()
+        for task in self.tasks:
+            task.cancel()
+        for task in self.tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        for svc in reversed(self.services):
+            await svc.stop()
+        for server in self.servers:
+            try:
+                await asyncio.wait_for(server.wait_closed(), 2)
+            except (TimeoutError, Exception):
+                pass
+        for (topic, idx), part in self.topics.partitions.items():
+            self.logs.high_watermarks[(topic, idx)] = part.high_watermark
+        self.logs.close()
+        self.stopped.set()
+        log.info("odradek broker %d stopped", self.node_id)
+

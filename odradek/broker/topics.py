@@ -1,0 +1,197 @@
+"""Topics and their partitions on this broker: create, delete, add partitions, alter configs.
+
+Metadata changes go to the metadata store first, then to the logs, as Kafka's controller makes
+them durable before brokers act on them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from typing import Any
+
+from odradek.broker.metadata_store import MetadataStore, PartitionState, TopicInfo
+from odradek.broker.partition import Partition
+from odradek.log.config import ConfigError, validate_topic_configs
+from odradek.log.manager import LogManager
+from odradek.wire.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_NAME = 249
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
+
+
+class TopicError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def check_topic_name(name: str | None) -> None:
+    if not name or name in (".", "..") or len(name) > MAX_NAME or not _LEGAL.match(name):
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         f"Topic name {name!r} is illegal: use up to {MAX_NAME} of "
+                         "[a-zA-Z0-9._-], not '.' or '..'")
+
+
+class TopicManager:
+    def __init__(self, config: Any, store: MetadataStore, logs: LogManager, node_id: int,
+                 live_brokers) -> None:
+        self.config = config
+        self.store = store
+        self.logs = logs
+        self.node_id = node_id
+        self.live_brokers = live_brokers
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.by_id: dict[uuid.UUID, str] = {}
+        self.listeners: list[Any] = []  # objects with on_partition_added(partition)
+
+    # -- loading --------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        self.logs.load_all(lambda topic: self.log_config(topic))
+        known = set()
+        for info in self.store.topics.values():
+            self.by_id[info.topic_id] = info.name
+            for idx in range(len(info.partitions)):
+                known.add((info.name, idx))
+                self._open_partition(info, idx)
+        for key in [k for k in self.logs.logs if k not in known]:
+            log.info("removing partition %s-%d of a deleted topic", *key)
+            self.logs.delete(*key)
+
+    def _open_partition(self, info: TopicInfo, idx: int) -> Partition | None:
+        state = info.partitions[idx]
+        if self.node_id not in state.replicas:
+            return None
+        lg = self.logs.get_or_create(info.name, idx, info.topic_id, self.log_config(info.name))
+        part = Partition(info.name, idx, info.topic_id, lg, self.node_id, state.replicas,
+                         state.leader, state.leader_epoch, state.isr or list(state.replicas))
+        hw = self.logs.high_watermarks.get((info.name, idx))
+        if not part.is_leader and hw is not None:
+            part.high_watermark = min(hw, lg.log_end_offset)
+        self.partitions[(info.name, idx)] = part
+        for listener in self.listeners:
+            listener.on_partition_added(part)
+        return part
+
+    # -- queries --------------------------------------------------------------------------------
+
+    def get(self, topic: str, idx: int) -> Partition | None:
+        return self.partitions.get((topic, idx))
+
+    def info(self, topic: str) -> TopicInfo | None:
+        return self.store.topics.get(topic)
+
+    def name_for_id(self, topic_id: uuid.UUID) -> str | None:
+        return self.by_id.get(topic_id)
+
+    def log_config(self, topic: str):
+        info = self.store.topics.get(topic)
+        overrides = validate_topic_configs(info.configs) if info else {}
+        return self.config.log_config(overrides)
+
+    # -- changes --------------------------------------------------------------------------------
+
+    def _assign(self, num_partitions: int, rf: int, start: int = 0) -> list[PartitionState]:
+        brokers = sorted(self.live_brokers())
+        if rf > len(brokers):
+            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             f"Replication factor: {rf} larger than available brokers: "
+                             f"{len(brokers)}.")
+        out = []
+        for p in range(start, start + num_partitions):
+            replicas = [brokers[(p + r) % len(brokers)] for r in range(rf)]
+            out.append(PartitionState(replicas, replicas[0], 0, list(replicas)))
+        return out
+
+    def create_topic(self, name: str, num_partitions: int, rf: int,
+                     configs: dict[str, str] | None = None, *, validate_only: bool = False,
+                     internal: bool = False) -> TopicInfo:
+        check_topic_name(name)
+        if name in self.store.topics:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        if num_partitions == -1:
+            num_partitions = int(self.config.get("num.partitions"))
+        if rf == -1:
+            rf = int(self.config.get("default.replication.factor"))
+        if num_partitions <= 0:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                             "Number of partitions must be larger than 0.")
+        if rf <= 0:
+            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             "Replication factor must be larger than 0.")
+        clean = {k: v for k, v in (configs or {}).items() if v is not None}
+        try:
+            validate_topic_configs(clean)
+        except ConfigError as exc:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        assignment = self._assign(num_partitions, rf)
+        info = TopicInfo(name, uuid.uuid4(), assignment, {k: str(v) for k, v in clean.items()},
+                         internal)
+        if validate_only:
+            return info
+        self.store.create_topic(info)
+        self.by_id[info.topic_id] = name
+        for idx in range(num_partitions):
+            self._open_partition(info, idx)
+        log.info("created topic %s with %d partitions, replication factor %d", name,
+                 num_partitions, rf)
+        return info
+
+    def delete_topic(self, name: str) -> None:
+        info = self.store.topics.get(name)
+        if info is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             "This server does not host this topic-partition.")
+        self.store.delete_topic(name)
+        self.by_id.pop(info.topic_id, None)
+        for idx in range(len(info.partitions)):
+            part = self.partitions.pop((name, idx), None)
+            if part is not None:
+                part.wake()
+            self.logs.delete(name, idx)
+        log.info("deleted topic %s", name)
+
+    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+        info = self.store.topics.get(name)
+        if info is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"The topic '{name}' does not exist.")
+        current = len(info.partitions)
+        if count <= current:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                             f"Topic currently has {current} partitions, which is higher than "
+                             f"or equal to the requested {count}.")
+        added = self._assign(count - current, len(info.partitions[0].replicas), current)
+        if validate_only:
+            return
+        info.partitions.extend(added)
+        self.store.update_topic(info)
+        for idx in range(current, count):
+            self._open_partition(info, idx)
+        log.info("topic %s now has %d partitions", name, count)
+
+    def set_configs(self, name: str, configs: dict[str, str], validate_only: bool = False
+                    ) -> None:
+        info = self.store.topics.get(name)
+        if info is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"The topic '{name}' does not exist.")
+        try:
+            validate_topic_configs(configs)
+        except ConfigError as exc:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        if validate_only:
+            return
+        info.configs = dict(configs)
+        self.store.update_topic(info)
+        cfg = self.log_config(name)
+        for idx in range(len(info.partitions)):
+            part = self.partitions.get((name, idx))
+            if part is not None:
+                part.log.config = cfg
+        log.info("topic %s configs set to %s", name, configs)

@@ -1,0 +1,94 @@
+"""`odradek serve | topics | groups | produce | consume | cluster ...`.
+
+`odradek serve [server.properties] [--override key=value ...]` starts a broker the way
+kafka-server-start.sh does; with no arguments it listens on localhost:9092 and keeps data in
+./odradek-data. A bad config, an unusable data dir or a busy port ends it with one line and
+exit status 1; SIGTERM and Ctrl-C shut it down cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+from odradek.broker.config import BrokerConfig
+from odradek.log.config import ConfigError
+from odradek.log.manager import DataDirError
+
+log = logging.getLogger("odradek")
+
+
+def _parse_overrides(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--override needs key=value, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+async def _serve(config: BrokerConfig) -> int:
+    from odradek.broker.server import Broker
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    broker = Broker(config)
+    try:
+        await broker.start()
+    except OSError as exc:
+        await broker.stop()
+        raise SystemExit(f"odradek: cannot listen on {config.get('listeners')}: "
+                         f"{exc.strerror or exc}") from None
+    listeners = ",".join(f"{b.name}://{b.host}:{b.port}" for b in broker.bound)
+    print(f"odradek ready listeners={listeners} data={','.join(broker.logs.dirs)}", flush=True)
+    await stop.wait()
+    log.info("shutting down")
+    await broker.stop()
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        config = BrokerConfig.load(args.config, _parse_overrides(args.override or []),
+                                   dict(os.environ))
+    except ConfigError as exc:
+        print(f"odradek: bad configuration: {exc}", file=sys.stderr)
+        return 1
+    try:
+        return asyncio.run(_serve(config))
+    except (DataDirError, ConfigError, ValueError) as exc:
+        print(f"odradek: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="odradek", description="A Kafka-compatible broker.")
+    parser.add_argument("--log-level", default=os.environ.get("ODRADEK_LOG_LEVEL", "INFO"))
+    sub = parser.add_subparsers(dest="command")
+    serve = sub.add_parser("serve", help="run a broker")
+    serve.add_argument("config", nargs="?", help="server.properties file")
+    serve.add_argument("--override", action="append", metavar="KEY=VALUE",
+                       help="set a config key (repeatable)")
+    serve.set_defaults(func=cmd_serve)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    return args.func(args)

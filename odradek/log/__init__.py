@@ -1,0 +1,1 @@
+"""The storage engine: segments, indexes, recovery, retention, compaction (Kafka's storage module)."""

@@ -1,0 +1,441 @@
+"""A partition's log, as Kafka's UnifiedLog: segments, offsets, reads, rolls and truncation.
+
+Appends assign offsets by writing them into the batch headers (outside the CRC) and then write the
+whole produce payload with one `pwrite`. Reads return file regions. Everything here is synchronous
+and called from the broker's event loop; the partition's lock makes one writer at a time.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import logging
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+
+from odradek.wire.batch import (
+    BatchHeader,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+)
+from odradek.wire.records import control_type, decode_records
+
+from odradek.log.config import LONG_MAX, LogConfig
+from odradek.log.leader_epoch import LeaderEpochCache
+from odradek.log.producer_state import ProducerStateManager
+from odradek.log.segment import LogSegment
+from odradek.wire.regions import FileRegion
+
+log = logging.getLogger(__name__)
+
+INT32_MAX = 2**31 - 1
+PARTITION_METADATA = "partition.metadata"
+
+
+class OffsetOutOfRange(Exception):
+    """A fetch below the log start offset or above the log end offset."""
+
+
+@dataclass(slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless LogAppendTime
+    max_timestamp: int
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def write_partition_metadata(directory: str, topic_id: uuid.UUID) -> None:
+    encoded = base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+    path = os.path.join(directory, PARTITION_METADATA)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(f"version: 0\ntopic_id: {encoded}\n")
+    os.replace(path + ".tmp", path)
+
+
+def read_partition_metadata(directory: str) -> uuid.UUID | None:
+    try:
+        with open(os.path.join(directory, PARTITION_METADATA), encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "topic_id":
+                    raw = value.strip()
+                    return uuid.UUID(bytes=base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
+    except (FileNotFoundError, ValueError):
+        return None
+    return None
+
+
+class Log:
+    """Segments of one topic-partition in `directory` (named `<topic>-<partition>`)."""
+
+    def __init__(self, directory: str, topic: str, partition: int, config: LogConfig,
+                 *, recovery_point: int = 0, log_start_offset: int = 0,
+                 clean_shutdown: bool = True) -> None:
+        self.dir = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        os.makedirs(directory, exist_ok=True)
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.producer_state = ProducerStateManager(directory)
+        self.epochs = LeaderEpochCache(directory)
+        self.recovery_point = recovery_point
+        self.log_start_offset = log_start_offset
+        self._unflushed = 0
+        self._last_flush_ms = now_ms()
+        self._load(clean_shutdown)
+
+    # -- loading --------------------------------------------------------------------------------
+
+    def _load(self, clean_shutdown: bool) -> None:
+        bases = sorted(int(n[:-4]) for n in os.listdir(self.dir)
+                       if n.endswith(".log") and n[:-4].isdigit())
+        for name in os.listdir(self.dir):
+            if name.endswith((".index", ".timeindex", ".txnindex")):
+                base = name.split(".")[0]
+                if base.isdigit() and int(base) not in bases:
+                    os.unlink(os.path.join(self.dir, name))  # orphaned index
+            elif name.endswith((".cleaned", ".swap", ".deleted", ".tmp")):
+                os.unlink(os.path.join(self.dir, name))
+        created = now_ms()
+        for base in bases:
+            seg = self._open_segment(base, created)
+            self.segments.append(seg)
+            self._bases.append(base)
+        if not self.segments:
+            self._new_segment(max(self.log_start_offset, 0))
+        self._recover(clean_shutdown)
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        for seg in self.segments[:-1]:
+            seg.seal()
+        self.epochs.truncate_from_end(self.log_end_offset)
+        self._rebuild_producer_state()
+
+    def _open_segment(self, base: int, created: int) -> LogSegment:
+        return LogSegment(self.dir, base, self.config.segment_index_bytes,
+                          self.config.index_interval_bytes, created)
+
+    def _recover(self, clean_shutdown: bool) -> None:
+        """Recover every segment that may hold unflushed data; load the others' tails."""
+        max_batch = max(self.config.max_message_bytes, 1 << 20)
+        for i, seg in enumerate(self.segments):
+            nxt = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else None
+            needs = not clean_shutdown and (nxt is None or nxt > self.recovery_point)
+            if needs or seg.index.entries == 0 and seg.size > 0:
+                truncated, _ = seg.recover(max_batch)
+                if truncated:
+                    log.warning("%s-%d: truncated %d bytes of torn or corrupt data in %s",
+                                self.topic, self.partition, truncated, seg.path)
+                    # everything after a corrupt batch is suspect: drop later segments
+                    for later in self.segments[i + 1 :]:
+                        later.delete()
+                    del self.segments[i + 1 :]
+                    del self._bases[i + 1 :]
+                    break
+            else:
+                seg.load_tail()
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+
+    def _rebuild_producer_state(self) -> None:
+        """Load the newest snapshot and replay batch headers after it (no record decoding)."""
+        start = self.producer_state.load_snapshot(self.log_end_offset)
+        start = max(start, self.log_start_offset)
+        for seg in self.segments:
+            if seg.next_offset <= start:
+                continue
+            for bp in seg.batches_from(seg.index.lookup(start) if seg.base_offset < start else 0):
+                if bp.last_offset < start:
+                    continue
+                h = seg.read_header(bp.position)
+                self._apply_loaded_batch(h, seg, bp.position)
+
+    def _apply_loaded_batch(self, h: BatchHeader, seg: LogSegment, position: int) -> None:
+        if h.is_control:
+            ctype = control_type(seg.read_bytes(position, h.size))
+            if ctype is not None:
+                self.producer_state.complete_txn(h.producer_id, h.producer_epoch, -1)
+            return
+        self.producer_state.apply(h, h.base_offset, h.last_offset)
+
+    # -- offsets --------------------------------------------------------------------------------
+
+    @property
+    def active(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.active.next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def _segment_for(self, offset: int) -> int:
+        return max(0, bisect.bisect_right(self._bases, offset) - 1)
+
+    # -- appending ------------------------------------------------------------------------------
+
+    def append_as_leader(self, buf: bytearray, batches: list[tuple[int, BatchHeader]],
+                         leader_epoch: int, log_append_time: bool) -> AppendInfo:
+        """Assign offsets to validated batches in `buf` and write them in one call."""
+        first = offset = self.log_end_offset
+        now = now_ms()
+        max_ts, off_max = -1, -1
+        for pos, h in batches:
+            set_base_offset(buf, pos, offset)
+            set_partition_leader_epoch(buf, pos, leader_epoch)
+            last = offset + h.last_offset_delta
+            ts = h.max_timestamp
+            if log_append_time:
+                set_log_append_time(buf, pos, now)
+                ts = now
+            if ts > max_ts:
+                max_ts, off_max = ts, last
+            offset = last + 1
+        self.epochs.assign(leader_epoch, first)
+        self._write(buf, first, offset - 1, max_ts, off_max)
+        position_offset = first
+        for _pos, h in batches:
+            self.producer_state.apply(h, position_offset, position_offset + h.last_offset_delta)
+            position_offset += h.last_offset_delta + 1
+        return AppendInfo(first, offset - 1, now if log_append_time else -1, max_ts)
+
+    def append_as_follower(self, buf: bytes | bytearray | memoryview,
+                           batches: list[tuple[int, BatchHeader]]) -> None:
+        """Append batches that already carry offsets (replication); they must follow the end."""
+        if not batches:
+            return
+        first = batches[0][1].base_offset
+        last = batches[-1][1].last_offset
+        max_ts, off_max = -1, -1
+        for _pos, h in batches:
+            if h.max_timestamp > max_ts:
+                max_ts, off_max = h.max_timestamp, h.last_offset
+            self.epochs.assign(h.partition_leader_epoch, h.base_offset)
+        self._write(buf, first, last, max_ts, off_max)
+        for _pos, h in batches:
+            if h.is_control:
+                self.producer_state.complete_txn(h.producer_id, h.producer_epoch, -1)
+            else:
+                self.producer_state.apply(h, h.base_offset, h.last_offset)
+
+    def append_control(self, buf: bytearray, header: BatchHeader, leader_epoch: int) -> int:
+        """Append one control batch (transaction marker); returns its offset."""
+        offset = self.log_end_offset
+        set_base_offset(buf, 0, offset)
+        set_partition_leader_epoch(buf, 0, leader_epoch)
+        self.epochs.assign(leader_epoch, offset)
+        self._write(buf, offset, offset, header.max_timestamp, offset)
+        return offset
+
+    def _write(self, data: bytes | bytearray | memoryview, first: int, last: int, max_ts: int,
+               off_max: int) -> None:
+        self._maybe_roll(len(data), max_ts, last)
+        self.active.append(data, first, last, max_ts, off_max)
+        self._unflushed += last - first + 1
+        cfg = self.config
+        if self._unflushed >= cfg.flush_messages or (
+            cfg.flush_ms != LONG_MAX and now_ms() - self._last_flush_ms >= cfg.flush_ms
+        ):
+            self.flush()
+
+    def _maybe_roll(self, incoming: int, max_ts: int, last_offset: int) -> None:
+        seg = self.active
+        if seg.size == 0:
+            return
+        cfg = self.config
+        age_ms = now_ms() - (seg.created_ms if seg.max_timestamp < 0 else
+                             min(seg.created_ms, seg.max_timestamp))
+        if (seg.size + incoming > cfg.segment_bytes
+                or age_ms > cfg.segment_ms - cfg.segment_jitter_ms
+                or seg.index.full or seg.time_index.full
+                or last_offset - seg.base_offset > INT32_MAX):
+            self.roll()
+
+    def roll(self) -> LogSegment:
+        """Seal the active segment and start a new one at the log end offset."""
+        seg = self.active
+        if seg.size == 0:
+            return seg
+        seg.seal()
+        self.producer_state.write_snapshot(self.log_end_offset)
+        new = self._new_segment(self.log_end_offset)
+        log.debug("%s-%d: rolled segment at offset %d", self.topic, self.partition,
+                  new.base_offset)
+        return new
+
+    def _new_segment(self, base: int) -> LogSegment:
+        seg = self._open_segment(base, now_ms())
+        seg.next_offset = base
+        self.segments.append(seg)
+        self._bases.append(base)
+        return seg
+
+    def flush(self) -> None:
+        self.active.flush()
+        self.recovery_point = self.log_end_offset
+        self._unflushed = 0
+        self._last_flush_ms = now_ms()
+
+    def close(self) -> None:
+        """Clean close: flush, snapshot producer state, trim indexes."""
+        self.flush()
+        self.producer_state.write_snapshot(self.log_end_offset)
+        for seg in self.segments:
+            seg.close()
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, max_offset: int, min_one: bool
+             ) -> FileRegion | None:
+        """Batches from `offset` bounded by `max_offset` (exclusive: high watermark or LSO)."""
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRange(offset)
+        if offset >= max_offset:
+            return None
+        i = self._segment_for(offset)
+        while i < len(self.segments):
+            seg = self.segments[i]
+            if max_offset >= seg.next_offset:
+                max_position = seg.size
+            else:
+                max_position = seg.position_of(max_offset)
+            region = seg.read(offset, max_bytes, max_position, min_one)
+            if region is not None or max_offset <= seg.next_offset:
+                return region
+            i += 1  # offset lies in a gap left by compaction or at a segment end
+        return None
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= `timestamp`, else None."""
+        for seg in self.segments:
+            if seg.max_timestamp < timestamp:
+                continue
+            bp = seg.find_timestamp_position(timestamp)
+            if bp is None:
+                continue
+            header, records = decode_records(seg.read_bytes(bp.position, bp.size))
+            if header.is_control:
+                continue
+            for r in records:
+                if r.timestamp >= timestamp and r.offset >= self.log_start_offset:
+                    return r.offset, r.timestamp
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the record with the largest timestamp (KIP-734)."""
+        best = None
+        for seg in self.segments:
+            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best[0]):
+                best = (seg.max_timestamp, seg)
+        if best is None:
+            return None
+        ts, seg = best
+        bp = seg.find_timestamp_position(ts)
+        if bp is None:
+            return None
+        _h, records = decode_records(seg.read_bytes(bp.position, bp.size))
+        for r in records:
+            if r.timestamp == ts:
+                return r.offset, r.timestamp
+        return None
+
+    # -- deleting -------------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove everything at or after `offset` (a follower's diverged tail)."""
+        if offset >= self.log_end_offset:
+            return
+        while len(self.segments) > 1 and self.active.base_offset >= offset:
+            seg = self.segments.pop()
+            self._bases.pop()
+            seg.delete()
+        seg = self.active
+        seg.truncate_to(offset)
+        seg.index.resize(self.config.segment_index_bytes)
+        seg.time_index.resize(self.config.segment_index_bytes)
+        self.epochs.truncate_from_end(self.log_end_offset)
+        self.producer_state.delete_snapshots_after(self.log_end_offset)
+        self._rebuild_producer_state()
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        for seg in self.segments:
+            seg.delete()
+        self.segments.clear()
+        self._bases.clear()
+        self.producer_state.truncate()
+        self.producer_state.delete_snapshots_after(-1)
+        self._new_segment(offset)
+        self.log_start_offset = offset
+        self.recovery_point = offset
+
+    def advance_log_start(self, offset: int) -> None:
+        """DeleteRecords: move the log start offset and drop segments wholly below it."""
+        if offset <= self.log_start_offset:
+            return
+        self.log_start_offset = offset
+        self.epochs.truncate_from_start(offset)
+        self._delete_segments(lambda seg, nxt: nxt is not None and nxt <= offset, "log start")
+
+    def apply_retention(self, now: int) -> int:
+        """Delete whole segments past retention.ms / retention.bytes; returns how many."""
+        cfg = self.config
+        if not cfg.delete:
+            return 0
+        deleted = 0
+        if cfg.retention_ms >= 0:
+            limit = now - cfg.retention_ms
+            if self.active.size and 0 <= self.active.max_timestamp < limit:
+                self.roll()
+            deleted += self._delete_segments(
+                lambda seg, nxt: nxt is not None and 0 <= seg.max_timestamp < limit
+                or nxt is not None and seg.size and seg.max_timestamp < 0
+                and seg.created_ms < limit,
+                "retention.ms")
+        if cfg.retention_bytes >= 0:
+            excess = self.size_bytes - cfg.retention_bytes
+
+            def over(seg: LogSegment, nxt: int | None) -> bool:
+                nonlocal excess
+                if nxt is None or excess < seg.size:
+                    return False
+                excess -= seg.size
+                return True
+
+            deleted += self._delete_segments(over, "retention.bytes")
+        return deleted
+
+    def _delete_segments(self, predicate, reason: str) -> int:
+        count = 0
+        while len(self.segments) > 1:
+            seg = self.segments[0]
+            if not predicate(seg, self.segments[1].base_offset):
+                break
+            self.segments.pop(0)
+            self._bases.pop(0)
+            seg.delete()
+            count += 1
+            log.info("%s-%d: deleted segment %d (%s)", self.topic, self.partition,
+                     seg.base_offset, reason)
+        if count:
+            self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+            self.epochs.truncate_from_start(self.log_start_offset)
+        return count
+
+    def delete(self) -> None:
+        """Remove the whole partition directory (topic deletion)."""
+        for seg in self.segments:
+            seg.delete()
+        self.segments.clear()
+        shutil.rmtree(self.dir, ignore_errors=True)

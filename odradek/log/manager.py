@@ -1,0 +1,147 @@
+"""The data directories and every partition log in them, as Kafka's LogManager.
+
+Owns the per-directory checkpoint files (recovery points, high watermarks, log start offsets) and
+the clean-shutdown marker: when the marker is missing at start, logs are recovered from their
+recovery points with CRC checks.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import uuid
+
+from odradek.log.checkpoints import (
+    HIGH_WATERMARK,
+    LOG_START,
+    RECOVERY_POINT,
+    read_checkpoint,
+    write_checkpoint,
+)
+from odradek.log.config import LogConfig
+from odradek.log.log import Log, read_partition_metadata, write_partition_metadata
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
+_DIR_RE = re.compile(r"^(.+)-(\d+)$")
+
+
+class DataDirError(Exception):
+    """A data directory that cannot be created, written or locked."""
+
+
+class LogManager:
+    def __init__(self, dirs: list[str]) -> None:
+        self.dirs = [os.path.abspath(d) for d in dirs]
+        self.logs: dict[tuple[str, int], Log] = {}
+        self._dir_of: dict[tuple[str, int], str] = {}
+        self._locks = []
+        for d in self.dirs:
+            try:
+                os.makedirs(d, exist_ok=True)
+                probe = os.path.join(d, ".odradek-probe")
+                with open(probe, "w") as f:
+                    f.write("ok")
+                os.unlink(probe)
+            except OSError as exc:
+                raise DataDirError(f"data dir {d} is not usable: {exc.strerror}") from None
+            self._lock(d)
+        self.high_watermarks: dict[tuple[str, int], int] = {}
+
+    def _lock(self, d: str) -> None:
+        import fcntl
+
+        fd = os.open(os.path.join(d, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise DataDirError(f"data dir {d} is in use by another broker") from None
+        self._locks.append(fd)
+
+    def discover(self) -> list[tuple[str, int, uuid.UUID | None, str]]:
+        """Partition directories on disk: (topic, partition, topic id, path)."""
+        found = []
+        for d in self.dirs:
+            for name in sorted(os.listdir(d)):
+                path = os.path.join(d, name)
+                if name.endswith("-delete") and os.path.isdir(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                    continue
+                m = _DIR_RE.match(name)
+                if m and os.path.isdir(path):
+                    found.append((m.group(1), int(m.group(2)), read_partition_metadata(path),
+                                  path))
+        return found
+
+    def load_all(self, config_for) -> None:
+        """Open every partition on disk; `config_for(topic)` gives its LogConfig."""
+        for d in self.dirs:
+            clean = os.path.exists(os.path.join(d, CLEAN_SHUTDOWN))
+            recovery = read_checkpoint(os.path.join(d, RECOVERY_POINT))
+            starts = read_checkpoint(os.path.join(d, LOG_START))
+            self.high_watermarks.update(read_checkpoint(os.path.join(d, HIGH_WATERMARK)))
+            if not clean:
+                log.warning("%s was not shut down cleanly: recovering logs", d)
+            for topic, part, _tid, path in self.discover():
+                if not path.startswith(d + os.sep):
+                    continue
+                key = (topic, part)
+                self.logs[key] = Log(path, topic, part, config_for(topic),
+                                     recovery_point=recovery.get(key, 0),
+                                     log_start_offset=starts.get(key, 0),
+                                     clean_shutdown=clean)
+                self._dir_of[key] = d
+            if clean:
+                os.unlink(os.path.join(d, CLEAN_SHUTDOWN))
+
+    def get_or_create(self, topic: str, partition: int, topic_id: uuid.UUID,
+                      config: LogConfig) -> Log:
+        key = (topic, partition)
+        existing = self.logs.get(key)
+        if existing is not None:
+            return existing
+        d = min(self.dirs, key=lambda x: sum(1 for v in self._dir_of.values() if v == x))
+        path = os.path.join(d, f"{topic}-{partition}")
+        lg = Log(path, topic, partition, config)
+        write_partition_metadata(path, topic_id)
+        self.logs[key] = lg
+        self._dir_of[key] = d
+        return lg
+
+    def delete(self, topic: str, partition: int) -> None:
+        lg = self.logs.pop((topic, partition), None)
+        self._dir_of.pop((topic, partition), None)
+        self.high_watermarks.pop((topic, partition), None)
+        if lg is not None:
+            lg.delete()
+
+    def checkpoint(self) -> None:
+        """Write the three checkpoint files of every data dir."""
+        for d in self.dirs:
+            keys = [k for k, v in self._dir_of.items() if v == d]
+            write_checkpoint(os.path.join(d, RECOVERY_POINT),
+                             {k: self.logs[k].recovery_point for k in keys})
+            write_checkpoint(os.path.join(d, LOG_START),
+                             {k: self.logs[k].log_start_offset for k in keys})
+            write_checkpoint(os.path.join(d, HIGH_WATERMARK),
+                             {k: self.high_watermarks.get(k, 0) for k in keys})
+
+    def flush_all(self) -> None:
+        for lg in self.logs.values():
+            lg.flush()
+
+    def close(self) -> None:
+        """Clean shutdown: close every log, write checkpoints and the clean-shutdown marker."""
+        for lg in self.logs.values():
+            lg.close()
+        self.checkpoint()
+        for d in self.dirs:
+            with open(os.path.join(d, CLEAN_SHUTDOWN), "w") as f:
+                f.write("")
+        for fd in self._locks:
+            os.close(fd)
+        self._locks.clear()

@@ -1,0 +1,215 @@
+"""Idempotent-producer state per partition, as Kafka's ProducerStateManager (KIP-98, KIP-360).
+
+For each producer id the partition keeps its epoch and the metadata of its last five batches, so a
+retried batch is recognised as a duplicate (answered with its original offset) and a gap in
+sequence numbers is answered OUT_OF_ORDER_SEQUENCE_NUMBER. It also tracks the first offset of each
+producer's open transaction, from which the last stable offset follows.
+
+Snapshots (`<offset>.snapshot`, offset = 20 digits) let a restart replay only the log after them:
+
+    offset 0   int16  version (1)
+    offset 2   uint32 crc32c of everything after this field
+    offset 6   int32  entry count
+    then per entry (42 bytes):
+      int64 producer_id; int16 epoch; int32 coordinator_epoch; int64 txn_first_offset (-1: none)
+      int64 last_timestamp; int32 batch count (<= 5); per batch:
+        int32 first_seq; int32 last_seq; int64 first_offset; int64 last_offset
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+
+import crc32c
+from odradek.wire.batch import BatchHeader
+
+from odradek.wire.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+MAX_BATCHES = 5
+_ENTRY = struct.Struct(">qhiqqi")
+_BATCH = struct.Struct(">iiqq")
+_HEAD = struct.Struct(">hIi")
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(slots=True)
+class BatchMeta:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    producer_id: int
+    epoch: int = -1
+    coordinator_epoch: int = -1
+    txn_first_offset: int = -1
+    last_timestamp: int = -1
+    batches: deque[BatchMeta] = field(default_factory=lambda: deque(maxlen=MAX_BATCHES))
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+
+class SequenceError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+class ProducerStateManager:
+    """Producer entries for one partition; mutated only under the partition's append lock."""
+
+    def __init__(self, directory: str) -> None:
+        self.dir = directory
+        self.producers: dict[int, ProducerEntry] = {}
+        # first offset -> producer id of open transactions (for the last stable offset)
+        self.ongoing: dict[int, int] = {}
+
+    # -- validation -----------------------------------------------------------------------------
+
+    def check(self, h: BatchHeader) -> BatchMeta | None:
+        """Validate an idempotent batch before append; a duplicate returns its original meta."""
+        entry = self.producers.get(h.producer_id)
+        if entry is None:
+            return None
+        if h.producer_epoch < entry.epoch:
+            raise SequenceError(ErrorCode.INVALID_PRODUCER_EPOCH,
+                                f"epoch {h.producer_epoch} older than {entry.epoch}")
+        if h.producer_epoch == entry.epoch:
+            for b in entry.batches:
+                if b.first_seq == h.base_sequence and b.last_seq == h.last_sequence:
+                    return b
+        if h.producer_epoch != entry.epoch:
+            if h.base_sequence != 0 and entry.epoch != -1:
+                raise SequenceError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                                    f"new epoch {h.producer_epoch} must start at sequence 0, "
+                                    f"got {h.base_sequence}")
+        elif entry.batches and not _in_sequence(entry.last_seq, h.base_sequence):
+            raise SequenceError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                                f"expected sequence {entry.last_seq + 1}, got {h.base_sequence}")
+        return None
+
+    # -- applying -------------------------------------------------------------------------------
+
+    def apply(self, h: BatchHeader, first_offset: int, last_offset: int) -> None:
+        """Record an appended data batch (also used when replaying the log)."""
+        if h.producer_id < 0:
+            return
+        entry = self.producers.get(h.producer_id)
+        if entry is None:
+            entry = self.producers[h.producer_id] = ProducerEntry(h.producer_id)
+        if h.producer_epoch != entry.epoch:
+            entry.epoch = h.producer_epoch
+            entry.batches.clear()
+        entry.last_timestamp = max(entry.last_timestamp, h.max_timestamp)
+        if h.is_control:
+            return
+        if h.base_sequence >= 0:
+            entry.batches.append(BatchMeta(h.base_sequence, h.last_sequence, first_offset,
+                                           last_offset))
+        if h.is_transactional and entry.txn_first_offset < 0:
+            entry.txn_first_offset = first_offset
+            self.ongoing[first_offset] = h.producer_id
+
+    def complete_txn(self, producer_id: int, producer_epoch: int, coordinator_epoch: int
+                     ) -> int:
+        """A control record ended the producer's transaction; returns its first offset or -1."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = self.producers[producer_id] = ProducerEntry(producer_id, producer_epoch)
+        entry.epoch = max(entry.epoch, producer_epoch)
+        entry.coordinator_epoch = coordinator_epoch
+        first = entry.txn_first_offset
+        if first >= 0:
+            self.ongoing.pop(first, None)
+            entry.txn_first_offset = -1
+        return first
+
+    def first_unstable_offset(self) -> int | None:
+        return min(self.ongoing) if self.ongoing else None
+
+    def truncate(self) -> None:
+        """Forget everything (before a replay after truncation)."""
+        self.producers.clear()
+        self.ongoing.clear()
+
+    # -- snapshots ------------------------------------------------------------------------------
+
+    def _snapshot_path(self, offset: int) -> str:
+        return os.path.join(self.dir, f"{offset:020d}.snapshot")
+
+    def snapshot_offsets(self) -> list[int]:
+        out = []
+        for path in glob.glob(os.path.join(self.dir, "*.snapshot")):
+            try:
+                out.append(int(os.path.basename(path).split(".")[0]))
+            except ValueError:
+                continue
+        return sorted(out)
+
+    def write_snapshot(self, offset: int) -> None:
+        body = bytearray(struct.pack(">i", len(self.producers)))
+        for e in self.producers.values():
+            body += _ENTRY.pack(e.producer_id, e.epoch, e.coordinator_epoch, e.txn_first_offset,
+                                e.last_timestamp, len(e.batches))
+            for b in e.batches:
+                body += _BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset)
+        data = struct.pack(">hI", 1, crc32c.crc32c(bytes(body))) + body
+        tmp = self._snapshot_path(offset) + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, self._snapshot_path(offset))
+        for old in self.snapshot_offsets()[:-2]:
+            os.unlink(self._snapshot_path(old))
+
+    def delete_snapshots_after(self, offset: int) -> None:
+        for off in self.snapshot_offsets():
+            if off > offset:
+                os.unlink(self._snapshot_path(off))
+
+    def load_snapshot(self, max_offset: int) -> int:
+        """Load the newest valid snapshot at or below `max_offset`; returns its offset or 0."""
+        self.truncate()
+        for off in reversed(self.snapshot_offsets()):
+            if off > max_offset:
+                continue
+            try:
+                self._read_snapshot(self._snapshot_path(off))
+                return off
+            except (ValueError, struct.error) as exc:
+                log.warning("bad producer snapshot %s: %s", self._snapshot_path(off), exc)
+                self.truncate()
+        return 0
+
+    def _read_snapshot(self, path: str) -> None:
+        with open(path, "rb") as f:
+            data = f.read()
+        version, crc, count = _HEAD.unpack_from(data, 0)
+        if version != 1 or crc32c.crc32c(data[6:]) != crc:
+            raise ValueError("version or crc mismatch")
+        pos = _HEAD.size
+        for _ in range(count):
+            pid, epoch, cepoch, txn_first, ts, nb = _ENTRY.unpack_from(data, pos)
+            pos += _ENTRY.size
+            entry = ProducerEntry(pid, epoch, cepoch, txn_first, ts)
+            for _ in range(nb):
+                entry.batches.append(BatchMeta(*_BATCH.unpack_from(data, pos)))
+                pos += _BATCH.size
+            self.producers[pid] = entry
+            if txn_first >= 0:
+                self.ongoing[txn_first] = pid

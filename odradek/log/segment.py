@@ -1,0 +1,278 @@
+"""One log segment, as Kafka's LogSegment: `<base>.log` plus its offset and time indexes.
+
+The .log holds record batches exactly as received (with base offset and leader epoch filled in).
+Appends are one positional write of the batch bytes; reads return file regions. Batches are
+located by reading only their first 27 header bytes:
+
+    offset 0   int64  base_offset
+    offset 8   int32  batch_length      (bytes after this field)
+    offset 12  int32  partition_leader_epoch
+    offset 16  int8   magic
+    offset 17  uint32 crc
+    offset 21  int16  attributes
+    offset 23  int32  last_offset_delta
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from odradek.wire.batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    crc_ok,
+    parse_header,
+)
+
+from odradek.log.offset_index import OffsetIndex
+from odradek.log.time_index import TimeIndex
+from odradek.wire.regions import FileRegion
+
+log = logging.getLogger(__name__)
+
+_PREFIX = struct.Struct(">qiibIhi")
+PREFIX_SIZE = 27
+
+
+def file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+@dataclass(slots=True)
+class BatchPos:
+    """Where a batch sits in a segment file and what it spans."""
+
+    position: int
+    base_offset: int
+    last_offset: int
+    size: int
+
+
+class LogSegment:
+    """A `.log` file with its indexes; appended to only while it is the active segment."""
+
+    def __init__(self, directory: str, base_offset: int, index_bytes: int, index_interval: int,
+                 created_ms: int) -> None:
+        self.dir = directory
+        self.base_offset = base_offset
+        self.path = os.path.join(directory, file_name(base_offset, ".log"))
+        self.index_interval = index_interval
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.file = os.fdopen(fd, "r+b", buffering=0)
+        self.size = os.fstat(fd).st_size
+        self.index = OffsetIndex(os.path.join(directory, file_name(base_offset, ".index")),
+                                 base_offset, index_bytes)
+        self.time_index = TimeIndex(os.path.join(directory, file_name(base_offset, ".timeindex")),
+                                    base_offset, index_bytes)
+        self.created_ms = created_ms
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.next_offset = base_offset
+        self._bytes_since_index = 0
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def append(self, data: bytes | bytearray | memoryview, first_offset: int, last_offset: int,
+               max_timestamp: int, offset_of_max_timestamp: int) -> int:
+        """Write batches at the end of the file; returns the position they start at."""
+        position = self.size
+        written = os.pwrite(self.file.fileno(), data, position)
+        while written < len(data):
+            written += os.pwrite(self.file.fileno(), memoryview(data)[written:], position + written)
+        self.size += len(data)
+        if self._bytes_since_index >= self.index_interval or position == 0:
+            self.index.append(last_offset, position)
+            if max_timestamp > self.max_timestamp:
+                self.time_index.append(max_timestamp, offset_of_max_timestamp)
+            self._bytes_since_index = 0
+        self._bytes_since_index += len(data)
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = offset_of_max_timestamp
+        self.next_offset = last_offset + 1
+        return position
+
+    def flush(self) -> None:
+        os.fsync(self.file.fileno())
+        self.index.flush()
+        self.time_index.flush()
+
+    def seal(self) -> None:
+        """This segment stops being active: trim the preallocated indexes."""
+        if self.max_timestamp >= 0:
+            self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.index.trim()
+        self.time_index.trim()
+
+    def close(self) -> None:
+        self.seal()
+        self.index.close()
+        self.time_index.close()
+        self.file.close()
+
+    def delete(self) -> None:
+        """Remove the files; open file regions keep the data readable until they finish."""
+        self.index.close()
+        self.time_index.close()
+        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+            try:
+                os.unlink(os.path.join(self.dir, file_name(self.base_offset, suffix)))
+            except FileNotFoundError:
+                pass
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def _read_prefix(self, position: int) -> BatchPos | None:
+        raw = os.pread(self.file.fileno(), PREFIX_SIZE, position)
+        if len(raw) < PREFIX_SIZE:
+            return None
+        base, length, _epoch, _magic, _crc, _attrs, delta = _PREFIX.unpack(raw)
+        if length < HEADER_SIZE - LOG_OVERHEAD or position + LOG_OVERHEAD + length > self.size:
+            return None
+        return BatchPos(position, base, base + delta, length + LOG_OVERHEAD)
+
+    def batches_from(self, position: int = 0, end: int | None = None) -> Iterator[BatchPos]:
+        stop = self.size if end is None else end
+        while position < stop:
+            b = self._read_prefix(position)
+            if b is None:
+                return
+            yield b
+            position += b.size
+
+    def translate(self, offset: int) -> BatchPos | None:
+        """The first batch whose last offset is >= `offset`."""
+        for b in self.batches_from(self.index.lookup(offset)):
+            if b.last_offset >= offset:
+                return b
+        return None
+
+    def position_of(self, offset: int) -> int:
+        """File position of the batch holding `offset`, or the segment size when beyond."""
+        b = self.translate(offset)
+        return self.size if b is None else b.position
+
+    def read(self, offset: int, max_bytes: int, max_position: int, min_one: bool
+             ) -> FileRegion | None:
+        """Up to `max_bytes` from the batch holding `offset`, never past `max_position`.
+
+        As Kafka (KIP-74): when `min_one` and the first batch is larger than `max_bytes`, the
+        whole first batch is returned; otherwise the region may end in a partial batch, which
+        clients skip.
+        """
+        start = self.translate(offset)
+        if start is None or start.position >= max_position:
+            return None
+        limit = max_position - start.position
+        length = min(limit, max_bytes)
+        if min_one and length < start.size:
+            length = min(limit, start.size)
+        if length <= 0:
+            return None
+        return FileRegion(self.file, start.position, length)
+
+    def read_bytes(self, position: int, length: int) -> bytes:
+        return os.pread(self.file.fileno(), length, position)
+
+    def read_header(self, position: int) -> BatchHeader:
+        return parse_header(os.pread(self.file.fileno(), HEADER_SIZE, position))
+
+    def find_timestamp_position(self, timestamp: int) -> BatchPos | None:
+        """The first batch whose max timestamp is >= `timestamp`."""
+        start = self.index.lookup(self.time_index.lookup(timestamp))
+        for b in self.batches_from(start):
+            if self.read_header(b.position).max_timestamp >= timestamp:
+                return b
+        return None
+
+    # -- recovery and truncation ---------------------------------------------------------------
+
+    def recover(self, max_batch: int) -> tuple[int, list[tuple[int, BatchHeader]]]:
+        """Scan every batch checking CRCs, cut a torn or corrupt tail, rebuild the indexes.
+
+        Returns (bytes truncated, [(position, header)] of the valid batches).
+        """
+        self.index.reset()
+        self.time_index.reset()
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self._bytes_since_index = 0
+        valid: list[tuple[int, BatchHeader]] = []
+        position = 0
+        fd = self.file.fileno()
+        while position < self.size:
+            raw = os.pread(fd, LOG_OVERHEAD, position)
+            if len(raw) < LOG_OVERHEAD:
+                break
+            _base, length = struct.unpack(">qi", raw)
+            total = length + LOG_OVERHEAD
+            if length < HEADER_SIZE - LOG_OVERHEAD or total > max_batch + LOG_OVERHEAD + 1024 * 1024 \
+                    or position + total > self.size:
+                break
+            data = os.pread(fd, total, position)
+            try:
+                header = parse_header(data)
+            except ValueError:
+                break
+            if not crc_ok(data, 0, header):
+                log.warning("%s: CRC mismatch at position %d, truncating", self.path, position)
+                break
+            if self._bytes_since_index >= self.index_interval or position == 0:
+                self.index.append(header.last_offset, position)
+                if header.max_timestamp > self.max_timestamp:
+                    self.time_index.append(header.max_timestamp, header.last_offset)
+                self._bytes_since_index = 0
+            self._bytes_since_index += total
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = header.last_offset
+            valid.append((position, header))
+            self.next_offset = header.last_offset + 1
+            position += total
+        truncated = self.size - position
+        if truncated:
+            self.file.truncate(position)
+            self.size = position
+        return truncated, valid
+
+    def load_tail(self) -> None:
+        """For a cleanly closed segment: find next offset and max timestamp from the index."""
+        last = self.index.last()
+        start = last[1] if last else 0
+        for b in self.batches_from(start):
+            self.next_offset = b.last_offset + 1
+        if self.time_index.entries:
+            ts, off = self.time_index.entry(self.time_index.entries - 1)
+            self.max_timestamp, self.offset_of_max_timestamp = ts, off
+        if self.size and self.max_timestamp < 0:
+            for b in self.batches_from(0):
+                h = self.read_header(b.position)
+                if h.max_timestamp > self.max_timestamp:
+                    self.max_timestamp, self.offset_of_max_timestamp = h.max_timestamp, b.last_offset
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch at or after `offset`; returns bytes removed."""
+        b = self.translate(offset)
+        if b is None:
+            return 0
+        # as Kafka: cut at the start of the batch holding `offset`
+        position = b.position
+        offset = min(offset, b.base_offset)
+        removed = self.size - position
+        self.file.truncate(position)
+        self.size = position
+        self.index.truncate_to_offset(offset)
+        self.time_index.truncate_to_offset(offset)
+        self.next_offset = max(self.base_offset, offset)
+        # recompute max timestamp from what is left
+        self.max_timestamp = -1
+        for bp in self.batches_from(0):
+            h = self.read_header(bp.position)
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = h.max_timestamp, bp.last_offset
+        return removed

@@ -1,0 +1,83 @@
+"""The one door to kafka-python's protocol classes (`kafka.protocol`, 3.0.x).
+
+Those classes are generated from Kafka's own JSON message definitions and encode and decode every
+version of every request and response, flexible versions and tagged fields included. Nothing else
+in odradek imports `kafka.protocol`; handlers use the classes re-exported here by name, e.g.
+`protocol.MetadataResponse`.
+
+Tagged fields are written only when they differ from their default (kafka-python does this),
+which older librdkafka builds need: they mis-skip tagged fields.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kafka.protocol.admin as _admin
+import kafka.protocol.consumer as _consumer
+import kafka.protocol.metadata as _metadata
+import kafka.protocol.producer as _producer
+from kafka.protocol.api_message import ApiMessage
+
+from odradek.wire.frames import frame
+from odradek.wire.header import response_header
+
+API_VERSIONS_KEY = 18
+
+_REQUESTS: dict[int, Any] = {}
+_RESPONSES: dict[int, Any] = {}
+_EXPORTS: dict[str, Any] = {}
+
+for _mod in (_admin, _consumer, _metadata, _producer):
+    for _name in _mod.__all__:
+        _obj = getattr(_mod, _name)
+        _EXPORTS[_name] = _obj
+        if isinstance(_obj, type) and issubclass(_obj, ApiMessage) and _obj is not ApiMessage:
+            table = _REQUESTS if _obj.is_request() else _RESPONSES
+            table[_obj.API_KEY] = _obj
+
+globals().update(_EXPORTS)
+__all__ = sorted(_EXPORTS) + [
+    "request_class",
+    "response_class",
+    "is_flexible_request",
+    "decode_request",
+    "encode_response",
+    "schema_versions",
+]
+
+
+def request_class(api_key: int) -> Any | None:
+    """The request class for an API key, or None when kafka-python has no schema for it."""
+    return _REQUESTS.get(api_key)
+
+
+def response_class(api_key: int) -> Any:
+    return _RESPONSES[api_key]
+
+
+def schema_versions(api_key: int) -> tuple[int, int]:
+    """The (min, max) versions of Kafka's JSON definition for this key."""
+    valid = _REQUESTS[api_key].json["validVersions"]
+    lo, _, hi = valid.partition("-")
+    return int(lo), int(hi or lo)
+
+
+def is_flexible_request(api_key: int, version: int) -> bool:
+    """True when this version uses compact encodings and header v2."""
+    cls = _REQUESTS.get(api_key)
+    return bool(cls is not None and cls.flexible_version_q(version))
+
+
+def decode_request(api_key: int, version: int, payload: bytes, offset: int) -> Any:
+    """Decode a request body that starts at `offset` in the frame payload."""
+    cls = _REQUESTS[api_key]
+    return cls.decode(memoryview(payload)[offset:], version=version)
+
+
+def encode_response(api_key: int, version: int, correlation_id: int, response: Any) -> bytes:
+    """Frame + response header + body. ApiVersions always answers with response header v0."""
+    flexible = api_key != API_VERSIONS_KEY and _RESPONSES[api_key].flexible_version_q(version)
+    head = response_header(correlation_id, flexible)
+    body = response.encode(version=version)
+    return frame(len(head) + len(body)) + head + bytes(body)
