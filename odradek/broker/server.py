@@ -137,8 +137,9 @@ class Broker:
             self.logs.high_watermarks[(topic, idx)] = part.high_watermark
         self.logs.checkpoint()
 
-    async def stop(self) -> None:
-        """Clean shutdown: stop accepting, close connections, flush and checkpoint."""
+    async def stop(self, clean: bool = True) -> None:
+        """Shut down. Clean: flush, checkpoint, clean-shutdown marker. Unclean (`clean=False`):
+        drop everything as `kill -9` would, leaving recovery to the next start."""
         for server in self.servers:
             server.close()
         for conn in list(self.connections):
@@ -151,15 +152,22 @@ class Broker:
             except (asyncio.CancelledError, Exception):
                 pass
         for svc in reversed(self.services):
-            await svc.stop()
+            if clean:
+                await svc.stop()
+            else:
+                abandon = getattr(svc, "abandon", None)
+                if abandon is not None:
+                    abandon()
         for server in self.servers:
             try:
                 await asyncio.wait_for(server.wait_closed(), 2)
-            except (TimeoutError, Exception):
+            except (asyncio.TimeoutError, Exception):
                 pass
-        for (topic, idx), part in self.topics.partitions.items():
-            self.logs.high_watermarks[(topic, idx)] = part.high_watermark
-        self.logs.close()
+        if clean:
+            for (topic, idx), part in self.topics.partitions.items():
+                self.logs.high_watermarks[(topic, idx)] = part.high_watermark
+            self.logs.close()
+        else:
+            self.logs.abandon()
         self.stopped.set()
-        log.info("odradek broker %d stopped", self.node_id)
-
+        log.info("odradek broker %d stopped%s", self.node_id, "" if clean else " (unclean)")

@@ -145,3 +145,14 @@ class LogManager:
         for fd in self._locks:
             os.close(fd)
         self._locks.clear()
+
+    def abandon(self) -> None:
+        """Let go of the data dirs without flushing or marking a clean shutdown (a crash)."""
+        for lg in self.logs.values():
+            for seg in lg.segments:
+                seg.index.close()
+                seg.time_index.close()
+                seg.file.close()
+        for fd in self._locks:
+            os.close(fd)
+        self._locks.clear()

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from odradek.wire.batch import BatchHeader, CorruptRecordError, crc_ok, iter_batches
+from odradek.wire.batch import (
+    BatchHeader,
+    CorruptRecordError,
+    UnsupportedMagicError,
+    crc_ok,
+    iter_batches,
+)
 from odradek.wire.records import build_batch, decode_records
 
 from odradek.log.config import LogConfig
@@ -45,7 +51,7 @@ def validate(records: bytes | None, config: LogConfig, now: int) -> ValidatedBat
         batches = list(iter_batches(buf))
     except CorruptRecordError as exc:
         code = ErrorCode.CORRUPT_MESSAGE
-        if "magic" in str(exc):
+        if isinstance(exc, UnsupportedMagicError):
             code = ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
         raise ValidationError(code, str(exc)) from None
     if not batches:

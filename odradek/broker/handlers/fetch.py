@@ -143,7 +143,10 @@ def _changed(sp: SessionPartition, pd: PartitionData) -> bool:
 async def fetch(ctx: RequestContext, req) -> list:
     broker = ctx.broker
     version = ctx.api_version
-    replica_id = req.replica_id if version < 15 else req.replica_state.replica_id
+    if version < 15:
+        replica_id = req.replica_id
+    else:
+        replica_id = req.replica_state.replica_id if req.replica_state is not None else -1
     params = FetchParams(replica_id, req.isolation_level, req.max_bytes, version)
     requested = _resolve(broker, req, version)
     cache = _sessions(broker)

@@ -1,0 +1,315 @@
+"""CreateTopics (key 19) v2-7, DeleteTopics (key 20) v1-6, CreatePartitions (key 37) v0-3.
+
+CreateTopics: v4 lets num_partitions / replication_factor be -1 for the broker defaults (KIP-464);
+v5 is flexible and answers num_partitions, replication_factor and the topic's configs (KIP-525);
+v6 may throttle (KIP-599, never here); v7 answers the topic id (KIP-516).
+DeleteTopics: v3 may answer TOPIC_DELETION_DISABLED; v4 is flexible; v5 adds error_message;
+v6 names topics by name or by id (KIP-516). CreatePartitions: v2 is flexible; v3 may throttle.
+
+Manual replica assignments are checked as Kafka's controller checks them (consecutive partitions
+from 0, no empty or repeated replica lists, registered brokers, one replication factor) and are
+then accepted when they equal the placement the topic manager makes itself, which is always the
+case on a single broker; any other placement is INVALID_REQUEST.
+
+Internal topics may be deleted, as on a KRaft broker (only kafka-topics.sh refuses it).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import Counter
+from typing import Any
+
+from odradek.broker.dispatch import RequestContext
+from odradek.broker.handlers.configs import topic_entries
+from odradek.broker.registry import handles
+from odradek.broker.topics import TopicError, check_topic_name
+from odradek.wire import protocol
+from odradek.wire.api_keys import ApiKey
+from odradek.wire.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+ZERO_UUID = uuid.UUID(int=0)
+
+CResp = protocol.CreateTopicsResponse
+CResult = CResp.CreatableTopicResult
+CConfig = CResult.CreatableTopicConfigs
+
+
+# -- manual replica assignments -----------------------------------------------------------------
+
+
+def check_replica_list(replicas: list[int], live: set[int], expected_rf: int | None) -> None:
+    """One partition's manual replica list, with the messages of Kafka's controller."""
+    if not replicas:
+        raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                         "The manual partition assignment includes an empty replica list.")
+    seen: set[int] = set()
+    for broker_id in sorted(replicas):
+        if broker_id not in live:
+            raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                             f"The manual partition assignment includes broker {broker_id}, but "
+                             "no such broker is registered.")
+        if broker_id in seen:
+            raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                             f"The manual partition assignment includes the broker {broker_id} "
+                             "more than once.")
+        seen.add(broker_id)
+    if expected_rf is not None and len(replicas) != expected_rf:
+        raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                         f"The manual partition assignment includes a partition with "
+                         f"{len(replicas)} replica(s), but this is not consistent with previous "
+                         f"partitions, which have {expected_rf} replica(s).")
+
+
+def _check_placement(wanted: list[list[int]], planned: list[list[int]]) -> None:
+    if wanted != planned:
+        raise TopicError(ErrorCode.INVALID_REQUEST,
+                         f"odradek places replicas itself and cannot honour the manual "
+                         f"assignment {wanted}; it would place them as {planned}.")
+
+
+def _manual_assignment(broker: Any, topic: Any) -> list[list[int]]:
+    if topic.replication_factor != -1:
+        raise TopicError(ErrorCode.INVALID_REQUEST,
+                         "A manual partition assignment was specified, but replication factor "
+                         "was not set to -1.")
+    if topic.num_partitions != -1:
+        raise TopicError(ErrorCode.INVALID_REQUEST,
+                         "A manual partition assignment was specified, but numPartitions was "
+                         "not set to -1.")
+    by_index: dict[int, list[int]] = {}
+    for a in topic.assignments:
+        if a.partition_index in by_index:
+            raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                             "Found multiple manual partition assignments for partition "
+                             f"{a.partition_index}")
+        by_index[a.partition_index] = list(a.broker_ids)
+    if sorted(by_index) != list(range(len(by_index))):
+        raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                         "partitions should be a consecutive 0-based integer sequence")
+    live = set(broker.live_brokers())
+    rf: int | None = None
+    for idx in range(len(by_index)):
+        check_replica_list(by_index[idx], live, rf)
+        rf = len(by_index[idx])
+    return [by_index[i] for i in range(len(by_index))]
+
+
+# -- CreateTopics -------------------------------------------------------------------------------
+
+
+def _check_collision(broker: Any, name: str) -> None:
+    """'.' and '_' collide in metric names, so Kafka refuses topics differing only by them."""
+    norm = name.replace(".", "_")
+    for other in broker.store.topics:
+        if other != name and other.replace(".", "_") == norm:
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                             f"Topic '{name}' collides with existing topic: {other}")
+
+
+def _create_one(broker: Any, topic: Any, validate_only: bool) -> Any:
+    name = topic.name
+    check_topic_name(name)
+    if broker.topics.info(name) is not None:
+        raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+    _check_collision(broker, name)
+    nulls = [c.name for c in topic.configs if c.value is None]
+    if nulls:
+        raise TopicError(ErrorCode.INVALID_CONFIG,
+                         "Null value not supported for topic configs: " + ",".join(nulls))
+    configs = {c.name: c.value for c in topic.configs}
+    num_partitions, rf = topic.num_partitions, topic.replication_factor
+    wanted = None
+    if topic.assignments:
+        wanted = _manual_assignment(broker, topic)
+        num_partitions, rf = len(wanted), len(wanted[0])
+        planned = broker.topics.create_topic(name, num_partitions, rf, configs,
+                                             validate_only=True)
+        _check_placement(wanted, [list(p.replicas) for p in planned.partitions])
+    return broker.topics.create_topic(name, num_partitions, rf, configs,
+                                      validate_only=validate_only)
+
+
+def _created(broker: Any, info: Any, version: int) -> Any:
+    configs = []
+    if version >= 5:
+        configs = [CConfig(name=e.name, value=e.value, read_only=e.read_only,
+                           config_source=e.source, is_sensitive=False)
+                   for e in topic_entries(broker.config, info.configs)]
+    return CResult(name=info.name, topic_id=info.topic_id, error_code=ErrorCode.NONE,
+                   error_message=None, num_partitions=len(info.partitions),
+                   replication_factor=len(info.partitions[0].replicas), configs=configs)
+
+
+@handles(ApiKey.CREATE_TOPICS, versions=(2, 7))
+async def create_topics(ctx: RequestContext, req) -> object:
+    broker = ctx.broker
+    counts = Counter(t.name for t in req.topics)
+    results = []
+    reported: set[str] = set()
+    for topic in req.topics:
+        if counts[topic.name] > 1:
+            if topic.name not in reported:
+                reported.add(topic.name)
+                results.append(CResult(name=topic.name, error_code=ErrorCode.INVALID_REQUEST,
+                                       error_message="Duplicate topic name."))
+            continue
+        try:
+            info = _create_one(broker, topic, bool(req.validate_only))
+        except TopicError as exc:
+            log.info("CreateTopics %r from %s refused: %s %s", topic.name, ctx.client_id,
+                     exc.code.name, exc)
+            results.append(CResult(name=topic.name, error_code=exc.code,
+                                   error_message=str(exc)))
+            continue
+        results.append(_created(broker, info, ctx.api_version))
+    return CResp(throttle_time_ms=0, topics=results)
+
+
+# -- DeleteTopics -------------------------------------------------------------------------------
+
+DResp = protocol.DeleteTopicsResponse
+DResult = DResp.DeletableTopicResult
+
+
+def _delete_targets(broker: Any, entries: list[tuple[str | None, uuid.UUID | None]]
+                    ) -> tuple[list[Any], list[tuple[str, uuid.UUID]]]:
+    """Resolve names and ids as Kafka's ControllerApis.deleteTopics: (errors, to delete)."""
+    errors: list[Any] = []
+
+    def fail(name: str | None, topic_id: uuid.UUID | None, code: ErrorCode,
+             message: str | None) -> None:
+        errors.append(DResult(name=name, topic_id=topic_id or ZERO_UUID, error_code=code,
+                              error_message=message))
+
+    names = Counter(n for n, i in entries if n is not None and i is None)
+    ids = Counter(i for n, i in entries if n is None and i is not None)
+    reported: set[Any] = set()
+    targets: dict[uuid.UUID, str] = {}
+    for name, topic_id in entries:
+        if name is None and topic_id is None:
+            fail(None, None, ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified.")
+        elif name is not None and topic_id is not None:
+            fail(name, topic_id, ErrorCode.INVALID_REQUEST,
+                 "You may not specify both topic name and topic id.")
+        elif topic_id is not None and ids[topic_id] > 1:
+            if topic_id not in reported:
+                reported.add(topic_id)
+                fail(None, topic_id, ErrorCode.INVALID_REQUEST, "Duplicate topic id.")
+        elif topic_id is not None:
+            found = broker.topics.name_for_id(topic_id)
+            if found is None:
+                fail(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID,
+                     "This server does not host this topic ID.")
+            else:
+                targets[topic_id] = found
+    for name, topic_id in entries:
+        if name is None or topic_id is not None:
+            continue
+        if names[name] > 1:
+            if name not in reported:
+                reported.add(name)
+                fail(name, None, ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
+            continue
+        info = broker.topics.info(name)
+        if info is None:
+            fail(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                 "This server does not host this topic-partition.")
+        elif info.topic_id in targets:
+            targets.pop(info.topic_id)
+            fail(name, info.topic_id, ErrorCode.INVALID_REQUEST,
+                 "The provided topic name maps to an ID that was already supplied.")
+        else:
+            targets[info.topic_id] = name
+    return errors, [(n, i) for i, n in targets.items()]
+
+
+@handles(ApiKey.DELETE_TOPICS, versions=(1, 6))
+async def delete_topics(ctx: RequestContext, req) -> object:
+    broker = ctx.broker
+    version = ctx.api_version
+    if version >= 6:
+        entries = [(t.name, t.topic_id if t.topic_id not in (None, ZERO_UUID) else None)
+                   for t in req.topics]
+    else:
+        entries = [(n, None) for n in req.topic_names]
+    if not broker.config.get("delete.topic.enable"):
+        code = ErrorCode.TOPIC_DELETION_DISABLED if version >= 3 else ErrorCode.INVALID_REQUEST
+        return DResp(throttle_time_ms=0, responses=[
+            DResult(name=n, topic_id=i or ZERO_UUID, error_code=code,
+                    error_message="Topic deletion is disabled.") for n, i in entries])
+    results, targets = _delete_targets(broker, entries)
+    for name, topic_id in targets:
+        try:
+            broker.topics.delete_topic(name)
+        except TopicError as exc:
+            results.append(DResult(name=name, topic_id=topic_id, error_code=exc.code,
+                                   error_message=str(exc)))
+            continue
+        results.append(DResult(name=name, topic_id=topic_id, error_code=ErrorCode.NONE,
+                               error_message=None))
+    return DResp(throttle_time_ms=0, responses=results)
+
+
+# -- CreatePartitions ---------------------------------------------------------------------------
+
+PResp = protocol.CreatePartitionsResponse
+PResult = PResp.CreatePartitionsTopicResult
+
+
+def _grow_one(broker: Any, topic: Any, validate_only: bool) -> None:
+    name = topic.name
+    info = broker.topics.info(name)
+    if info is None:
+        raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                         f"The topic '{name}' does not exist.")
+    current = len(info.partitions)
+    if topic.count < current:
+        raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                         f"Topic currently has {current} partitions, which is higher than the "
+                         f"requested {topic.count}.")
+    if topic.count == current:
+        raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                         f"Topic already has {current} partition(s).")
+    if topic.assignments is not None:
+        added = topic.count - current
+        if len(topic.assignments) != added:
+            raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                             f"Attempted to add {added} additional partition(s), but only "
+                             f"{len(topic.assignments)} assignment(s) were specified.")
+        live = set(broker.live_brokers())
+        rf = len(info.partitions[0].replicas)
+        wanted = [list(a.broker_ids) for a in topic.assignments]
+        for replicas in wanted:
+            check_replica_list(replicas, live, rf)
+        planned = broker.topics._assign(added, rf, current)
+        _check_placement(wanted, [list(p.replicas) for p in planned])
+    broker.topics.create_partitions(name, topic.count, validate_only)
+
+
+@handles(ApiKey.CREATE_PARTITIONS, versions=(0, 3))
+async def create_partitions(ctx: RequestContext, req) -> object:
+    broker = ctx.broker
+    counts = Counter(t.name for t in req.topics)
+    results = []
+    reported: set[str] = set()
+    for topic in req.topics:
+        if counts[topic.name] > 1:
+            if topic.name not in reported:
+                reported.add(topic.name)
+                results.append(PResult(name=topic.name, error_code=ErrorCode.INVALID_REQUEST,
+                                       error_message="Duplicate topic name."))
+            continue
+        try:
+            _grow_one(broker, topic, bool(req.validate_only))
+        except TopicError as exc:
+            log.info("CreatePartitions %r from %s refused: %s %s", topic.name, ctx.client_id,
+                     exc.code.name, exc)
+            results.append(PResult(name=topic.name, error_code=exc.code,
+                                   error_message=str(exc)))
+            continue
+        results.append(PResult(name=topic.name, error_code=ErrorCode.NONE, error_message=None))
+    return PResp(throttle_time_ms=0, results=results)

@@ -1,0 +1,337 @@
+"""DescribeConfigs (key 32) v1-4, AlterConfigs (key 33) v0-2, IncrementalAlterConfigs (key 44)
+v0-1: topic-level configs (KIP-133, KIP-226 synonyms, KIP-339 incremental, KIP-569 types/docs).
+
+DescribeConfigs v1 adds config_source and synonyms; v3 adds config_type and documentation; v4 is
+flexible. AlterConfigs replaces a topic's whole override set (v2 flexible); IncrementalAlterConfigs
+applies SET / DELETE / APPEND / SUBTRACT per key (v1 flexible). Both honour validate_only.
+
+Resources: TOPIC (2) is served in full. BROKER (4) is described (every key of `BROKER_KEYS`, with
+STATIC_BROKER_CONFIG or DEFAULT_CONFIG as source, all read-only) but cannot be altered: odradek
+reads broker configs at start-up only, so any change is INVALID_REQUEST, as Kafka answers for a
+config that is not dynamically updatable. The empty broker name is the cluster-wide dynamic
+default, which is always empty here, as on a Kafka cluster with no dynamic defaults set.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from odradek.broker.config import BROKER_KEYS
+from odradek.broker.dispatch import RequestContext
+from odradek.broker.registry import handles
+from odradek.broker.topics import TopicError, check_topic_name
+from odradek.log.config import TOPIC_CONFIGS, ConfigError, parse_value, render_value
+from odradek.wire import protocol
+from odradek.wire.api_keys import ApiKey
+from odradek.wire.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+# ConfigResource.Type
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+RESOURCE_NAMES = {2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER", 16: "CLIENT_METRICS", 32: "GROUP"}
+
+# DescribeConfigsResponse.ConfigSource
+DYNAMIC_TOPIC_CONFIG = 1
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+SOURCE_IDS = {"STATIC_BROKER_CONFIG": STATIC_BROKER_CONFIG, "DEFAULT_CONFIG": DEFAULT_CONFIG}
+
+# DescribeConfigsResponse.ConfigType (v3+)
+CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6,
+                "list": 7}
+
+# AlterConfigOp.OpType
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
+
+# Broker keys behind a topic config, highest precedence first (Kafka's TopicConfigSynonyms).
+_MULTI_SYNONYMS = {
+    "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "segment.ms": ("log.roll.ms", "log.roll.hours"),
+    "segment.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+}
+
+
+@dataclass(slots=True)
+class ConfigEntry:
+    """One described config: what DescribeConfigs and CreateTopics v5+ report."""
+
+    name: str
+    value: str | None
+    source: int
+    config_type: int
+    doc: str
+    read_only: bool = False
+    synonyms: list[tuple[str, str | None, int]] = field(default_factory=list)
+
+
+class ResourceError(Exception):
+    def __init__(self, code: ErrorCode, message: str | None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def broker_synonyms(topic_key: str) -> tuple[str, ...]:
+    if topic_key in _MULTI_SYNONYMS:
+        return tuple(k for k in _MULTI_SYNONYMS[topic_key] if k in BROKER_KEYS)
+    bkey = TOPIC_CONFIGS[topic_key].broker_key
+    return (bkey,) if bkey and bkey in BROKER_KEYS else ()
+
+
+def _render(value: Any) -> str | None:
+    return None if value is None else render_value(value)
+
+
+def _normalise(key: str, raw: str) -> str:
+    try:
+        return render_value(parse_value(TOPIC_CONFIGS[key], raw))
+    except ConfigError:
+        return raw
+
+
+def topic_entries(config: Any, overrides: dict[str, str]) -> list[ConfigEntry]:
+    """Every topic config with its effective value and source, as Kafka's ConfigHelper."""
+    out = []
+    for key, defn in TOPIC_CONFIGS.items():
+        synonyms: list[tuple[str, str | None, int]] = []
+        if key in overrides:
+            synonyms.append((key, _normalise(key, overrides[key]), DYNAMIC_TOPIC_CONFIG))
+        for bkey in broker_synonyms(key):
+            if bkey in config.explicit and config.get(bkey) is not None:
+                synonyms.append((bkey, _render(config.get(bkey)), STATIC_BROKER_CONFIG))
+        for bkey in broker_synonyms(key):
+            if BROKER_KEYS[bkey].default is not None:
+                synonyms.append((bkey, _render(BROKER_KEYS[bkey].default), DEFAULT_CONFIG))
+        if key in overrides:
+            value, source = synonyms[0][1], DYNAMIC_TOPIC_CONFIG
+        else:
+            default, source_name = config.topic_default(key)
+            value, source = _render(default), SOURCE_IDS[source_name]
+        out.append(ConfigEntry(key, value, source, CONFIG_TYPES.get(defn.type, 0), defn.doc,
+                               False, synonyms))
+    return out
+
+
+def broker_entries(config: Any) -> list[ConfigEntry]:
+    """Every broker key; all read-only, since odradek has no dynamic broker configs."""
+    out = []
+    for key, defn in BROKER_KEYS.items():
+        synonyms: list[tuple[str, str | None, int]] = []
+        if key in config.explicit and config.explicit[key] is not None:
+            synonyms.append((key, _render(config.get(key)), STATIC_BROKER_CONFIG))
+        if defn.default is not None:
+            synonyms.append((key, _render(defn.default), DEFAULT_CONFIG))
+        source = synonyms[0][2] if synonyms else DEFAULT_CONFIG
+        out.append(ConfigEntry(key, _render(config.get(key)), source,
+                               CONFIG_TYPES.get(defn.type, 0), defn.doc, True, synonyms))
+    return out
+
+
+def check_broker_name(broker: Any, name: str) -> None:
+    try:
+        node = int(name)
+    except ValueError:
+        raise ResourceError(ErrorCode.INVALID_REQUEST,
+                            f"Broker id must be an integer, but it is: {name}") from None
+    if node != broker.node_id:
+        raise ResourceError(ErrorCode.INVALID_REQUEST,
+                            f"Unexpected broker id, expected {broker.node_id} or empty string, "
+                            f"but received {name}")
+
+
+def _unsupported(rtype: int) -> ResourceError:
+    label = RESOURCE_NAMES.get(rtype, str(rtype))
+    return ResourceError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {label}")
+
+
+# -- DescribeConfigs ----------------------------------------------------------------------------
+
+DResp = protocol.DescribeConfigsResponse
+DResult = DResp.DescribeConfigsResult
+DEntry = DResult.DescribeConfigsResourceResult
+DSynonym = DEntry.DescribeConfigsSynonym
+
+
+def _entries_for(broker: Any, rtype: int, name: str) -> list[ConfigEntry]:
+    if rtype == TOPIC:
+        try:
+            check_topic_name(name)
+        except TopicError as exc:
+            raise ResourceError(exc.code, str(exc)) from None
+        info = broker.topics.info(name)
+        if info is None:
+            raise ResourceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                f"The topic '{name}' does not exist.")
+        return topic_entries(broker.config, info.configs)
+    if rtype == BROKER:
+        if not name:
+            return []  # cluster-wide dynamic defaults: none
+        check_broker_name(broker, name)
+        return broker_entries(broker.config)
+    raise _unsupported(rtype)
+
+
+def _describe_one(broker: Any, res: Any, synonyms: bool, docs: bool) -> DResult:
+    try:
+        entries = _entries_for(broker, res.resource_type, res.resource_name)
+    except ResourceError as exc:
+        return DResult(error_code=exc.code, error_message=exc.message,
+                       resource_type=res.resource_type, resource_name=res.resource_name,
+                       configs=[])
+    if res.configuration_keys:
+        wanted = set(res.configuration_keys)
+        entries = [e for e in entries if e.name in wanted]
+    return DResult(
+        error_code=ErrorCode.NONE, error_message=None, resource_type=res.resource_type,
+        resource_name=res.resource_name,
+        configs=[DEntry(
+            name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
+            is_default=e.source == DEFAULT_CONFIG, is_sensitive=False,
+            synonyms=[DSynonym(name=n, value=v, source=s) for n, v, s in e.synonyms]
+            if synonyms else [],
+            config_type=e.config_type, documentation=e.doc if docs else None,
+        ) for e in entries])
+
+
+@handles(ApiKey.DESCRIBE_CONFIGS, versions=(1, 4))
+async def describe_configs(ctx: RequestContext, req) -> object:
+    docs = ctx.api_version >= 3 and bool(req.include_documentation)
+    results = [_describe_one(ctx.broker, res, bool(req.include_synonyms), docs)
+               for res in req.resources]
+    return DResp(throttle_time_ms=0, results=results)
+
+
+# -- AlterConfigs / IncrementalAlterConfigs -----------------------------------------------------
+
+
+def _check_shape(res: Any, incremental: bool) -> None:
+    """Kafka's ConfigAdminManager.preprocess checks, in its order and with its messages."""
+    names = [c.name for c in res.configs]
+    if len(set(names)) != len(names):
+        raise ResourceError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+    nulls = [c.name for c in res.configs if c.value is None
+             and not (incremental and c.config_operation == DELETE)]
+    if nulls:
+        raise ResourceError(ErrorCode.INVALID_REQUEST,
+                            "Null value not supported for : " + ", ".join(nulls))
+    if incremental:
+        for c in res.configs:
+            if c.config_operation not in OP_NAMES:
+                raise ResourceError(ErrorCode.INVALID_REQUEST,
+                                    f"Unknown operations type {c.config_operation}")
+
+
+def _refuse_broker_change(broker: Any, res: Any) -> None:
+    if res.resource_name:
+        check_broker_name(broker, res.resource_name)
+    if res.configs:
+        keys = ", ".join(sorted(c.name for c in res.configs))
+        raise ResourceError(ErrorCode.INVALID_REQUEST,
+                            f"Cannot update these configs dynamically: {keys} (odradek reads "
+                            "broker configs only at start-up; set them in server.properties)")
+
+
+def _topic_info(broker: Any, name: str) -> Any:
+    try:
+        check_topic_name(name)
+    except TopicError as exc:
+        raise ResourceError(exc.code, str(exc)) from None
+    info = broker.topics.info(name)
+    if info is None:
+        raise ResourceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                            f"The topic '{name}' does not exist.")
+    return info
+
+
+def _list_parts(text: str | None) -> list[str]:
+    return [p.strip() for p in (text or "").split(",") if p.strip()]
+
+
+def _incremental_overrides(broker: Any, current: dict[str, str], configs: Any) -> dict[str, str]:
+    """Apply SET/DELETE/APPEND/SUBTRACT to a copy of the topic's overrides (KIP-339)."""
+    out = dict(current)
+    for c in configs:
+        defn = TOPIC_CONFIGS.get(c.name)
+        if defn is None:
+            raise ResourceError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {c.name}")
+        op = c.config_operation
+        if op == SET:
+            out[c.name] = c.value
+        elif op == DELETE:
+            out.pop(c.name, None)
+        else:
+            if defn.type != "list":
+                raise ResourceError(ErrorCode.INVALID_CONFIG,
+                                    f"Can't {OP_NAMES[op]} to key {c.name} because its type "
+                                    "is not LIST.")
+            base = out.get(c.name)
+            if base is None:
+                base = _render(broker.config.topic_default(c.name)[0])
+            parts = _list_parts(base)
+            for item in _list_parts(c.value):
+                if op == APPEND and item not in parts:
+                    parts.append(item)
+                elif op == SUBTRACT and item in parts:
+                    parts.remove(item)
+            out[c.name] = ",".join(parts)
+    return out
+
+
+def _alter_one(broker: Any, res: Any, validate_only: bool, incremental: bool) -> None:
+    _check_shape(res, incremental)
+    if res.resource_type == BROKER:
+        _refuse_broker_change(broker, res)
+        return
+    if res.resource_type != TOPIC:
+        raise ResourceError(ErrorCode.INVALID_REQUEST,
+                            f"Unknown resource type {res.resource_type}")
+    info = _topic_info(broker, res.resource_name)
+    if incremental:
+        new = _incremental_overrides(broker, info.configs, res.configs)
+    else:
+        new = {c.name: c.value for c in res.configs}
+    try:
+        broker.topics.set_configs(res.resource_name, new, validate_only)
+    except TopicError as exc:
+        raise ResourceError(exc.code, str(exc)) from None
+
+
+def _alter(ctx: RequestContext, req, incremental: bool) -> list[Any]:
+    Item = (protocol.IncrementalAlterConfigsResponse if incremental
+            else protocol.AlterConfigsResponse).AlterConfigsResourceResponse
+    counts = Counter((r.resource_type, r.resource_name) for r in req.resources)
+    out = []
+    for res in req.resources:
+        code, message = ErrorCode.NONE, None
+        if counts[(res.resource_type, res.resource_name)] > 1:
+            code, message = ErrorCode.INVALID_REQUEST, "Each resource must appear at most once."
+        else:
+            try:
+                _alter_one(ctx.broker, res, bool(req.validate_only), incremental)
+            except ResourceError as exc:
+                code, message = exc.code, exc.message
+        if code != ErrorCode.NONE:
+            log.info("%s of %s %r from %s refused: %s %s",
+                     "IncrementalAlterConfigs" if incremental else "AlterConfigs",
+                     RESOURCE_NAMES.get(res.resource_type, res.resource_type),
+                     res.resource_name, ctx.client_id, code.name, message)
+        out.append(Item(error_code=code, error_message=message,
+                        resource_type=res.resource_type, resource_name=res.resource_name))
+    return out
+
+
+@handles(ApiKey.ALTER_CONFIGS, versions=(0, 2))
+async def alter_configs(ctx: RequestContext, req) -> object:
+    return protocol.AlterConfigsResponse(throttle_time_ms=0,
+                                         responses=_alter(ctx, req, incremental=False))
+
+
+@handles(ApiKey.INCREMENTAL_ALTER_CONFIGS, versions=(0, 1))
+async def incremental_alter_configs(ctx: RequestContext, req) -> object:
+    return protocol.IncrementalAlterConfigsResponse(throttle_time_ms=0,
+                                                    responses=_alter(ctx, req, incremental=True))

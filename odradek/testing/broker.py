@@ -1,0 +1,123 @@
+"""`Broker`: a real broker on its own event-loop thread, on a free port and a temp data dir.
+
+It is the production broker (real log, real protocol), not a fake. `restart(abrupt=True)` drops
+it as `kill -9` would and starts it again on the same port and data, so recovery runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import threading
+from collections.abc import Mapping
+from concurrent.futures import Future
+from typing import Any
+
+from odradek.broker.config import BrokerConfig
+from odradek.broker.server import Broker as BrokerServer
+
+START_TIMEOUT_S = 30.0
+
+
+class Broker:
+    """An in-process broker. Use as a context manager, or call start() / stop()."""
+
+    def __init__(self, topics: Mapping[str, int] | None = None,
+                 config: Mapping[str, Any] | None = None, data_dir: str | None = None,
+                 host: str = "127.0.0.1", port: int = 0) -> None:
+        self.topics = dict(topics or {})
+        self.overrides = {k: str(v) for k, v in (config or {}).items()}
+        self._own_dir = data_dir is None
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="odradek-")
+        self.host = host
+        self.port = port
+        self.server: BrokerServer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def _config(self) -> BrokerConfig:
+        props = {"listeners": f"PLAINTEXT://{self.host}:{self.port}", "log.dirs": self.data_dir}
+        props.update(self.overrides)
+        return BrokerConfig(props)
+
+    def start(self) -> Broker:
+        ready: Future[None] = Future()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, args=(ready,), daemon=True,
+                                        name="odradek-broker")
+        self._thread.start()
+        ready.result(START_TIMEOUT_S)
+        return self
+
+    def _run(self, ready: Future[None]) -> None:
+        loop = self._loop
+        assert loop is not None
+        asyncio.set_event_loop(loop)
+
+        async def boot() -> None:
+            self.server = BrokerServer(self._config())
+            await self.server.start()
+            self.port = self.server.bound[0].port
+            for name, partitions in self.topics.items():
+                if self.server.topics.info(name) is None:
+                    self.server.topics.create_topic(name, partitions, -1)
+
+        try:
+            loop.run_until_complete(boot())
+        except BaseException as exc:  # report start failures to the caller
+            ready.set_exception(exc)
+            loop.close()
+            return
+        ready.set_result(None)
+        loop.run_forever()
+        loop.close()
+
+    def call(self, fn, *args: Any) -> Any:
+        """Run `fn(server, *args)` on the broker's loop (a coroutine function is awaited)."""
+        assert self._loop is not None and self.server is not None
+
+        async def runner() -> Any:
+            result = fn(self.server, *args)
+            if asyncio.iscoroutine(result):
+                result = await result
+            return result
+
+        return asyncio.run_coroutine_threadsafe(runner(), self._loop).result(START_TIMEOUT_S)
+
+    def _shutdown(self, clean: bool) -> None:
+        if self._loop is None or self.server is None:
+            return
+        server = self.server
+        asyncio.run_coroutine_threadsafe(server.stop(clean=clean), self._loop).result(
+            START_TIMEOUT_S)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        assert self._thread is not None
+        self._thread.join(START_TIMEOUT_S)
+        self._loop = None
+        self.server = None
+
+    def stop(self) -> None:
+        """Stop cleanly and remove the temporary data dir (when this object made it)."""
+        self._shutdown(clean=True)
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def restart(self, abrupt: bool = False) -> None:
+        """Stop (cleanly, or as kill -9 would) and start again on the same port and data."""
+        self._shutdown(clean=not abrupt)
+        self.start()
+
+    # -- access ---------------------------------------------------------------------------------
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def __enter__(self) -> Broker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
