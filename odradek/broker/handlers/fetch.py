@@ -86,8 +86,8 @@ def read_partition(broker, sp: SessionPartition, params: FetchParams, budget: in
         if params.isolation_level == READ_COMMITTED and not follower:
             aborted = broker.extensions.get("aborted_transactions")
             if aborted is not None:
-                out.aborted_transactions = aborted(part, sp.fetch_offset,
-                                                   sp.fetch_offset + region.length)
+                # upper bound: the LSO; entries past the returned data are harmless to clients
+                out.aborted_transactions = aborted(part, sp.fetch_offset, bound)
     return out
 
 
