@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import logging
 import os
 import signal
 import sys
+import types
 
 from odradek.broker.config import BrokerConfig
 from odradek.log.config import ConfigError
@@ -54,7 +56,23 @@ async def _serve(config: BrokerConfig) -> int:
     return 0
 
 
+def _skip_kafka_client_import() -> None:
+    """Import kafka-python's protocol package without its client (`kafka/__init__` loads the
+    whole client, ~100 ms): a broker process needs only `kafka.protocol`. Only for `serve`,
+    where nothing else in the process uses the client."""
+    if "kafka" in sys.modules:
+        return
+    spec = importlib.util.find_spec("kafka")
+    if spec is None or not spec.submodule_search_locations:
+        return
+    stub = types.ModuleType("kafka")
+    stub.__path__ = list(spec.submodule_search_locations)
+    stub.__file__ = spec.origin
+    sys.modules["kafka"] = stub
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
+    _skip_kafka_client_import()
     try:
         config = BrokerConfig.load(args.config, _parse_overrides(args.override or []),
                                    dict(os.environ))

@@ -43,7 +43,7 @@ BROKER_KEYS: dict[str, BrokerKey] = {k.name: k for k in (
     _k("num.partitions", "int", 1, "partitions of an auto-created topic", minimum=1),
     _k("default.replication.factor", "int", 1, "replication factor of auto-created topics",
        minimum=1),
-    _k("auto.create.topics.enable", "boolean", True, "create topics on metadata/produce"),
+    _k("auto.create.topics.enable", "boolean", True, "create a topic when a client asks for its metadata"),
     _k("delete.topic.enable", "boolean", True, "allow DeleteTopics"),
     _k("log.retention.hours", "int", 168, "retention in hours"),
     _k("log.retention.minutes", "int", None, "retention in minutes (wins over hours)"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from odradek.broker.dispatch import ProtocolError, dispatch
@@ -31,6 +32,7 @@ class Connection:
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.decoder = FrameDecoder(broker.config.get("socket.request.max.bytes"))
         self.closed = False
+        self.last_active = time.monotonic()
 
     async def run(self) -> None:
         try:
@@ -38,6 +40,7 @@ class Connection:
                 data = await self.reader.read(READ_SIZE)
                 if not data:
                     break
+                self.last_active = time.monotonic()
                 for payload in self.decoder.feed(data):
                     pieces = await dispatch(self.broker, payload, self.peer, self)
                     if pieces:

@@ -122,8 +122,17 @@ class Broker:
                 if now - last_checkpoint >= CHECKPOINT_INTERVAL_S:
                     last_checkpoint = now
                     self.checkpoint()
+                self.close_idle_connections(now)
             except Exception:
                 log.exception("housekeeping failed")
+
+    def close_idle_connections(self, now: float) -> None:
+        """Close connections idle longer than connections.max.idle.ms, as Kafka does."""
+        idle = self.config.get("connections.max.idle.ms") / 1000
+        for conn in list(self.connections):
+            if now - conn.last_active > idle:
+                log.info("closing idle connection from %s", conn.peer)
+                conn.close()
 
     def run_retention(self) -> int:
         now_ms = int(time.time() * 1000)

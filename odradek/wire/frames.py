@@ -36,14 +36,15 @@ class FrameDecoder:
         frames: list[bytes] = []
         pos = 0
         end = len(buf)
-        while end - pos >= 4:
-            (size,) = _SIZE.unpack_from(buf, pos)
-            if size < 0 or size > self._max_size:
-                raise FrameError(f"frame size {size} outside 0..{self._max_size}")
-            if end - pos - 4 < size:
-                break
-            frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
-            pos += 4 + size
+        with memoryview(buf) as view:
+            while end - pos >= 4:
+                (size,) = _SIZE.unpack_from(buf, pos)
+                if size < 0 or size > self._max_size:
+                    raise FrameError(f"frame size {size} outside 0..{self._max_size}")
+                if end - pos - 4 < size:
+                    break
+                frames.append(bytes(view[pos + 4 : pos + 4 + size]))
+                pos += 4 + size
         if pos:
             del buf[:pos]
         return frames

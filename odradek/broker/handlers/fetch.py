@@ -187,7 +187,7 @@ async def fetch(ctx: RequestContext, req) -> list:
     while True:
         results, total, errors = read_all(broker, wanted, params)
         remaining = deadline - time.monotonic()
-        if total >= max(req.min_bytes, 1) or errors or remaining <= 0 or not wanted:
+        if total >= req.min_bytes or errors or remaining <= 0 or not wanted:
             break
         await wait_for_data(broker, wanted, remaining)
     topics: dict[str, TopicData] = {}
