@@ -8,10 +8,12 @@ full key list, so the client can pick a version it shares with us.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.broker.faults import FaultInjector, error_response
 from odradek.broker.registry import REGISTRY, advertised
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
@@ -51,6 +53,30 @@ def unsupported_api_versions(correlation_id: int) -> list[Piece]:
     return [protocol.encode_response(ApiKey.API_VERSIONS, 0, correlation_id, resp)]
 
 
+async def _inject(faults: FaultInjector, ctx: RequestContext, request: Any
+                  ) -> list[Piece] | None:
+    """Apply a pause, delay or injected error; a list (maybe empty) replaces the answer."""
+    await faults.running.wait()
+    rule = faults.take(ctx.header.api_key)
+    if rule is None:
+        return None
+    if rule.delay_ms:
+        await asyncio.sleep(rule.delay_ms / 1000)
+    if rule.error_code is None:
+        return None
+    key, version, corr = ctx.header.api_key, ctx.api_version, ctx.header.correlation_id
+    log.info("injecting %s into %s v%d from %s", ErrorCode(rule.error_code).name,
+             ApiKey(key).name, version, ctx.client_id)
+    if key == ApiKey.PRODUCE and request.acks == 0:
+        return []
+    if key == ApiKey.FETCH:
+        from odradek.broker.handlers.fetch import error_pieces
+
+        return error_pieces(ctx, request, rule.error_code)
+    resp = error_response(key, version, request, rule.error_code)
+    return [protocol.encode_response(key, version, corr, resp)]
+
+
 async def dispatch(broker: Any, payload: bytes, peer: str, connection: Any = None
                    ) -> list[Piece] | None:
     try:
@@ -72,6 +98,11 @@ async def dispatch(broker: Any, payload: bytes, peer: str, connection: Any = Non
         raise ProtocolError(f"cannot decode {ApiKey(header.api_key).name} v{version}: "
                             f"{type(exc).__name__}: {exc}") from None
     ctx = RequestContext(broker, header, peer, connection)
+    faults = broker.faults
+    if faults.active:
+        injected = await _inject(faults, ctx, request)
+        if injected is not None:
+            return injected or None
     response = await reg.handler(ctx, request)
     if response is None:
         return None

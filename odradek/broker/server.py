@@ -14,6 +14,7 @@ from typing import Any
 from odradek.broker import handlers  # noqa: F401  (registers every handler)
 from odradek.broker.config import BrokerConfig, Listener
 from odradek.broker.connection import Connection
+from odradek.broker.faults import FaultInjector
 from odradek.broker.metadata_store import LocalMetadataStore, MetadataStore
 from odradek.broker.topics import TopicManager
 from odradek.log.manager import LogManager
@@ -38,6 +39,7 @@ class Broker:
         self.tasks: list[asyncio.Task[Any]] = []
         self.services: list[Any] = []  # coordinators etc.: objects with start()/stop()
         self.extensions: dict[str, Any] = {}
+        self.faults = FaultInjector()
         self._producer_ids: tuple[int, int] = (0, 0)
         self.started_at = 0.0
         self.stopped = asyncio.Event()
@@ -125,6 +127,14 @@ class Broker:
                 self.close_idle_connections(now)
             except Exception:
                 log.exception("housekeeping failed")
+
+    def drop_connections(self) -> int:
+        """Close every client connection (fault injection); returns how many."""
+        conns = list(self.connections)
+        for conn in conns:
+            conn.close()
+        log.info("dropped %d client connections", len(conns))
+        return len(conns)
 
     def close_idle_connections(self, now: float) -> None:
         """Close connections idle longer than connections.max.idle.ms, as Kafka does."""

@@ -15,7 +15,10 @@ from concurrent.futures import Future
 from typing import Any
 
 from odradek.broker.config import BrokerConfig
+from odradek.broker.faults import FaultRule, api_key, error_code
 from odradek.broker.server import Broker as BrokerServer
+from odradek.wire.api_keys import ApiKey
+from odradek.wire.errors import ErrorCode
 
 START_TIMEOUT_S = 30.0
 
@@ -109,6 +112,35 @@ class Broker:
         """Stop (cleanly, or as kill -9 would) and start again on the same port and data."""
         self._shutdown(clean=not abrupt)
         self.start()
+
+    # -- faults ---------------------------------------------------------------------------------
+
+    def fail(self, api: ApiKey | int | str, error: ErrorCode | int | str, count: int = 1) -> None:
+        """Answer the next `count` requests of `api` with `error` (nothing is executed)."""
+        rule = FaultRule(api_key(api), count, error_code(error))
+        self._on_loop(lambda: self.server.faults.add(rule))
+
+    def delay(self, api: ApiKey | int | str, ms: int, count: int = 1) -> None:
+        """Hold the next `count` requests of `api` for `ms` milliseconds before handling them."""
+        rule = FaultRule(api_key(api), count, None, ms)
+        self._on_loop(lambda: self.server.faults.add(rule))
+
+    def clear_faults(self) -> None:
+        self._on_loop(lambda: self.server.faults.clear())
+
+    def pause(self) -> None:
+        """Stop answering: requests are held (connections stay open) until resume()."""
+        self._on_loop(lambda: self.server.faults.pause())
+
+    def resume(self) -> None:
+        self._on_loop(lambda: self.server.faults.resume())
+
+    def drop_connections(self) -> int:
+        """Close every client connection, as a network blip would."""
+        return self._on_loop(lambda: self.server.drop_connections())
+
+    def _on_loop(self, fn) -> Any:
+        return self.call(lambda _server: fn())
 
     # -- access ---------------------------------------------------------------------------------
 

@@ -205,3 +205,15 @@ async def fetch(ctx: RequestContext, req) -> list:
         td.partitions.append(pd)
     return encode_fetch_response(version, ctx.header.correlation_id, list(topics.values()),
                                  session_id=session_id)
+
+
+def error_pieces(ctx: RequestContext, req, code: int) -> list:
+    """A Fetch answer with `code` for every requested partition (fault injection)."""
+    version = ctx.api_version
+    topics = []
+    for sp in _resolve(ctx.broker, req, version):
+        tid = sp.topic_id.bytes if sp.topic_id is not None else bytes(16)
+        if not topics or topics[-1].name != sp.topic:
+            topics.append(TopicData(sp.topic, tid, []))
+        topics[-1].partitions.append(PartitionData(sp.partition, code))
+    return encode_fetch_response(version, ctx.header.correlation_id, topics)
