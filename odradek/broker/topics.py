@@ -47,7 +47,7 @@ class TopicManager:
         self.live_brokers = live_brokers
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.by_id: dict[uuid.UUID, str] = {}
-        self.listeners: list[Any] = []  # objects with on_partition_added(partition)
+        self.listeners: list[Any] = []  # on_partition_added / on_partition_removed(partition)
 
     # -- loading --------------------------------------------------------------------------------
 
@@ -96,12 +96,14 @@ class TopicManager:
 
     # -- changes --------------------------------------------------------------------------------
 
-    def _assign(self, num_partitions: int, rf: int, start: int = 0) -> list[PartitionState]:
+    def plan(self, num_partitions: int, rf: int, start: int = 0) -> list[PartitionState]:
+        """Replica placement for new partitions `start..start+num_partitions-1`."""
         brokers = sorted(self.live_brokers())
         if rf > len(brokers):
             raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             f"Replication factor: {rf} larger than available brokers: "
-                             f"{len(brokers)}.")
+                             f"Unable to replicate the partition {rf} time(s): The target "
+                             f"replication factor of {rf} cannot be reached because only "
+                             f"{len(brokers)} broker(s) are registered.")
         out = []
         for p in range(start, start + num_partitions):
             replicas = [brokers[(p + r) % len(brokers)] for r in range(rf)]
@@ -129,7 +131,7 @@ class TopicManager:
             validate_topic_configs(clean)
         except ConfigError as exc:
             raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
-        assignment = self._assign(num_partitions, rf)
+        assignment = self.plan(num_partitions, rf)
         info = TopicInfo(name, uuid.uuid4(), assignment, {k: str(v) for k, v in clean.items()},
                          internal)
         if validate_only:
@@ -153,6 +155,10 @@ class TopicManager:
             part = self.partitions.pop((name, idx), None)
             if part is not None:
                 part.wake()
+                for listener in self.listeners:
+                    removed = getattr(listener, "on_partition_removed", None)
+                    if removed is not None:
+                        removed(part)
             self.logs.delete(name, idx)
         log.info("deleted topic %s", name)
 
@@ -166,7 +172,7 @@ class TopicManager:
             raise TopicError(ErrorCode.INVALID_PARTITIONS,
                              f"Topic currently has {current} partitions, which is higher than "
                              f"or equal to the requested {count}.")
-        added = self._assign(count - current, len(info.partitions[0].replicas), current)
+        added = self.plan(count - current, len(info.partitions[0].replicas), current)
         if validate_only:
             return
         info.partitions.extend(added)

@@ -84,9 +84,10 @@ class LogManager:
             recovery = read_checkpoint(os.path.join(d, RECOVERY_POINT))
             starts = read_checkpoint(os.path.join(d, LOG_START))
             self.high_watermarks.update(read_checkpoint(os.path.join(d, HIGH_WATERMARK)))
-            if not clean:
+            found = [f for f in self.discover() if f[3].startswith(d + os.sep)]
+            if not clean and found:
                 log.warning("%s was not shut down cleanly: recovering logs", d)
-            for topic, part, _tid, path in self.discover():
+            for topic, part, _tid, path in found:
                 if not path.startswith(d + os.sep):
                     continue
                 key = (topic, part)

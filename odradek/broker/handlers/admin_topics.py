@@ -44,52 +44,67 @@ CConfig = CResult.CreatableTopicConfigs
 def check_replica_list(replicas: list[int], live: set[int], expected_rf: int | None) -> None:
     """One partition's manual replica list, with the messages of Kafka's controller."""
     if not replicas:
-        raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
-                         "The manual partition assignment includes an empty replica list.")
+        raise TopicError(
+            ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+            "The manual partition assignment includes an empty replica list.",
+        )
     seen: set[int] = set()
     for broker_id in sorted(replicas):
         if broker_id not in live:
-            raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
-                             f"The manual partition assignment includes broker {broker_id}, but "
-                             "no such broker is registered.")
+            raise TopicError(
+                ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                f"The manual partition assignment includes broker {broker_id}, but "
+                "no such broker is registered.",
+            )
         if broker_id in seen:
-            raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
-                             f"The manual partition assignment includes the broker {broker_id} "
-                             "more than once.")
+            raise TopicError(
+                ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                f"The manual partition assignment includes the broker {broker_id} more than once.",
+            )
         seen.add(broker_id)
     if expected_rf is not None and len(replicas) != expected_rf:
-        raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
-                         f"The manual partition assignment includes a partition with "
-                         f"{len(replicas)} replica(s), but this is not consistent with previous "
-                         f"partitions, which have {expected_rf} replica(s).")
+        raise TopicError(
+            ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+            f"The manual partition assignment includes a partition with "
+            f"{len(replicas)} replica(s), but this is not consistent with previous "
+            f"partitions, which have {expected_rf} replica(s).",
+        )
 
 
 def _check_placement(wanted: list[list[int]], planned: list[list[int]]) -> None:
     if wanted != planned:
-        raise TopicError(ErrorCode.INVALID_REQUEST,
-                         f"odradek places replicas itself and cannot honour the manual "
-                         f"assignment {wanted}; it would place them as {planned}.")
+        raise TopicError(
+            ErrorCode.INVALID_REQUEST,
+            f"odradek places replicas itself and cannot honour the manual "
+            f"assignment {wanted}; it would place them as {planned}.",
+        )
 
 
 def _manual_assignment(broker: Any, topic: Any) -> list[list[int]]:
     if topic.replication_factor != -1:
-        raise TopicError(ErrorCode.INVALID_REQUEST,
-                         "A manual partition assignment was specified, but replication factor "
-                         "was not set to -1.")
+        raise TopicError(
+            ErrorCode.INVALID_REQUEST,
+            "A manual partition assignment was specified, but replication factor "
+            "was not set to -1.",
+        )
     if topic.num_partitions != -1:
-        raise TopicError(ErrorCode.INVALID_REQUEST,
-                         "A manual partition assignment was specified, but numPartitions was "
-                         "not set to -1.")
+        raise TopicError(
+            ErrorCode.INVALID_REQUEST,
+            "A manual partition assignment was specified, but numPartitions was not set to -1.",
+        )
     by_index: dict[int, list[int]] = {}
     for a in topic.assignments:
         if a.partition_index in by_index:
-            raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
-                             "Found multiple manual partition assignments for partition "
-                             f"{a.partition_index}")
+            raise TopicError(
+                ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                f"Found multiple manual partition assignments for partition {a.partition_index}",
+            )
         by_index[a.partition_index] = list(a.broker_ids)
     if sorted(by_index) != list(range(len(by_index))):
-        raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
-                         "partitions should be a consecutive 0-based integer sequence")
+        raise TopicError(
+            ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+            "partitions should be a consecutive 0-based integer sequence",
+        )
     live = set(broker.live_brokers())
     rf: int | None = None
     for idx in range(len(by_index)):
@@ -106,8 +121,10 @@ def _check_collision(broker: Any, name: str) -> None:
     norm = name.replace(".", "_")
     for other in broker.store.topics:
         if other != name and other.replace(".", "_") == norm:
-            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                             f"Topic '{name}' collides with existing topic: {other}")
+            raise TopicError(
+                ErrorCode.INVALID_TOPIC_EXCEPTION,
+                f"Topic '{name}' collides with existing topic: {other}",
+            )
 
 
 def _create_one(broker: Any, topic: Any, validate_only: bool) -> Any:
@@ -118,30 +135,45 @@ def _create_one(broker: Any, topic: Any, validate_only: bool) -> Any:
     _check_collision(broker, name)
     nulls = [c.name for c in topic.configs if c.value is None]
     if nulls:
-        raise TopicError(ErrorCode.INVALID_CONFIG,
-                         "Null value not supported for topic configs: " + ",".join(nulls))
+        raise TopicError(
+            ErrorCode.INVALID_CONFIG,
+            "Null value not supported for topic configs: " + ",".join(nulls),
+        )
     configs = {c.name: c.value for c in topic.configs}
     num_partitions, rf = topic.num_partitions, topic.replication_factor
     wanted = None
     if topic.assignments:
         wanted = _manual_assignment(broker, topic)
         num_partitions, rf = len(wanted), len(wanted[0])
-        planned = broker.topics.create_topic(name, num_partitions, rf, configs,
-                                             validate_only=True)
+        planned = broker.topics.create_topic(name, num_partitions, rf, configs, validate_only=True)
         _check_placement(wanted, [list(p.replicas) for p in planned.partitions])
-    return broker.topics.create_topic(name, num_partitions, rf, configs,
-                                      validate_only=validate_only)
+    return broker.topics.create_topic(
+        name, num_partitions, rf, configs, validate_only=validate_only
+    )
 
 
 def _created(broker: Any, info: Any, version: int) -> Any:
     configs = []
     if version >= 5:
-        configs = [CConfig(name=e.name, value=e.value, read_only=e.read_only,
-                           config_source=e.source, is_sensitive=False)
-                   for e in topic_entries(broker.config, info.configs)]
-    return CResult(name=info.name, topic_id=info.topic_id, error_code=ErrorCode.NONE,
-                   error_message=None, num_partitions=len(info.partitions),
-                   replication_factor=len(info.partitions[0].replicas), configs=configs)
+        configs = [
+            CConfig(
+                name=e.name,
+                value=e.value,
+                read_only=e.read_only,
+                config_source=e.source,
+                is_sensitive=False,
+            )
+            for e in topic_entries(broker.config, info.configs)
+        ]
+    return CResult(
+        name=info.name,
+        topic_id=info.topic_id,
+        error_code=ErrorCode.NONE,
+        error_message=None,
+        num_partitions=len(info.partitions),
+        replication_factor=len(info.partitions[0].replicas),
+        configs=configs,
+    )
 
 
 @handles(ApiKey.CREATE_TOPICS, versions=(2, 7))
@@ -154,16 +186,25 @@ async def create_topics(ctx: RequestContext, req) -> object:
         if counts[topic.name] > 1:
             if topic.name not in reported:
                 reported.add(topic.name)
-                results.append(CResult(name=topic.name, error_code=ErrorCode.INVALID_REQUEST,
-                                       error_message="Duplicate topic name."))
+                results.append(
+                    CResult(
+                        name=topic.name,
+                        error_code=ErrorCode.INVALID_REQUEST,
+                        error_message="Duplicate topic name.",
+                    )
+                )
             continue
         try:
             info = _create_one(broker, topic, bool(req.validate_only))
         except TopicError as exc:
-            log.info("CreateTopics %r from %s refused: %s %s", topic.name, ctx.client_id,
-                     exc.code.name, exc)
-            results.append(CResult(name=topic.name, error_code=exc.code,
-                                   error_message=str(exc)))
+            log.info(
+                "CreateTopics %r from %s refused: %s %s",
+                topic.name,
+                ctx.client_id,
+                exc.code.name,
+                exc,
+            )
+            results.append(CResult(name=topic.name, error_code=exc.code, error_message=str(exc)))
             continue
         results.append(_created(broker, info, ctx.api_version))
     return CResp(throttle_time_ms=0, topics=results)
@@ -175,15 +216,20 @@ DResp = protocol.DeleteTopicsResponse
 DResult = DResp.DeletableTopicResult
 
 
-def _delete_targets(broker: Any, entries: list[tuple[str | None, uuid.UUID | None]]
-                    ) -> tuple[list[Any], list[tuple[str, uuid.UUID]]]:
+def _delete_targets(
+    broker: Any, entries: list[tuple[str | None, uuid.UUID | None]]
+) -> tuple[list[Any], list[tuple[str, uuid.UUID]]]:
     """Resolve names and ids as Kafka's ControllerApis.deleteTopics: (errors, to delete)."""
     errors: list[Any] = []
 
-    def fail(name: str | None, topic_id: uuid.UUID | None, code: ErrorCode,
-             message: str | None) -> None:
-        errors.append(DResult(name=name, topic_id=topic_id or ZERO_UUID, error_code=code,
-                              error_message=message))
+    def fail(
+        name: str | None, topic_id: uuid.UUID | None, code: ErrorCode, message: str | None
+    ) -> None:
+        errors.append(
+            DResult(
+                name=name, topic_id=topic_id or ZERO_UUID, error_code=code, error_message=message
+            )
+        )
 
     names = Counter(n for n, i in entries if n is not None and i is None)
     ids = Counter(i for n, i in entries if n is None and i is not None)
@@ -193,8 +239,12 @@ def _delete_targets(broker: Any, entries: list[tuple[str | None, uuid.UUID | Non
         if name is None and topic_id is None:
             fail(None, None, ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified.")
         elif name is not None and topic_id is not None:
-            fail(name, topic_id, ErrorCode.INVALID_REQUEST,
-                 "You may not specify both topic name and topic id.")
+            fail(
+                name,
+                topic_id,
+                ErrorCode.INVALID_REQUEST,
+                "You may not specify both topic name and topic id.",
+            )
         elif topic_id is not None and ids[topic_id] > 1:
             if topic_id not in reported:
                 reported.add(topic_id)
@@ -202,8 +252,12 @@ def _delete_targets(broker: Any, entries: list[tuple[str | None, uuid.UUID | Non
         elif topic_id is not None:
             found = broker.topics.name_for_id(topic_id)
             if found is None:
-                fail(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID,
-                     "This server does not host this topic ID.")
+                fail(
+                    None,
+                    topic_id,
+                    ErrorCode.UNKNOWN_TOPIC_ID,
+                    "This server does not host this topic ID.",
+                )
             else:
                 targets[topic_id] = found
     for name, topic_id in entries:
@@ -216,12 +270,20 @@ def _delete_targets(broker: Any, entries: list[tuple[str | None, uuid.UUID | Non
             continue
         info = broker.topics.info(name)
         if info is None:
-            fail(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                 "This server does not host this topic-partition.")
+            fail(
+                name,
+                None,
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                "This server does not host this topic-partition.",
+            )
         elif info.topic_id in targets:
             targets.pop(info.topic_id)
-            fail(name, info.topic_id, ErrorCode.INVALID_REQUEST,
-                 "The provided topic name maps to an ID that was already supplied.")
+            fail(
+                name,
+                info.topic_id,
+                ErrorCode.INVALID_REQUEST,
+                "The provided topic name maps to an ID that was already supplied.",
+            )
         else:
             targets[info.topic_id] = name
     return errors, [(n, i) for i, n in targets.items()]
@@ -232,25 +294,38 @@ async def delete_topics(ctx: RequestContext, req) -> object:
     broker = ctx.broker
     version = ctx.api_version
     if version >= 6:
-        entries = [(t.name, t.topic_id if t.topic_id not in (None, ZERO_UUID) else None)
-                   for t in req.topics]
+        entries = [
+            (t.name, t.topic_id if t.topic_id not in (None, ZERO_UUID) else None)
+            for t in req.topics
+        ]
     else:
         entries = [(n, None) for n in req.topic_names]
     if not broker.config.get("delete.topic.enable"):
         code = ErrorCode.TOPIC_DELETION_DISABLED if version >= 3 else ErrorCode.INVALID_REQUEST
-        return DResp(throttle_time_ms=0, responses=[
-            DResult(name=n, topic_id=i or ZERO_UUID, error_code=code,
-                    error_message="Topic deletion is disabled.") for n, i in entries])
+        return DResp(
+            throttle_time_ms=0,
+            responses=[
+                DResult(
+                    name=n,
+                    topic_id=i or ZERO_UUID,
+                    error_code=code,
+                    error_message="Topic deletion is disabled.",
+                )
+                for n, i in entries
+            ],
+        )
     results, targets = _delete_targets(broker, entries)
     for name, topic_id in targets:
         try:
             broker.topics.delete_topic(name)
         except TopicError as exc:
-            results.append(DResult(name=name, topic_id=topic_id, error_code=exc.code,
-                                   error_message=str(exc)))
+            results.append(
+                DResult(name=name, topic_id=topic_id, error_code=exc.code, error_message=str(exc))
+            )
             continue
-        results.append(DResult(name=name, topic_id=topic_id, error_code=ErrorCode.NONE,
-                               error_message=None))
+        results.append(
+            DResult(name=name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None)
+        )
     return DResp(throttle_time_ms=0, responses=results)
 
 
@@ -264,28 +339,32 @@ def _grow_one(broker: Any, topic: Any, validate_only: bool) -> None:
     name = topic.name
     info = broker.topics.info(name)
     if info is None:
-        raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                         f"The topic '{name}' does not exist.")
+        raise TopicError(
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+        )
     current = len(info.partitions)
     if topic.count < current:
-        raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                         f"Topic currently has {current} partitions, which is higher than the "
-                         f"requested {topic.count}.")
+        raise TopicError(
+            ErrorCode.INVALID_PARTITIONS,
+            f"Topic currently has {current} partitions, which is higher than the "
+            f"requested {topic.count}.",
+        )
     if topic.count == current:
-        raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                         f"Topic already has {current} partition(s).")
+        raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
     if topic.assignments is not None:
         added = topic.count - current
         if len(topic.assignments) != added:
-            raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
-                             f"Attempted to add {added} additional partition(s), but only "
-                             f"{len(topic.assignments)} assignment(s) were specified.")
+            raise TopicError(
+                ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                f"Attempted to add {added} additional partition(s), but only "
+                f"{len(topic.assignments)} assignment(s) were specified.",
+            )
         live = set(broker.live_brokers())
         rf = len(info.partitions[0].replicas)
         wanted = [list(a.broker_ids) for a in topic.assignments]
         for replicas in wanted:
             check_replica_list(replicas, live, rf)
-        planned = broker.topics._assign(added, rf, current)
+        planned = broker.topics.plan(added, rf, current)
         _check_placement(wanted, [list(p.replicas) for p in planned])
     broker.topics.create_partitions(name, topic.count, validate_only)
 
@@ -300,16 +379,25 @@ async def create_partitions(ctx: RequestContext, req) -> object:
         if counts[topic.name] > 1:
             if topic.name not in reported:
                 reported.add(topic.name)
-                results.append(PResult(name=topic.name, error_code=ErrorCode.INVALID_REQUEST,
-                                       error_message="Duplicate topic name."))
+                results.append(
+                    PResult(
+                        name=topic.name,
+                        error_code=ErrorCode.INVALID_REQUEST,
+                        error_message="Duplicate topic name.",
+                    )
+                )
             continue
         try:
             _grow_one(broker, topic, bool(req.validate_only))
         except TopicError as exc:
-            log.info("CreatePartitions %r from %s refused: %s %s", topic.name, ctx.client_id,
-                     exc.code.name, exc)
-            results.append(PResult(name=topic.name, error_code=exc.code,
-                                   error_message=str(exc)))
+            log.info(
+                "CreatePartitions %r from %s refused: %s %s",
+                topic.name,
+                ctx.client_id,
+                exc.code.name,
+                exc,
+            )
+            results.append(PResult(name=topic.name, error_code=exc.code, error_message=str(exc)))
             continue
         results.append(PResult(name=topic.name, error_code=ErrorCode.NONE, error_message=None))
     return PResp(throttle_time_ms=0, results=results)

@@ -60,23 +60,40 @@ async def describe_cluster(ctx: RequestContext, req) -> object:
     if wanted != ENDPOINT_BROKER:
         if wanted in ENDPOINT_NAMES:
             code = ErrorCode.MISMATCHED_ENDPOINT_TYPE
-            message = (f"The request was sent to an endpoint of type BROKER, but we wanted an "
-                       f"endpoint of type {ENDPOINT_NAMES[wanted]}")
+            message = (
+                f"The request was sent to an endpoint of type BROKER, but we wanted an "
+                f"endpoint of type {ENDPOINT_NAMES[wanted]}"
+            )
         else:
             code = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
             message = f"Unsupported endpoint type {wanted}"
-        return CResp(throttle_time_ms=0, error_code=code if version >= 1
-                     else ErrorCode.INVALID_REQUEST, error_message=message,
-                     endpoint_type=ENDPOINT_BROKER, cluster_id="", controller_id=-1, brokers=[],
-                     cluster_authorized_operations=INT32_MIN)
-    ops = (operations_bitfield(CLUSTER_OPERATIONS) if req.include_cluster_authorized_operations
-           else INT32_MIN)
-    brokers = [CResp.DescribeClusterBroker(broker_id=n, host=h, port=p, rack=r, is_fenced=False)
-               for n, h, p, r in broker.broker_endpoints()]
-    return CResp(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
-                 endpoint_type=ENDPOINT_BROKER, cluster_id=broker.cluster_id,
-                 controller_id=broker.controller_id, brokers=brokers,
-                 cluster_authorized_operations=ops)
+        return CResp(
+            throttle_time_ms=0,
+            error_code=code if version >= 1 else ErrorCode.INVALID_REQUEST,
+            error_message=message,
+            endpoint_type=ENDPOINT_BROKER,
+            cluster_id="",
+            controller_id=-1,
+            brokers=[],
+            authorized_operations=None,
+        )
+    # kafka-python names the field authorized_operations and takes the set of operation codes;
+    # None encodes Int.MinValue ("not asked for").
+    ops = set(CLUSTER_OPERATIONS) if req.include_cluster_authorized_operations else None
+    brokers = [
+        CResp.DescribeClusterBroker(broker_id=n, host=h, port=p, rack=r, is_fenced=False)
+        for n, h, p, r in broker.broker_endpoints()
+    ]
+    return CResp(
+        throttle_time_ms=0,
+        error_code=ErrorCode.NONE,
+        error_message=None,
+        endpoint_type=ENDPOINT_BROKER,
+        cluster_id=broker.cluster_id,
+        controller_id=broker.controller_id,
+        brokers=brokers,
+        authorized_operations=ops,
+    )
 
 
 # -- DescribeTopicPartitions --------------------------------------------------------------------
@@ -90,17 +107,26 @@ def _partition(idx: int, st: Any, live: set[int]) -> Any:
     leader_live = st.leader in live
     return TPart(
         error_code=ErrorCode.NONE if leader_live else ErrorCode.LEADER_NOT_AVAILABLE,
-        partition_index=idx, leader_id=st.leader if leader_live else -1,
-        leader_epoch=st.leader_epoch, replica_nodes=list(st.replicas),
+        partition_index=idx,
+        leader_id=st.leader if leader_live else -1,
+        leader_epoch=st.leader_epoch,
+        replica_nodes=list(st.replicas),
         isr_nodes=[r for r in (st.isr or st.replicas) if r in live],
-        eligible_leader_replicas=[], last_known_elr=[],
-        offline_replicas=[r for r in st.replicas if r not in live])
+        eligible_leader_replicas=[],
+        last_known_elr=[],
+        offline_replicas=[r for r in st.replicas if r not in live],
+    )
 
 
 def _error_topic(name: str | None, code: ErrorCode) -> Any:
-    return TTopic(error_code=code, name=name, topic_id=ZERO_UUID,
-                  is_internal=name in INTERNAL_TOPICS, partitions=[],
-                  topic_authorized_operations=INT32_MIN)
+    return TTopic(
+        error_code=code,
+        name=name,
+        topic_id=ZERO_UUID,
+        is_internal=name in INTERNAL_TOPICS,
+        partitions=[],
+        topic_authorized_operations=INT32_MIN,
+    )
 
 
 def _missing_topic_code(name: str) -> ErrorCode:
@@ -111,8 +137,9 @@ def _missing_topic_code(name: str) -> ErrorCode:
     return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
-def _page(broker: Any, names: list[str], cursor: Any, limit: int, fetch_all: bool
-          ) -> tuple[list[Any], Any]:
+def _page(
+    broker: Any, names: list[str], cursor: Any, limit: int, fetch_all: bool
+) -> tuple[list[Any], Any]:
     """Topics from the cursor on, at most `limit` partitions; (topics, next cursor)."""
     live = set(broker.live_brokers())
     ops = operations_bitfield(TOPIC_OPERATIONS)
@@ -129,10 +156,16 @@ def _page(broker: Any, names: list[str], cursor: Any, limit: int, fetch_all: boo
         start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
         indexes = list(range(start, len(info.partitions)))
         page, rest = indexes[:remaining], indexes[remaining:]
-        out.append(TTopic(error_code=ErrorCode.NONE, name=name, topic_id=info.topic_id,
-                          is_internal=info.internal,
-                          partitions=[_partition(i, info.partitions[i], live) for i in page],
-                          topic_authorized_operations=ops))
+        out.append(
+            TTopic(
+                error_code=ErrorCode.NONE,
+                name=name,
+                topic_id=info.topic_id,
+                is_internal=info.internal,
+                partitions=[_partition(i, info.partitions[i], live) for i in page],
+                topic_authorized_operations=ops,
+            )
+        )
         if rest:
             return out, TResp.Cursor(topic_name=name, partition_index=rest[0])
         remaining -= len(page)
@@ -151,15 +184,19 @@ async def describe_topic_partitions(ctx: RequestContext, req) -> object:
         names = sorted({t.name for t in req.topics if t.name >= start})
     problem = None
     if cursor is not None and not fetch_all and cursor.topic_name not in names:
-        problem = ("DescribeTopicPartitionsRequest topic list should contain the cursor topic: "
-                   f"{cursor.topic_name}")
+        problem = (
+            "DescribeTopicPartitionsRequest topic list should contain the cursor topic: "
+            f"{cursor.topic_name}"
+        )
     elif cursor is not None and cursor.partition_index < 0:
         problem = f"DescribeTopicPartitionsRequest cursor partition must be valid: {cursor}"
     if problem is not None:
         log.info("DescribeTopicPartitions from %s refused: %s", ctx.client_id, problem)
-        return TResp(throttle_time_ms=0, next_cursor=None,
-                     topics=[_error_topic(t.name, ErrorCode.INVALID_REQUEST)
-                             for t in req.topics])
+        return TResp(
+            throttle_time_ms=0,
+            next_cursor=None,
+            topics=[_error_topic(t.name, ErrorCode.INVALID_REQUEST) for t in req.topics],
+        )
     # A limit below 1 would page forever on the first topic; Kafka's default is 2000.
     limit = max(1, min(MAX_PARTITION_LIMIT, req.response_partition_limit))
     topics, next_cursor = _page(broker, names, cursor, limit, fetch_all)

@@ -41,8 +41,7 @@ DEFAULT_CONFIG = 5
 SOURCE_IDS = {"STATIC_BROKER_CONFIG": STATIC_BROKER_CONFIG, "DEFAULT_CONFIG": DEFAULT_CONFIG}
 
 # DescribeConfigsResponse.ConfigType (v3+)
-CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6,
-                "list": 7}
+CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7}
 
 # AlterConfigOp.OpType
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -112,8 +111,11 @@ def topic_entries(config: Any, overrides: dict[str, str]) -> list[ConfigEntry]:
         else:
             default, source_name = config.topic_default(key)
             value, source = _render(default), SOURCE_IDS[source_name]
-        out.append(ConfigEntry(key, value, source, CONFIG_TYPES.get(defn.type, 0), defn.doc,
-                               False, synonyms))
+        out.append(
+            ConfigEntry(
+                key, value, source, CONFIG_TYPES.get(defn.type, 0), defn.doc, False, synonyms
+            )
+        )
     return out
 
 
@@ -127,8 +129,17 @@ def broker_entries(config: Any) -> list[ConfigEntry]:
         if defn.default is not None:
             synonyms.append((key, _render(defn.default), DEFAULT_CONFIG))
         source = synonyms[0][2] if synonyms else DEFAULT_CONFIG
-        out.append(ConfigEntry(key, _render(config.get(key)), source,
-                               CONFIG_TYPES.get(defn.type, 0), defn.doc, True, synonyms))
+        out.append(
+            ConfigEntry(
+                key,
+                _render(config.get(key)),
+                source,
+                CONFIG_TYPES.get(defn.type, 0),
+                defn.doc,
+                True,
+                synonyms,
+            )
+        )
     return out
 
 
@@ -136,12 +147,14 @@ def check_broker_name(broker: Any, name: str) -> None:
     try:
         node = int(name)
     except ValueError:
-        raise ResourceError(ErrorCode.INVALID_REQUEST,
-                            f"Broker id must be an integer, but it is: {name}") from None
+        raise ResourceError(
+            ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
+        ) from None
     if node != broker.node_id:
-        raise ResourceError(ErrorCode.INVALID_REQUEST,
-                            f"Unexpected broker id, expected {broker.node_id} or empty string, "
-                            f"but received {name}")
+        raise ResourceError(
+            ErrorCode.INVALID_REQUEST,
+            f"Unexpected broker id, expected {broker.node_id} or empty string, but received {name}",
+        )
 
 
 def _unsupported(rtype: int) -> ResourceError:
@@ -165,8 +178,9 @@ def _entries_for(broker: Any, rtype: int, name: str) -> list[ConfigEntry]:
             raise ResourceError(exc.code, str(exc)) from None
         info = broker.topics.info(name)
         if info is None:
-            raise ResourceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                f"The topic '{name}' does not exist.")
+            raise ResourceError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+            )
         return topic_entries(broker.config, info.configs)
     if rtype == BROKER:
         if not name:
@@ -180,29 +194,46 @@ def _describe_one(broker: Any, res: Any, synonyms: bool, docs: bool) -> DResult:
     try:
         entries = _entries_for(broker, res.resource_type, res.resource_name)
     except ResourceError as exc:
-        return DResult(error_code=exc.code, error_message=exc.message,
-                       resource_type=res.resource_type, resource_name=res.resource_name,
-                       configs=[])
+        return DResult(
+            error_code=exc.code,
+            error_message=exc.message,
+            resource_type=res.resource_type,
+            resource_name=res.resource_name,
+            configs=[],
+        )
     if res.configuration_keys:
         wanted = set(res.configuration_keys)
         entries = [e for e in entries if e.name in wanted]
     return DResult(
-        error_code=ErrorCode.NONE, error_message=None, resource_type=res.resource_type,
+        error_code=ErrorCode.NONE,
+        error_message=None,
+        resource_type=res.resource_type,
         resource_name=res.resource_name,
-        configs=[DEntry(
-            name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
-            is_default=e.source == DEFAULT_CONFIG, is_sensitive=False,
-            synonyms=[DSynonym(name=n, value=v, source=s) for n, v, s in e.synonyms]
-            if synonyms else [],
-            config_type=e.config_type, documentation=e.doc if docs else None,
-        ) for e in entries])
+        configs=[
+            DEntry(
+                name=e.name,
+                value=e.value,
+                read_only=e.read_only,
+                config_source=e.source,
+                is_default=e.source == DEFAULT_CONFIG,
+                is_sensitive=False,
+                synonyms=[DSynonym(name=n, value=v, source=s) for n, v, s in e.synonyms]
+                if synonyms
+                else [],
+                config_type=e.config_type,
+                documentation=e.doc if docs else None,
+            )
+            for e in entries
+        ],
+    )
 
 
 @handles(ApiKey.DESCRIBE_CONFIGS, versions=(1, 4))
 async def describe_configs(ctx: RequestContext, req) -> object:
     docs = ctx.api_version >= 3 and bool(req.include_documentation)
-    results = [_describe_one(ctx.broker, res, bool(req.include_synonyms), docs)
-               for res in req.resources]
+    results = [
+        _describe_one(ctx.broker, res, bool(req.include_synonyms), docs) for res in req.resources
+    ]
     return DResp(throttle_time_ms=0, results=results)
 
 
@@ -214,16 +245,21 @@ def _check_shape(res: Any, incremental: bool) -> None:
     names = [c.name for c in res.configs]
     if len(set(names)) != len(names):
         raise ResourceError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
-    nulls = [c.name for c in res.configs if c.value is None
-             and not (incremental and c.config_operation == DELETE)]
+    nulls = [
+        c.name
+        for c in res.configs
+        if c.value is None and not (incremental and c.config_operation == DELETE)
+    ]
     if nulls:
-        raise ResourceError(ErrorCode.INVALID_REQUEST,
-                            "Null value not supported for : " + ", ".join(nulls))
+        raise ResourceError(
+            ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls)
+        )
     if incremental:
         for c in res.configs:
             if c.config_operation not in OP_NAMES:
-                raise ResourceError(ErrorCode.INVALID_REQUEST,
-                                    f"Unknown operations type {c.config_operation}")
+                raise ResourceError(
+                    ErrorCode.INVALID_REQUEST, f"Unknown operations type {c.config_operation}"
+                )
 
 
 def _refuse_broker_change(broker: Any, res: Any) -> None:
@@ -231,9 +267,11 @@ def _refuse_broker_change(broker: Any, res: Any) -> None:
         check_broker_name(broker, res.resource_name)
     if res.configs:
         keys = ", ".join(sorted(c.name for c in res.configs))
-        raise ResourceError(ErrorCode.INVALID_REQUEST,
-                            f"Cannot update these configs dynamically: {keys} (odradek reads "
-                            "broker configs only at start-up; set them in server.properties)")
+        raise ResourceError(
+            ErrorCode.INVALID_REQUEST,
+            f"Cannot update these configs dynamically: {keys} (odradek reads "
+            "broker configs only at start-up; set them in server.properties)",
+        )
 
 
 def _topic_info(broker: Any, name: str) -> Any:
@@ -243,8 +281,9 @@ def _topic_info(broker: Any, name: str) -> Any:
         raise ResourceError(exc.code, str(exc)) from None
     info = broker.topics.info(name)
     if info is None:
-        raise ResourceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                            f"The topic '{name}' does not exist.")
+        raise ResourceError(
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+        )
     return info
 
 
@@ -266,9 +305,10 @@ def _incremental_overrides(broker: Any, current: dict[str, str], configs: Any) -
             out.pop(c.name, None)
         else:
             if defn.type != "list":
-                raise ResourceError(ErrorCode.INVALID_CONFIG,
-                                    f"Can't {OP_NAMES[op]} to key {c.name} because its type "
-                                    "is not LIST.")
+                raise ResourceError(
+                    ErrorCode.INVALID_CONFIG,
+                    f"Can't {OP_NAMES[op]} to key {c.name} because its type is not LIST.",
+                )
             base = out.get(c.name)
             if base is None:
                 base = _render(broker.config.topic_default(c.name)[0])
@@ -288,8 +328,7 @@ def _alter_one(broker: Any, res: Any, validate_only: bool, incremental: bool) ->
         _refuse_broker_change(broker, res)
         return
     if res.resource_type != TOPIC:
-        raise ResourceError(ErrorCode.INVALID_REQUEST,
-                            f"Unknown resource type {res.resource_type}")
+        raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {res.resource_type}")
     info = _topic_info(broker, res.resource_name)
     if incremental:
         new = _incremental_overrides(broker, info.configs, res.configs)
@@ -302,8 +341,9 @@ def _alter_one(broker: Any, res: Any, validate_only: bool, incremental: bool) ->
 
 
 def _alter(ctx: RequestContext, req, incremental: bool) -> list[Any]:
-    Item = (protocol.IncrementalAlterConfigsResponse if incremental
-            else protocol.AlterConfigsResponse).AlterConfigsResourceResponse
+    Item = (
+        protocol.IncrementalAlterConfigsResponse if incremental else protocol.AlterConfigsResponse
+    ).AlterConfigsResourceResponse
     counts = Counter((r.resource_type, r.resource_name) for r in req.resources)
     out = []
     for res in req.resources:
@@ -316,22 +356,35 @@ def _alter(ctx: RequestContext, req, incremental: bool) -> list[Any]:
             except ResourceError as exc:
                 code, message = exc.code, exc.message
         if code != ErrorCode.NONE:
-            log.info("%s of %s %r from %s refused: %s %s",
-                     "IncrementalAlterConfigs" if incremental else "AlterConfigs",
-                     RESOURCE_NAMES.get(res.resource_type, res.resource_type),
-                     res.resource_name, ctx.client_id, code.name, message)
-        out.append(Item(error_code=code, error_message=message,
-                        resource_type=res.resource_type, resource_name=res.resource_name))
+            log.info(
+                "%s of %s %r from %s refused: %s %s",
+                "IncrementalAlterConfigs" if incremental else "AlterConfigs",
+                RESOURCE_NAMES.get(res.resource_type, res.resource_type),
+                res.resource_name,
+                ctx.client_id,
+                code.name,
+                message,
+            )
+        out.append(
+            Item(
+                error_code=code,
+                error_message=message,
+                resource_type=res.resource_type,
+                resource_name=res.resource_name,
+            )
+        )
     return out
 
 
 @handles(ApiKey.ALTER_CONFIGS, versions=(0, 2))
 async def alter_configs(ctx: RequestContext, req) -> object:
-    return protocol.AlterConfigsResponse(throttle_time_ms=0,
-                                         responses=_alter(ctx, req, incremental=False))
+    return protocol.AlterConfigsResponse(
+        throttle_time_ms=0, responses=_alter(ctx, req, incremental=False)
+    )
 
 
 @handles(ApiKey.INCREMENTAL_ALTER_CONFIGS, versions=(0, 1))
 async def incremental_alter_configs(ctx: RequestContext, req) -> object:
-    return protocol.IncrementalAlterConfigsResponse(throttle_time_ms=0,
-                                                    responses=_alter(ctx, req, incremental=True))
+    return protocol.IncrementalAlterConfigsResponse(
+        throttle_time_ms=0, responses=_alter(ctx, req, incremental=True)
+    )

@@ -47,8 +47,12 @@ def delete_one(broker: Any, topic: str, index: int, offset: int) -> tuple[ErrorC
         return ErrorCode.OFFSET_OUT_OF_RANGE, -1
     if target > lg.log_start_offset:
         lg.advance_log_start(target)
-        log.info("log start offset of %s-%d moved to %d by DeleteRecords", topic, index,
-                 lg.log_start_offset)
+        log.info(
+            "log start offset of %s-%d moved to %d by DeleteRecords",
+            topic,
+            index,
+            lg.log_start_offset,
+        )
         part.wake()
     return ErrorCode.NONE, lg.log_start_offset
 
@@ -60,7 +64,8 @@ async def delete_records(ctx: RequestContext, req) -> object:
         parts = []
         for p in t.partitions:
             code, low = delete_one(ctx.broker, t.name, p.partition_index, p.offset)
-            parts.append(PartResult(partition_index=p.partition_index, low_watermark=low,
-                                    error_code=code))
+            parts.append(
+                PartResult(partition_index=p.partition_index, low_watermark=low, error_code=code)
+            )
         topics.append(TopicResult(name=t.name, partitions=parts))
     return Resp(throttle_time_ms=0, topics=topics)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 
 from odradek.broker.dispatch import RequestContext
+from odradek.broker.handlers.cluster import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from odradek.broker.registry import handles
 from odradek.broker.topics import TopicError, check_topic_name
 from odradek.wire import protocol
@@ -35,6 +36,14 @@ def topic_metadata(broker, name: str, version: int) -> protocol.MetadataResponse
         ))
     return R(error_code=ErrorCode.NONE, name=name, topic_id=info.topic_id,
              is_internal=info.internal, partitions=parts)
+
+
+def _with_operations(topic, version: int, req) -> object:
+    # v8+: with no authorizer every operation is allowed, as Kafka answers (librdkafka's
+    # describe_cluster / describe_topics read these from Metadata v8-10)
+    if version >= 8 and req.include_topic_authorized_operations:
+        topic.authorized_operations = set(TOPIC_OPERATIONS)
+    return topic
 
 
 def error_topic(name: str | None, topic_id: uuid.UUID, code: ErrorCode):
@@ -78,6 +87,10 @@ async def metadata(ctx: RequestContext, req) -> object:
             topics.append(topic_metadata(broker, name, version))
     brokers = [protocol.MetadataResponse.MetadataResponseBroker(
         node_id=n, host=h, port=p, rack=r) for n, h, p, r in broker.broker_endpoints()]
-    return protocol.MetadataResponse(
+    topics = [_with_operations(t, version, req) for t in topics]
+    resp = protocol.MetadataResponse(
         throttle_time_ms=0, brokers=brokers, cluster_id=broker.cluster_id,
         controller_id=broker.controller_id, topics=topics, error_code=ErrorCode.NONE)
+    if 8 <= version <= 10 and req.include_cluster_authorized_operations:
+        resp.authorized_operations = set(CLUSTER_OPERATIONS)
+    return resp
