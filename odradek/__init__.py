@@ -1,0 +1,1 @@
+"""odradek: a Kafka-wire-compatible broker in Python."""

@@ -1,0 +1,1 @@
+"""The Kafka binary protocol, sans-IO: framing, headers, record batches and message schemas."""

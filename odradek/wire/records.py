@@ -1,0 +1,352 @@
+"""Records inside a RecordBatch v2, as Kafka's DefaultRecord, plus control records (KIP-98).
+
+Off the hot path only: tests, internal topics, compaction and recompression. The broker itself
+stores and serves batches without looking at individual records.
+
+A record, after the batch header (the whole sequence is compressed when the batch is):
+
+    field              type                   notes
+    length             varint                 bytes of the record after this field
+    attributes         int8                   unused, 0
+    timestamp_delta    varlong                timestamp - batch base_timestamp
+    offset_delta       varint                 offset - batch base_offset
+    key_length         varint                 -1 for a null key
+    key                bytes[key_length]
+    value_length       varint                 -1 for a null value
+    value              bytes[value_length]
+    header_count       varint
+    headers            repeated header_count times:
+      key_length       varint                 >= 0
+      key              utf-8[key_length]
+      value_length     varint                 -1 for a null value
+      value            bytes[value_length]
+
+varint / varlong are zigzag-encoded base-128 varints (protobuf's sint32 / sint64), at most
+5 / 10 bytes. In a LogAppendTime batch every record's timestamp is the batch's max_timestamp.
+
+Control records (transaction markers, KIP-98) sit alone in a control batch:
+
+    key    offset 0  int16  version           0
+           offset 2  int16  type              0 abort, 1 commit
+    value  offset 0  int16  version           0
+           offset 2  int32  coordinator_epoch
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from odradek.wire.batch import (
+    CONTROL_MASK,
+    HEADER_SIZE,
+    HEADER_STRUCT,
+    LOG_APPEND_TIME,
+    LOG_OVERHEAD,
+    MAGIC,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    BatchHeader,
+    Buffer,
+    CorruptRecordError,
+    parse_header,
+    write_crc,
+)
+from odradek.wire.compression import compress, decompress
+
+ABORT = 0
+COMMIT = 1
+CONTROL_KEY_VERSION = 0
+END_TXN_MARKER_VERSION = 0
+
+_CONTROL_KEY = struct.Struct(">hh")
+_END_TXN_VALUE = struct.Struct(">hi")
+
+_INT32_MIN = -(2**31)
+_INT32_MAX = 2**31 - 1
+_MASK32 = 0xFFFFFFFF
+_MASK64 = 0xFFFFFFFFFFFFFFFF
+_TWO63 = 2**63
+_TWO64 = 2**64
+
+RecordInput = tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]], int]
+
+
+@dataclass(slots=True)
+class Record:
+    """One record with its absolute offset and timestamp."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+
+
+# -- varints -----------------------------------------------------------------------------------
+
+
+def _wrap64(value: int) -> int:
+    """Two's-complement int64 wrap-around, as Java's long arithmetic."""
+    return ((value + _TWO63) % _TWO64) - _TWO63
+
+
+def _read_unsigned(data: bytes, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    for _ in range(max_bytes):
+        if pos >= end:
+            raise CorruptRecordError("truncated varint")
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+    raise CorruptRecordError(f"varint longer than {max_bytes} bytes")
+
+
+def read_varint(data: bytes, pos: int, end: int | None = None) -> tuple[int, int]:
+    """Zigzag int32 at `pos`, not reading at or past `end`: (value, next position)."""
+    raw, pos = _read_unsigned(data, pos, len(data) if end is None else end, 5)
+    raw &= _MASK32  # Java drops what overflows an int
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def read_varlong(data: bytes, pos: int, end: int | None = None) -> tuple[int, int]:
+    """Zigzag int64 at `pos`, not reading at or past `end`: (value, next position)."""
+    raw, pos = _read_unsigned(data, pos, len(data) if end is None else end, 10)
+    raw &= _MASK64
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def _write_unsigned(out: bytearray, value: int) -> None:
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def write_varint(out: bytearray, value: int) -> None:
+    """Append `value` (an int32) as a zigzag varint."""
+    if not _INT32_MIN <= value <= _INT32_MAX:
+        raise ValueError(f"{value} does not fit a varint (int32)")
+    _write_unsigned(out, ((value << 1) ^ (value >> 31)) & _MASK32)
+
+
+def write_varlong(out: bytearray, value: int) -> None:
+    """Append `value` (an int64) as a zigzag varlong."""
+    if not -_TWO63 <= value < _TWO63:
+        raise ValueError(f"{value} does not fit a varlong (int64)")
+    _write_unsigned(out, ((value << 1) ^ (value >> 63)) & _MASK64)
+
+
+# -- decoding ----------------------------------------------------------------------------------
+
+
+def _read_bytes(data: bytes, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
+    length, pos = read_varint(data, pos, end)
+    if length == -1:
+        return None, pos
+    if length < 0 or length > end - pos:
+        raise CorruptRecordError(f"invalid {what} length {length}")
+    return data[pos : pos + length], pos + length
+
+
+def _read_record(
+    data: bytes, pos: int, header: BatchHeader, log_append: bool
+) -> tuple[Record, int]:
+    length, pos = read_varint(data, pos)
+    if length < 1 or length > len(data) - pos:
+        raise CorruptRecordError(f"invalid record length {length}")
+    end = pos + length  # a record may not read past its declared length
+    pos += 1  # attributes: unused
+    timestamp_delta, pos = read_varlong(data, pos, end)
+    offset_delta, pos = read_varint(data, pos, end)
+    key, pos = _read_bytes(data, pos, end, "key")
+    value, pos = _read_bytes(data, pos, end, "value")
+    count, pos = read_varint(data, pos, end)
+    if count < 0 or count > end - pos:
+        raise CorruptRecordError(f"invalid header count {count}")
+    headers: list[tuple[str, bytes | None]] = []
+    for _ in range(count):
+        name, pos = _read_bytes(data, pos, end, "header key")
+        if name is None:
+            raise CorruptRecordError("null header key")
+        header_value, pos = _read_bytes(data, pos, end, "header value")
+        headers.append((name.decode("utf-8", "surrogateescape"), header_value))
+    if pos != end:
+        raise CorruptRecordError(f"record declared {length} bytes but used {length - (end - pos)}")
+    if log_append:
+        timestamp = header.max_timestamp
+    else:
+        timestamp = _wrap64(header.base_timestamp + timestamp_delta)
+    record = Record(header.base_offset + offset_delta, timestamp, key, value, headers)
+    return record, end
+
+
+def decode_records(buf: Buffer, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
+    """Decode the batch at `pos` and every record in it, decompressing as needed.
+
+    Does not check the CRC (see batch.crc_ok). Raises CorruptRecordError for a truncated batch,
+    bad varints, lengths that overrun, or a record count that does not match the data.
+    """
+    header = parse_header(buf, pos)
+    if len(buf) - pos < header.size:
+        raise CorruptRecordError(f"truncated batch at {pos}: {len(buf) - pos} of {header.size}")
+    section = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
+    data = decompress(header.compression, section)
+    count = header.records_count
+    # every record takes at least 7 bytes; rejecting early avoids a long loop on garbage
+    if count < 0 or count * 7 > len(data):
+        raise CorruptRecordError(f"record count {count} does not fit {len(data)} bytes")
+    log_append = header.timestamp_type == LOG_APPEND_TIME
+    records: list[Record] = []
+    offset = 0
+    for _ in range(count):
+        record, offset = _read_record(data, offset, header, log_append)
+        records.append(record)
+    if offset != len(data):
+        raise CorruptRecordError(
+            f"{len(data) - offset} bytes left after the {count} records the batch declares"
+        )
+    return header, records
+
+
+# -- encoding ----------------------------------------------------------------------------------
+
+
+def _write_bytes(out: bytearray, data: bytes | bytearray | memoryview | None) -> None:
+    if data is None:
+        write_varint(out, -1)
+    else:
+        write_varint(out, len(data))
+        out += data
+
+
+def _encode_record(
+    out: bytearray, rec: RecordInput, offset_delta: int, base_timestamp: int
+) -> None:
+    key, value, headers, timestamp = rec
+    body = bytearray(b"\x00")  # attributes
+    write_varlong(body, _wrap64(timestamp - base_timestamp))
+    write_varint(body, offset_delta)
+    _write_bytes(body, key)
+    _write_bytes(body, value)
+    write_varint(body, len(headers))
+    for name, header_value in headers:
+        _write_bytes(body, name.encode("utf-8", "surrogateescape"))
+        _write_bytes(body, header_value)
+    write_varint(out, len(body))
+    out += body
+
+
+def build_batch(
+    records: Sequence[RecordInput],
+    *,
+    base_offset: int = 0,
+    compression: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    transactional: bool = False,
+    control: bool = False,
+    partition_leader_epoch: int = -1,
+    timestamp_type: int = 0,
+    offset_deltas: Sequence[int] | None = None,
+    last_offset_delta: int | None = None,
+) -> bytes:
+    """A complete v2 batch of (key, value, headers, timestamp) records, with its CRC.
+
+    Records get offset deltas 0, 1, 2, ... unless `offset_deltas` gives them (compaction keeps
+    the original offsets); `last_offset_delta` defaults to the last record's delta, and may be
+    set for an emptied batch that must keep its offset span. The base timestamp is the first
+    record's timestamp and the max timestamp the largest, as Kafka's MemoryRecordsBuilder.
+    """
+    if offset_deltas is not None and len(offset_deltas) != len(records):
+        raise ValueError("offset_deltas must have one entry per record")
+    deltas = range(len(records)) if offset_deltas is None else offset_deltas
+    base_timestamp = records[0][3] if records else -1
+    # Kafka's builder starts the max from NO_TIMESTAMP (-1)
+    max_timestamp = max([-1, *(r[3] for r in records)])
+    if last_offset_delta is None:
+        last_offset_delta = deltas[-1] if records else 0
+    section = bytearray()
+    for rec, delta in zip(records, deltas, strict=True):
+        _encode_record(section, rec, delta, base_timestamp)
+    payload = compress(compression, section) if compression else section
+    attributes = compression & 0x07
+    if timestamp_type == LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if transactional:
+        attributes |= TRANSACTIONAL_MASK
+    if control:
+        attributes |= CONTROL_MASK
+    out = bytearray(HEADER_SIZE)
+    HEADER_STRUCT.pack_into(
+        out,
+        0,
+        base_offset,
+        HEADER_SIZE - LOG_OVERHEAD + len(payload),
+        partition_leader_epoch,
+        MAGIC,
+        0,  # crc, written below
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(records),
+    )
+    out += payload
+    write_crc(out, 0)
+    return bytes(out)
+
+
+# -- control records (KIP-98) ------------------------------------------------------------------
+
+
+def build_control_batch(
+    producer_id: int,
+    producer_epoch: int,
+    commit: bool,
+    coordinator_epoch: int,
+    timestamp: int,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+) -> bytes:
+    """A transaction marker batch: one COMMIT or ABORT control record, as EndTransactionMarker."""
+    key = _CONTROL_KEY.pack(CONTROL_KEY_VERSION, COMMIT if commit else ABORT)
+    value = _END_TXN_VALUE.pack(END_TXN_MARKER_VERSION, coordinator_epoch)
+    return build_batch(
+        [(key, value, (), timestamp)],
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        transactional=True,
+        control=True,
+        partition_leader_epoch=partition_leader_epoch,
+    )
+
+
+def control_type(buf: Buffer, pos: int = 0) -> int | None:
+    """The control record type of a control batch (0 abort, 1 commit, as stored).
+
+    None if the batch is not a control batch or holds no records (compaction can empty it).
+    """
+    header = parse_header(buf, pos)
+    if not header.is_control:
+        return None
+    _h, records = decode_records(buf, pos)
+    if not records:
+        return None
+    key = records[0].key
+    if key is None or len(key) < _CONTROL_KEY.size:
+        raise CorruptRecordError("control record key shorter than 4 bytes")
+    version, ctype = _CONTROL_KEY.unpack_from(key)
+    if version < 0:
+        raise CorruptRecordError(f"invalid control record key version {version}")
+    return ctype
