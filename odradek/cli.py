@@ -74,8 +74,10 @@ def _skip_kafka_client_import() -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     _skip_kafka_client_import()
     try:
-        config = BrokerConfig.load(args.config, _parse_overrides(args.override or []),
-                                   dict(os.environ))
+        overrides = _parse_overrides(args.override or [])
+        if args.metrics:
+            overrides["metrics.listen"] = args.metrics
+        config = BrokerConfig.load(args.config, overrides, dict(os.environ))
     except ConfigError as exc:
         print(f"odradek: bad configuration: {exc}", file=sys.stderr)
         return 1
@@ -96,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("config", nargs="?", help="server.properties file")
     serve.add_argument("--override", action="append", metavar="KEY=VALUE",
                        help="set a config key (repeatable)")
+    serve.add_argument("--metrics", metavar="HOST:PORT",
+                       help="serve Prometheus metrics here (same as metrics.listen)")
     serve.set_defaults(func=cmd_serve)
     return parser
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,7 +104,13 @@ async def dispatch(broker: Any, payload: bytes, peer: str, connection: Any = Non
         injected = await _inject(faults, ctx, request)
         if injected is not None:
             return injected or None
-    response = await reg.handler(ctx, request)
+    metrics = broker.metrics
+    if metrics is None:
+        response = await reg.handler(ctx, request)
+    else:
+        started = time.perf_counter()
+        response = await reg.handler(ctx, request)
+        metrics.request(header.api_key, time.perf_counter() - started, response)
     if response is None:
         return None
     if reg.raw:

@@ -15,6 +15,7 @@ from odradek.broker import handlers  # noqa: F401  (registers every handler)
 from odradek.broker.config import BrokerConfig, Listener
 from odradek.broker.connection import Connection
 from odradek.broker.faults import FaultInjector
+from odradek.broker.metrics import BrokerMetrics
 from odradek.broker.metadata_store import LocalMetadataStore, MetadataStore
 from odradek.broker.topics import TopicManager
 from odradek.log.manager import LogManager
@@ -40,9 +41,32 @@ class Broker:
         self.services: list[Any] = []  # coordinators etc.: objects with start()/stop()
         self.extensions: dict[str, Any] = {}
         self.faults = FaultInjector()
+        self.metrics: BrokerMetrics | None = None
+        if config.get("metrics.listen"):
+            self.metrics = BrokerMetrics(self, config.get("metrics.listen"))
+            self.services.append(self.metrics)
         self._producer_ids: tuple[int, int] = (0, 0)
         self.started_at = 0.0
         self.stopped = asyncio.Event()
+        # --- group coordinator and log cleaner (issue 3) ---------------------------------------
+        from odradek.coordinator.group.coordinator import (
+            OFFSETS_TOPIC,
+            GroupCoordinator,
+            GroupCoordinatorConfig,
+        )
+
+        def _offsets_partitions() -> int | None:
+            info = self.topics.info(OFFSETS_TOPIC)
+            return None if info is None else len(info.partitions)
+
+        self.group_coordinator = GroupCoordinator(
+            GroupCoordinatorConfig.from_broker(config.get),
+            get_partition=lambda index: self.topics.get(OFFSETS_TOPIC, index),
+            partition_count=_offsets_partitions)
+        self.topics.listeners.append(self.group_coordinator)
+        self.services.append(self.group_coordinator)
+        self.extensions["group_coordinator"] = self.group_coordinator
+        # --- end group coordinator and log cleaner ----------------------------------------------
 
     # -- cluster view ---------------------------------------------------------------------------
 

@@ -190,8 +190,15 @@ async def fetch(ctx: RequestContext, req) -> list:
         if total >= req.min_bytes or errors or remaining <= 0 or not wanted:
             break
         await wait_for_data(broker, wanted, remaining)
+    metrics = broker.metrics
     topics: dict[str, TopicData] = {}
     for sp, pd in results:
+        if metrics is not None:
+            if pd.error_code:
+                metrics.error(ApiKey.FETCH, pd.error_code)
+            for region in pd.records:
+                if params.replica_id < 0:
+                    metrics.fetched(sp.topic, region)
         if incremental and not _changed(sp, pd):
             continue
         if session is not None:

@@ -45,13 +45,22 @@ def _produce_one(ctx: RequestContext, topic: str, index: int, records: bytes | N
     except ValidationError as exc:
         log.info("produce to %s-%d from %s rejected: %s (%s)", topic, index, ctx.client_id,
                  exc.code.name, exc)
+        if broker.metrics is not None:
+            broker.metrics.error(ApiKey.PRODUCE, exc.code)
         return AppendResult(exc.code, message=str(exc))
     hook = broker.extensions.get("produce_check")
     if hook is not None:
         err = hook(part, validated, transactional_id)
         if err is not None:
             return AppendResult(err)
-    return part.append_records(validated)
+    result = part.append_records(validated)
+    metrics = broker.metrics
+    if metrics is not None:
+        if result.error:
+            metrics.error(ApiKey.PRODUCE, result.error)
+        else:
+            metrics.produced(topic, len(validated.buf), result.record_count)
+    return result
 
 
 @handles(ApiKey.PRODUCE, versions=(3, 11), advertise_min=0)
