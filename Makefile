@@ -1,0 +1,23 @@
+# `make run` starts a broker, `make test` runs every test; both set up what they need first
+# (scripts/setup.sh is idempotent and a near no-op when nothing changed).
+VENV   := .venv
+PYTHON := $(VENV)/bin/python
+
+.PHONY: setup run test bench lint
+
+setup:
+	@bash scripts/setup.sh
+
+run: setup
+	$(VENV)/bin/odradek serve $(ARGS)
+
+# Every test, every marker. Extra pytest arguments: make test PYTEST_ARGS='-k fetch -x'
+test: setup
+	$(PYTHON) -m pytest $(PYTEST_ARGS)
+
+bench: setup
+	$(PYTHON) -m bench $(ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .

@@ -1,0 +1,1 @@
+"""Compatibility tests: real Kafka clients against a real odradek broker process."""

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Idempotent, cached set-up of everything `make run`, `make test` and `make bench` need, for a
+# fresh Debian 12 machine (as root, or with sudo otherwise):
+#   .venv/                  the project installed editable with its `test` extra
+#   kcat, java, javac       from Debian's packages, installed only when missing
+#   .cache/java-classpath   the Java kafka-clients jar and its compression jars (one line,
+#                           ':'-separated), taken from the shigawire-apache-flink-libraries wheel
+# Everything downloaded lands in .venv/ or .cache/ (both git-ignored), apart from apt's own
+# cache. A second run with nothing changed does no installs and takes well under a second.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$PWD
+VENV=$ROOT/.venv
+CACHE=$ROOT/.cache
+STAMP=$VENV/.odradek-setup-stamp
+CLASSPATH_FILE=$CACHE/java-classpath
+PYTHON=${PYTHON:-python3}
+
+say() { printf 'setup: %s\n' "$*"; }
+
+SUDO=()
+if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then
+        SUDO=(sudo)
+    fi
+fi
+
+APT_UPDATED=0
+apt_install() {
+    if [ "$(id -u)" -ne 0 ] && [ ${#SUDO[@]} -eq 0 ]; then
+        say "need root or sudo to install: $*" >&2
+        exit 1
+    fi
+    if [ "$APT_UPDATED" -eq 0 ]; then
+        say "apt-get update"
+        "${SUDO[@]}" apt-get update -qq
+        APT_UPDATED=1
+    fi
+    say "apt-get install $*"
+    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+mkdir -p "$CACHE"
+
+# --- system packages -----------------------------------------------------------------------
+missing=()
+command -v "$PYTHON" >/dev/null 2>&1 || missing+=(python3)
+if command -v "$PYTHON" >/dev/null 2>&1 && [ ! -x "$VENV/bin/python" ] \
+    && ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    missing+=(python3-venv)
+fi
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+if ! command -v java >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
+    missing+=(default-jdk-headless)
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+    apt_install "${missing[@]}"
+fi
+
+# --- Python virtual environment ------------------------------------------------------------
+if [ ! -x "$VENV/bin/python" ]; then
+    say "creating $VENV"
+    "$PYTHON" -m venv "$VENV"
+    rm -f "$STAMP"
+fi
+"$VENV/bin/python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
+    say "$VENV/bin/python is older than 3.11; remove .venv and set PYTHON=python3.11" >&2
+    exit 1
+}
+
+# The stamp records what the last install was made from: pyproject.toml, the checkout's path
+# (an editable install points at it) and the interpreter.
+want=$( { cat pyproject.toml; echo "$ROOT"; "$VENV/bin/python" -VV; } | sha256sum | cut -d' ' -f1)
+have=$(cat "$STAMP" 2>/dev/null || true)
+if [ "$want" != "$have" ] || [ ! -x "$VENV/bin/odradek" ]; then
+    say "pip install -e '.[test]'"
+    export PIP_CACHE_DIR=$CACHE/pip PIP_DISABLE_PIP_VERSION_CHECK=1
+    "$VENV/bin/python" -m pip install -q -e ".[test]"
+    echo "$want" >"$STAMP"
+    rm -f "$CLASSPATH_FILE"
+fi
+
+# --- Java client classpath -----------------------------------------------------------------
+classpath_ok() {
+    [ -s "$CLASSPATH_FILE" ] || return 1
+    local cp jar
+    cp=$(cat "$CLASSPATH_FILE")
+    IFS=: read -r -a jars <<<"$cp"
+    for jar in "${jars[@]}"; do
+        [ -f "$jar" ] || return 1
+    done
+}
+if ! classpath_ok; then
+    "$VENV/bin/python" - "$CLASSPATH_FILE" <<'PY'
+"""Write the kafka-clients classpath found in the installed shigawire wheel."""
+import sys
+from importlib.metadata import PackageNotFoundError, files
+
+WANTED = ("kafka-clients", "lz4-java", "snappy-java", "zstd-jni", "slf4j-api")
+REQUIRED = ("kafka-clients", "lz4-java", "snappy-java", "zstd-jni")
+try:
+    entries = files("shigawire-apache-flink-libraries") or []
+except PackageNotFoundError:
+    sys.exit("setup: shigawire-apache-flink-libraries is not installed in .venv")
+found = {}
+for entry in entries:
+    if entry.parent.as_posix() == "pyflink/lib" and entry.suffix == ".jar":
+        found[entry.stem] = str(entry.locate().resolve())
+missing = [name for name in REQUIRED if name not in found]
+if missing:
+    sys.exit(f"setup: jars missing from shigawire-apache-flink-libraries: {missing}")
+with open(sys.argv[1], "w", encoding="utf-8") as f:
+    f.write(":".join(found[name] for name in WANTED if name in found) + "\n")
+PY
+    say "wrote $CLASSPATH_FILE"
+fi
+
+say "ready (.venv, kcat, java, .cache/java-classpath)"
