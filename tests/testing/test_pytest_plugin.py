@@ -49,3 +49,52 @@ def test_plugin_is_registered_by_entry_point() -> None:
 
     names = {ep.value for ep in entry_points(group="pytest11")}
     assert "odradek.testing.pytest_plugin" in names
+
+
+def test_readme_example_runs(pytester: pytest.Pytester) -> None:
+    import pathlib
+    import re
+
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Testing with odradek", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    pytester.makepyfile(test_readme=code)
+    result = pytester.runpytest_subprocess("-q")
+    result.assert_outcomes(passed=1)
+
+
+XDIST_TESTS = '''
+import os
+import pathlib
+
+
+def _record(odradek_broker, odradek_topic, tag):
+    topic = odradek_topic()
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    out = pathlib.Path(os.environ["OUT_DIR"]) / f"{tag}-{worker}"
+    out.write_text(f"{odradek_broker.bootstrap} {topic}")
+
+
+def test_a(odradek_broker, odradek_topic):
+    _record(odradek_broker, odradek_topic, "a")
+
+
+def test_b(odradek_broker, odradek_topic):
+    _record(odradek_broker, odradek_topic, "b")
+'''
+
+
+def test_each_xdist_worker_gets_its_own_broker(pytester: pytest.Pytester, tmp_path,
+                                               monkeypatch) -> None:
+    monkeypatch.setenv("OUT_DIR", str(tmp_path))
+    pytester.makepyfile(test_x=XDIST_TESTS)
+    result = pytester.runpytest_subprocess("-q", "-n", "2", "--dist", "each")
+    result.assert_outcomes(passed=4)
+    # --dist each: both workers ran both tests
+    seen = {p.name: p.read_text().split() for p in tmp_path.iterdir()}
+    assert sorted(seen) == ["a-gw0", "a-gw1", "b-gw0", "b-gw1"]
+    # one session broker per worker, shared by that worker's tests, different between workers
+    assert seen["a-gw0"][0] == seen["b-gw0"][0] and seen["a-gw1"][0] == seen["b-gw1"][0]
+    assert seen["a-gw0"][0] != seen["a-gw1"][0]
+    # topic names never collide
+    assert len({v[1] for v in seen.values()}) == 4
