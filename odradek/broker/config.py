@@ -98,6 +98,7 @@ BROKER_KEYS: dict[str, BrokerKey] = {k.name: k for k in (
     _k("connections.max.idle.ms", "long", 600000, "close idle connections after this"),
     _k("queued.max.requests", "int", 500, "accepted for compatibility", effective=False),
     _k("metrics.listen", "string", None, "HOST:PORT for Prometheus metrics (unset: off)"),
+    _k("odradek.admin.listen", "string", None, "HOST:PORT of the fault-injection endpoint"),
 )}
 
 for _t in TOPIC_CONFIGS.values():

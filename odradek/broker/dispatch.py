@@ -54,8 +54,7 @@ def unsupported_api_versions(correlation_id: int) -> list[Piece]:
     return [protocol.encode_response(ApiKey.API_VERSIONS, 0, correlation_id, resp)]
 
 
-async def _inject(faults: FaultInjector, ctx: RequestContext, request: Any
-                  ) -> list[Piece] | None:
+async def _inject(faults: FaultInjector, ctx: RequestContext, request: Any) -> list[Piece] | None:
     """Apply a pause, delay or injected error; a list (maybe empty) replaces the answer."""
     await faults.running.wait()
     rule = faults.take(ctx.header.api_key)
@@ -66,8 +65,13 @@ async def _inject(faults: FaultInjector, ctx: RequestContext, request: Any
     if rule.error_code is None:
         return None
     key, version, corr = ctx.header.api_key, ctx.api_version, ctx.header.correlation_id
-    log.info("injecting %s into %s v%d from %s", ErrorCode(rule.error_code).name,
-             ApiKey(key).name, version, ctx.client_id)
+    log.info(
+        "injecting %s into %s v%d from %s",
+        ErrorCode(rule.error_code).name,
+        ApiKey(key).name,
+        version,
+        ctx.client_id,
+    )
     if key == ApiKey.PRODUCE and request.acks == 0:
         return []
     if key == ApiKey.FETCH:
@@ -78,8 +82,9 @@ async def _inject(faults: FaultInjector, ctx: RequestContext, request: Any
     return [protocol.encode_response(key, version, corr, resp)]
 
 
-async def dispatch(broker: Any, payload: bytes, peer: str, connection: Any = None
-                   ) -> list[Piece] | None:
+async def dispatch(
+    broker: Any, payload: bytes, peer: str, connection: Any = None
+) -> list[Piece] | None:
     try:
         header = parse_fixed(payload)
     except HeaderError as exc:
@@ -89,15 +94,18 @@ async def dispatch(broker: Any, payload: bytes, peer: str, connection: Any = Non
     if reg is None or not reg.min_version <= version <= reg.max_version:
         if header.api_key == ApiKey.API_VERSIONS:
             return unsupported_api_versions(header.correlation_id)
-        raise ProtocolError(f"unsupported API key {header.api_key} version {version} "
-                            f"from client {header.client_id!r}")
+        raise ProtocolError(
+            f"unsupported API key {header.api_key} version {version} "
+            f"from client {header.client_id!r}"
+        )
     try:
         if protocol.is_flexible_request(header.api_key, version):
             finish_flexible(payload, header)
         request = protocol.decode_request(header.api_key, version, payload, header.body_offset)
     except Exception as exc:  # kafka-python raises assorted errors on garbage
-        raise ProtocolError(f"cannot decode {ApiKey(header.api_key).name} v{version}: "
-                            f"{type(exc).__name__}: {exc}") from None
+        raise ProtocolError(
+            f"cannot decode {ApiKey(header.api_key).name} v{version}: {type(exc).__name__}: {exc}"
+        ) from None
     ctx = RequestContext(broker, header, peer, connection)
     faults = broker.faults
     if faults.active:

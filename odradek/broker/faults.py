@@ -34,8 +34,16 @@ _ARRAY_ALIASES = {
     "coordinators": ("coordinator_keys",),
 }
 # what Kafka puts in these fields of an error answer
-_ERROR_DEFAULTS = {"base_offset": -1, "offset": -1, "producer_id": -1, "producer_epoch": -1,
-                   "high_watermark": -1, "committed_offset": -1, "node_id": -1, "port": -1}
+_ERROR_DEFAULTS = {
+    "base_offset": -1,
+    "offset": -1,
+    "producer_id": -1,
+    "producer_epoch": -1,
+    "high_watermark": -1,
+    "committed_offset": -1,
+    "node_id": -1,
+    "port": -1,
+}
 _SCALAR_ALIASES = {
     "partition_index": ("partition_index", "partition", "index"),
     "index": ("index", "partition_index"),
@@ -164,5 +172,8 @@ def error_response(api_key: int, version: int, request: Any, code: int) -> Any:
     cls = protocol.response_class(api_key)
     values = _mirror(cls._struct, version, request, code)
     values.pop("throttle_time_ms", None)
-    return cls(version=version, throttle_time_ms=0, **values) if "throttle_time_ms" in {
-        f.name for f in _struct_fields(cls._struct, version)} else cls(version=version, **values)
+    return (
+        cls(version=version, throttle_time_ms=0, **values)
+        if "throttle_time_ms" in {f.name for f in _struct_fields(cls._struct, version)}
+        else cls(version=version, **values)
+    )

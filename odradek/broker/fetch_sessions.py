@@ -1,10 +1,10 @@
 """Incremental fetch sessions (KIP-227), as Kafka's FetchSessionCache.
 
-    session_id 0, epoch -1   full fetch, no session
-    session_id 0, epoch 0    full fetch, open a session (its id goes back in the response)
-    session_id N, epoch k>0  incremental: the request names only changed partitions, the
-                             response only partitions with data or changed metadata
-    session_id N, epoch -1   close session N; full fetch without a session
+session_id 0, epoch -1   full fetch, no session
+session_id 0, epoch 0    full fetch, open a session (its id goes back in the response)
+session_id N, epoch k>0  incremental: the request names only changed partitions, the
+                         response only partitions with data or changed metadata
+session_id N, epoch -1   close session N; full fetch without a session
 """
 
 from __future__ import annotations

@@ -3,14 +3,25 @@
 One interface, `MetadataStore`; this module has the in-process implementation, persisted as a
 JSON document in the first data directory (written atomically). A ZooKeeper implementation
 (Kafka's classic layout) can replace it for clusters of separate processes.
+
+For clusters (`LocalMetadataStore.for_cluster`: several brokers in one process share one store)
+the interface also has what Kafka keeps in ZooKeeper: live broker registrations (the ephemeral
+`/brokers/ids/<id>` nodes), the controller (lowest live broker id here; the `/controller` node in
+ZooKeeper), conditional partition-state updates (leader, leader epoch, ISR, guarded by the
+leader epoch and a partition epoch, as the znode version guards Kafka's
+`/brokers/topics/<t>/partitions/<p>/state`) and change notification (ZooKeeper watches).
+Subscribers are called on the event loop after the change, never inside it, so a subscriber
+that changes the store again re-enters no one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +40,33 @@ class PartitionState:
     leader: int
     leader_epoch: int = 0
     isr: list[int] = field(default_factory=list)
+    # bumped on every change of this state (ISR changes included): the version a conditional
+    # update names, as Kafka's partition epoch (KRaft) or znode version (ZooKeeper)
+    partition_epoch: int = 0
+
+
+@dataclass(slots=True)
+class BrokerRegistration:
+    """A live broker, as its `/brokers/ids/<id>` node: where peers and clients reach it."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+    shutting_down: bool = False  # in controlled shutdown: not eligible for leadership or ISR
+
+
+@dataclass(slots=True, frozen=True)
+class MetadataChange:
+    """What changed: kind "topic" (created, altered or deleted), "partition" or "broker"."""
+
+    kind: str
+    topic: str | None = None
+    partition: int | None = None
+    node_id: int | None = None
+
+
+Subscriber = Callable[[MetadataChange], None]
 
 
 @dataclass(slots=True)
@@ -45,6 +83,7 @@ class MetadataStore:
 
     cluster_id: str
     topics: dict[str, TopicInfo]
+    clustered: bool = False  # True: brokers replicate through it (registrations, controller)
 
     def create_topic(self, info: TopicInfo) -> None:
         raise NotImplementedError
@@ -58,8 +97,44 @@ class MetadataStore:
     def allocate_producer_ids(self) -> tuple[int, int]:
         raise NotImplementedError
 
+    # -- clusters: registrations, controller, conditional partition updates, watches -----------
 
-def _load_or_create_cluster_id(data_dir: str, configured: str | None, node_id: int) -> str:
+    def register_broker(self, registration: BrokerRegistration) -> None:
+        raise NotImplementedError
+
+    def unregister_broker(self, node_id: int) -> None:
+        raise NotImplementedError
+
+    def set_shutting_down(self, node_id: int) -> None:
+        raise NotImplementedError
+
+    def live_brokers(self) -> list[int]:
+        """Ids of registered brokers, ascending."""
+        raise NotImplementedError
+
+    def broker(self, node_id: int) -> BrokerRegistration | None:
+        raise NotImplementedError
+
+    def controller_id(self) -> int:
+        """The broker that elects leaders (-1 when none is live)."""
+        raise NotImplementedError
+
+    def update_partitions(
+        self, updates: list[tuple[str, int, PartitionState, int, int]]
+    ) -> list[bool]:
+        """Conditional updates `(topic, index, new state, expected leader epoch, expected
+        partition epoch)`, persisted together; each is refused (False) when the stored state
+        moved on. The store sets the new state's partition epoch."""
+        raise NotImplementedError
+
+    def subscribe(self, fn: Subscriber) -> None:
+        raise NotImplementedError
+
+    def unsubscribe(self, fn: Subscriber) -> None:
+        raise NotImplementedError
+
+
+def _load_or_create_cluster_id(data_dir: str, configured: str | None, node_id: int | None) -> str:
     path = os.path.join(data_dir, META_PROPERTIES)
     props: dict[str, str] = {}
     if os.path.exists(path):
@@ -68,59 +143,86 @@ def _load_or_create_cluster_id(data_dir: str, configured: str | None, node_id: i
                 if "=" in line and not line.startswith("#"):
                     k, v = line.strip().split("=", 1)
                     props[k] = v
-    cluster_id = props.get("cluster.id") or configured or \
-        uuid.uuid4().bytes.hex()[:22]
+    cluster_id = props.get("cluster.id") or configured or uuid.uuid4().bytes.hex()[:22]
     if configured and props.get("cluster.id") and props["cluster.id"] != configured:
         raise ValueError(f"cluster.id {configured} does not match {props['cluster.id']} in {path}")
     if not props:
-        write_atomic(path, f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n")
+        node = "" if node_id is None else f"node.id={node_id}\n"
+        write_atomic(path, f"version=1\ncluster.id={cluster_id}\n{node}")
     return cluster_id
 
 
 class LocalMetadataStore(MetadataStore):
     """In-process store for one broker (or several in one process), kept in a JSON file."""
 
-    def __init__(self, data_dir: str, node_id: int, cluster_id: str | None = None) -> None:
+    def __init__(self, data_dir: str, node_id: int | None, cluster_id: str | None = None) -> None:
         self.path = os.path.join(data_dir, STATE_FILE)
         self.cluster_id = _load_or_create_cluster_id(data_dir, cluster_id, node_id)
         self.topics: dict[str, TopicInfo] = {}
         self.next_producer_id = 0
+        self.brokers: dict[int, BrokerRegistration] = {}
+        self._subscribers: list[Subscriber] = []
         if os.path.exists(self.path):
             with open(self.path, encoding="utf-8") as f:
                 doc = json.load(f)
             self.next_producer_id = doc.get("next_producer_id", 0)
             for t in doc.get("topics", []):
                 self.topics[t["name"]] = TopicInfo(
-                    t["name"], uuid.UUID(t["id"]),
+                    t["name"],
+                    uuid.UUID(t["id"]),
                     [PartitionState(**p) for p in t["partitions"]],
-                    dict(t.get("configs", {})), bool(t.get("internal", False)))
+                    dict(t.get("configs", {})),
+                    bool(t.get("internal", False)),
+                )
 
     def _save(self) -> None:
         doc: dict[str, Any] = {
             "version": 1,
             "next_producer_id": self.next_producer_id,
             "topics": [
-                {"name": t.name, "id": str(t.topic_id), "internal": t.internal,
-                 "configs": t.configs,
-                 "partitions": [{"replicas": p.replicas, "leader": p.leader,
-                                 "leader_epoch": p.leader_epoch, "isr": p.isr}
-                                for p in t.partitions]}
+                {
+                    "name": t.name,
+                    "id": str(t.topic_id),
+                    "internal": t.internal,
+                    "configs": t.configs,
+                    "partitions": [
+                        {
+                            "replicas": p.replicas,
+                            "leader": p.leader,
+                            "leader_epoch": p.leader_epoch,
+                            "isr": p.isr,
+                            "partition_epoch": p.partition_epoch,
+                        }
+                        for p in t.partitions
+                    ],
+                }
                 for t in self.topics.values()
             ],
         }
         write_atomic(self.path, json.dumps(doc, indent=1))
 
+    @classmethod
+    def for_cluster(cls, directory: str, cluster_id: str | None = None) -> LocalMetadataStore:
+        """A store shared by the brokers of one process, kept in its own `directory`."""
+        os.makedirs(directory, exist_ok=True)
+        store = cls(directory, None, cluster_id)
+        store.clustered = True
+        return store
+
     def create_topic(self, info: TopicInfo) -> None:
         self.topics[info.name] = info
         self._save()
+        self._notify(MetadataChange("topic", info.name))
 
     def delete_topic(self, name: str) -> None:
         self.topics.pop(name, None)
         self._save()
+        self._notify(MetadataChange("topic", name))
 
     def update_topic(self, info: TopicInfo) -> None:
         self.topics[info.name] = info
         self._save()
+        self._notify(MetadataChange("topic", info.name))
 
     def allocate_producer_ids(self) -> tuple[int, int]:
         """A block [start, end) of producer ids, persisted before use."""
@@ -128,3 +230,88 @@ class LocalMetadataStore(MetadataStore):
         self.next_producer_id += PRODUCER_ID_BLOCK
         self._save()
         return start, start + PRODUCER_ID_BLOCK
+
+    # -- clusters ---------------------------------------------------------------------------
+    # Registrations live in memory only, as ZooKeeper's ephemeral nodes end with the session.
+
+    def register_broker(self, registration: BrokerRegistration) -> None:
+        self.brokers[registration.node_id] = registration
+        log.info(
+            "broker %d registered at %s:%d",
+            registration.node_id,
+            registration.host,
+            registration.port,
+        )
+        self._notify(MetadataChange("broker", node_id=registration.node_id))
+
+    def unregister_broker(self, node_id: int) -> None:
+        if self.brokers.pop(node_id, None) is not None:
+            log.info("broker %d unregistered", node_id)
+            self._notify(MetadataChange("broker", node_id=node_id))
+
+    def set_shutting_down(self, node_id: int) -> None:
+        reg = self.brokers.get(node_id)
+        if reg is not None and not reg.shutting_down:
+            reg.shutting_down = True
+            self._notify(MetadataChange("broker", node_id=node_id))
+
+    def live_brokers(self) -> list[int]:
+        return sorted(self.brokers)
+
+    def broker(self, node_id: int) -> BrokerRegistration | None:
+        return self.brokers.get(node_id)
+
+    def controller_id(self) -> int:
+        return min(self.brokers) if self.brokers else -1
+
+    def update_partitions(
+        self, updates: list[tuple[str, int, PartitionState, int, int]]
+    ) -> list[bool]:
+        results = []
+        changed = []
+        for topic, index, state, leader_epoch, partition_epoch in updates:
+            info = self.topics.get(topic)
+            if info is None or not 0 <= index < len(info.partitions):
+                results.append(False)
+                continue
+            current = info.partitions[index]
+            if (current.leader_epoch, current.partition_epoch) != (leader_epoch, partition_epoch):
+                results.append(False)
+                continue
+            state.partition_epoch = current.partition_epoch + 1
+            info.partitions[index] = state
+            results.append(True)
+            changed.append((topic, index))
+        if changed:
+            self._save()
+            for topic, index in changed:
+                self._notify(MetadataChange("partition", topic, index))
+        return results
+
+    def subscribe(self, fn: Subscriber) -> None:
+        self._subscribers.append(fn)
+
+    def unsubscribe(self, fn: Subscriber) -> None:
+        if fn in self._subscribers:
+            self._subscribers.remove(fn)
+
+    def _notify(self, change: MetadataChange) -> None:
+        if not self._subscribers:
+            return
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        for fn in list(self._subscribers):
+            if loop is None:
+                self._deliver(fn, change)
+            else:
+                loop.call_soon(self._deliver, fn, change)
+
+    def _deliver(self, fn: Subscriber, change: MetadataChange) -> None:
+        if fn not in self._subscribers:
+            return
+        try:
+            fn(change)
+        except Exception:
+            log.exception("metadata subscriber failed on %s", change)

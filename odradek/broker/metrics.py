@@ -45,7 +45,9 @@ class _StateCollector:
         conns.add_metric([], len(b.connections))
         parts = GaugeMetricFamily("odradek_partitions", "Partitions hosted by this broker")
         parts.add_metric([], len(b.topics.partitions))
-        size = GaugeMetricFamily("odradek_log_size_bytes", "Bytes on disk per topic", labels=["topic"])
+        size = GaugeMetricFamily(
+            "odradek_log_size_bytes", "Bytes on disk per topic", labels=["topic"]
+        )
         sizes: dict[str, int] = {}
         for (topic, _idx), part in list(b.topics.partitions.items()):
             sizes[topic] = sizes.get(topic, 0) + part.log.size_bytes
@@ -61,8 +63,9 @@ class _StateCollector:
             yield count
             rebalances = getattr(groups, "rebalances", None)
             if rebalances is not None:
-                reb = GaugeMetricFamily("odradek_group_rebalances",
-                                        "Rebalances completed since start")
+                reb = GaugeMetricFamily(
+                    "odradek_group_rebalances", "Rebalances completed since start"
+                )
                 reb.add_metric([], rebalances)
                 yield reb
 
@@ -90,20 +93,26 @@ class BrokerMetrics:
         self.port = int(port)
         self.registry = CollectorRegistry()
         r = self.registry
-        self.bytes_in = Counter("odradek_topic_bytes_in", "Bytes appended by producers",
-                                ["topic"], registry=r)
-        self.records_in = Counter("odradek_topic_records_in", "Records appended by producers",
-                                  ["topic"], registry=r)
-        self.bytes_out = Counter("odradek_topic_bytes_out", "Record bytes sent to fetchers",
-                                 ["topic"], registry=r)
-        self.records_out = Counter("odradek_topic_records_out",
-                                   "Records in complete batches sent to fetchers", ["topic"],
-                                   registry=r)
+        self.bytes_in = Counter(
+            "odradek_topic_bytes_in", "Bytes appended by producers", ["topic"], registry=r
+        )
+        self.records_in = Counter(
+            "odradek_topic_records_in", "Records appended by producers", ["topic"], registry=r
+        )
+        self.bytes_out = Counter(
+            "odradek_topic_bytes_out", "Record bytes sent to fetchers", ["topic"], registry=r
+        )
+        self.records_out = Counter(
+            "odradek_topic_records_out",
+            "Records in complete batches sent to fetchers",
+            ["topic"],
+            registry=r,
+        )
         self.requests = Counter("odradek_requests", "Requests handled", ["api"], registry=r)
-        self.latency = Histogram("odradek_request_latency_seconds", "Request handling time",
-                                 ["api"], registry=r)
-        self.errors = Counter("odradek_errors", "Error codes returned", ["api", "code"],
-                              registry=r)
+        self.latency = Histogram(
+            "odradek_request_latency_seconds", "Request handling time", ["api"], registry=r
+        )
+        self.errors = Counter("odradek_errors", "Error codes returned", ["api", "code"], registry=r)
         r.register(_StateCollector(broker))
         self._server: Any = None
         self._thread: Any = None

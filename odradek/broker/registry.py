@@ -27,13 +27,14 @@ class Registration:
 REGISTRY: dict[int, Registration] = {}
 
 
-def handles(api_key: int, versions: tuple[int, int], *, advertise_min: int | None = None,
-            raw: bool = False) -> Callable[[Handler], Handler]:
+def handles(
+    api_key: int, versions: tuple[int, int], *, advertise_min: int | None = None, raw: bool = False
+) -> Callable[[Handler], Handler]:
     def register(fn: Handler) -> Handler:
         lo, hi = versions
-        REGISTRY[int(api_key)] = Registration(int(api_key), lo, hi,
-                                              lo if advertise_min is None else advertise_min,
-                                              fn, raw)
+        REGISTRY[int(api_key)] = Registration(
+            int(api_key), lo, hi, lo if advertise_min is None else advertise_min, fn, raw
+        )
         return fn
 
     return register

@@ -73,8 +73,7 @@ class LogManager:
                     continue
                 m = _DIR_RE.match(name)
                 if m and os.path.isdir(path):
-                    found.append((m.group(1), int(m.group(2)), read_partition_metadata(path),
-                                  path))
+                    found.append((m.group(1), int(m.group(2)), read_partition_metadata(path), path))
         return found
 
     def load_all(self, config_for) -> None:
@@ -91,16 +90,22 @@ class LogManager:
                 if not path.startswith(d + os.sep):
                     continue
                 key = (topic, part)
-                self.logs[key] = Log(path, topic, part, config_for(topic),
-                                     recovery_point=recovery.get(key, 0),
-                                     log_start_offset=starts.get(key, 0),
-                                     clean_shutdown=clean)
+                self.logs[key] = Log(
+                    path,
+                    topic,
+                    part,
+                    config_for(topic),
+                    recovery_point=recovery.get(key, 0),
+                    log_start_offset=starts.get(key, 0),
+                    clean_shutdown=clean,
+                )
                 self._dir_of[key] = d
             if clean:
                 os.unlink(os.path.join(d, CLEAN_SHUTDOWN))
 
-    def get_or_create(self, topic: str, partition: int, topic_id: uuid.UUID,
-                      config: LogConfig) -> Log:
+    def get_or_create(
+        self, topic: str, partition: int, topic_id: uuid.UUID, config: LogConfig
+    ) -> Log:
         key = (topic, partition)
         existing = self.logs.get(key)
         if existing is not None:
@@ -124,12 +129,15 @@ class LogManager:
         """Write the three checkpoint files of every data dir."""
         for d in self.dirs:
             keys = [k for k, v in self._dir_of.items() if v == d]
-            write_checkpoint(os.path.join(d, RECOVERY_POINT),
-                             {k: self.logs[k].recovery_point for k in keys})
-            write_checkpoint(os.path.join(d, LOG_START),
-                             {k: self.logs[k].log_start_offset for k in keys})
-            write_checkpoint(os.path.join(d, HIGH_WATERMARK),
-                             {k: self.high_watermarks.get(k, 0) for k in keys})
+            write_checkpoint(
+                os.path.join(d, RECOVERY_POINT), {k: self.logs[k].recovery_point for k in keys}
+            )
+            write_checkpoint(
+                os.path.join(d, LOG_START), {k: self.logs[k].log_start_offset for k in keys}
+            )
+            write_checkpoint(
+                os.path.join(d, HIGH_WATERMARK), {k: self.high_watermarks.get(k, 0) for k in keys}
+            )
 
     def flush_all(self) -> None:
         for lg in self.logs.values():

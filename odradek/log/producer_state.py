@@ -26,8 +26,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 import crc32c
-from odradek.wire.batch import BatchHeader
 
+from odradek.wire.batch import BatchHeader
 from odradek.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -88,20 +88,25 @@ class ProducerStateManager:
         if entry is None:
             return None
         if h.producer_epoch < entry.epoch:
-            raise SequenceError(ErrorCode.INVALID_PRODUCER_EPOCH,
-                                f"epoch {h.producer_epoch} older than {entry.epoch}")
+            raise SequenceError(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"epoch {h.producer_epoch} older than {entry.epoch}",
+            )
         if h.producer_epoch == entry.epoch:
             for b in entry.batches:
                 if b.first_seq == h.base_sequence and b.last_seq == h.last_sequence:
                     return b
         if h.producer_epoch != entry.epoch:
             if h.base_sequence != 0 and entry.epoch != -1:
-                raise SequenceError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                                    f"new epoch {h.producer_epoch} must start at sequence 0, "
-                                    f"got {h.base_sequence}")
+                raise SequenceError(
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"new epoch {h.producer_epoch} must start at sequence 0, got {h.base_sequence}",
+                )
         elif entry.batches and not _in_sequence(entry.last_seq, h.base_sequence):
-            raise SequenceError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                                f"expected sequence {entry.last_seq + 1}, got {h.base_sequence}")
+            raise SequenceError(
+                ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"expected sequence {entry.last_seq + 1}, got {h.base_sequence}",
+            )
         return None
 
     # -- applying -------------------------------------------------------------------------------
@@ -120,14 +125,14 @@ class ProducerStateManager:
         if h.is_control:
             return
         if h.base_sequence >= 0:
-            entry.batches.append(BatchMeta(h.base_sequence, h.last_sequence, first_offset,
-                                           last_offset))
+            entry.batches.append(
+                BatchMeta(h.base_sequence, h.last_sequence, first_offset, last_offset)
+            )
         if h.is_transactional and entry.txn_first_offset < 0:
             entry.txn_first_offset = first_offset
             self.ongoing[first_offset] = h.producer_id
 
-    def complete_txn(self, producer_id: int, producer_epoch: int, coordinator_epoch: int
-                     ) -> int:
+    def complete_txn(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> int:
         """A control record ended the producer's transaction; returns its first offset or -1."""
         entry = self.producers.get(producer_id)
         if entry is None:
@@ -165,8 +170,14 @@ class ProducerStateManager:
     def write_snapshot(self, offset: int) -> None:
         body = bytearray(struct.pack(">i", len(self.producers)))
         for e in self.producers.values():
-            body += _ENTRY.pack(e.producer_id, e.epoch, e.coordinator_epoch, e.txn_first_offset,
-                                e.last_timestamp, len(e.batches))
+            body += _ENTRY.pack(
+                e.producer_id,
+                e.epoch,
+                e.coordinator_epoch,
+                e.txn_first_offset,
+                e.last_timestamp,
+                len(e.batches),
+            )
             for b in e.batches:
                 body += _BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset)
         data = struct.pack(">hI", 1, crc32c.crc32c(bytes(body))) + body

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from odradek.log.config import LogConfig
 from odradek.wire.batch import (
     BatchHeader,
     CorruptRecordError,
@@ -17,10 +18,8 @@ from odradek.wire.batch import (
     crc_ok,
     iter_batches,
 )
-from odradek.wire.records import build_batch, decode_records
-
-from odradek.log.config import LogConfig
 from odradek.wire.errors import ErrorCode
+from odradek.wire.records import build_batch, decode_records
 
 CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
@@ -59,17 +58,20 @@ def validate(records: bytes | None, config: LogConfig, now: int) -> ValidatedBat
     log_append = config.message_timestamp_type == "LogAppendTime"
     for pos, h in batches:
         if h.size > config.max_message_bytes:
-            raise ValidationError(ErrorCode.MESSAGE_TOO_LARGE,
-                                  f"batch of {h.size} bytes over max.message.bytes "
-                                  f"{config.max_message_bytes}")
+            raise ValidationError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"batch of {h.size} bytes over max.message.bytes {config.max_message_bytes}",
+            )
         if not crc_ok(buf, pos, h):
             raise ValidationError(ErrorCode.CORRUPT_MESSAGE, f"CRC mismatch at {pos}")
         if h.is_control:
             raise ValidationError(ErrorCode.INVALID_RECORD, "clients may not write control batches")
         if h.records_count != h.last_offset_delta + 1 or h.records_count <= 0:
-            raise ValidationError(ErrorCode.INVALID_RECORD,
-                                  f"record count {h.records_count} does not match last offset "
-                                  f"delta {h.last_offset_delta}")
+            raise ValidationError(
+                ErrorCode.INVALID_RECORD,
+                f"record count {h.records_count} does not match last offset "
+                f"delta {h.last_offset_delta}",
+            )
         if not log_append and h.timestamp_type == 0:
             _check_timestamp(h, config, now)
     target = CODECS.get(config.compression_type)
@@ -84,12 +86,14 @@ def _check_timestamp(h: BatchHeader, config: LogConfig, now: int) -> None:
     if now - h.base_timestamp > config.message_timestamp_before_max_ms or (
         h.max_timestamp - now > config.message_timestamp_after_max_ms
     ):
-        raise ValidationError(ErrorCode.INVALID_TIMESTAMP,
-                              f"timestamp {h.max_timestamp} out of the allowed range")
+        raise ValidationError(
+            ErrorCode.INVALID_TIMESTAMP, f"timestamp {h.max_timestamp} out of the allowed range"
+        )
 
 
-def _recompress(buf: bytearray, batches: list[tuple[int, BatchHeader]], codec: int
-                ) -> tuple[bytearray, list[tuple[int, BatchHeader]]]:
+def _recompress(
+    buf: bytearray, batches: list[tuple[int, BatchHeader]], codec: int
+) -> tuple[bytearray, list[tuple[int, BatchHeader]]]:
     """Rebuild every batch with the topic's codec, keeping producer id, epoch and sequence."""
     out = bytearray()
     for pos, h in batches:
@@ -99,8 +103,11 @@ def _recompress(buf: bytearray, batches: list[tuple[int, BatchHeader]], codec: i
             raise ValidationError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
         out += build_batch(
             [(r.key, r.value, r.headers, r.timestamp) for r in records],
-            compression=codec, producer_id=h.producer_id, producer_epoch=h.producer_epoch,
-            base_sequence=h.base_sequence, transactional=h.is_transactional,
+            compression=codec,
+            producer_id=h.producer_id,
+            producer_epoch=h.producer_epoch,
+            base_sequence=h.base_sequence,
+            transactional=h.is_transactional,
             timestamp_type=h.timestamp_type,
         )
     return out, list(iter_batches(out))

@@ -1,9 +1,9 @@
 """Brokers for tests: real odradek brokers started inside the test process.
 
-    from odradek.testing import Broker
+from odradek.testing import Broker
 
-    with Broker(topics={"orders": 3}) as broker:
-        producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+with Broker(topics={"orders": 3}) as broker:
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
 """
 
 from odradek.testing.broker import Broker

@@ -26,9 +26,14 @@ START_TIMEOUT_S = 30.0
 class Broker:
     """An in-process broker. Use as a context manager, or call start() / stop()."""
 
-    def __init__(self, topics: Mapping[str, int] | None = None,
-                 config: Mapping[str, Any] | None = None, data_dir: str | None = None,
-                 host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        topics: Mapping[str, int] | None = None,
+        config: Mapping[str, Any] | None = None,
+        data_dir: str | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
         self.topics = dict(topics or {})
         self.overrides = {k: str(v) for k, v in (config or {}).items()}
         self._own_dir = data_dir is None
@@ -49,8 +54,9 @@ class Broker:
     def start(self) -> Broker:
         ready: Future[None] = Future()
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._run, args=(ready,), daemon=True,
-                                        name="odradek-broker")
+        self._thread = threading.Thread(
+            target=self._run, args=(ready,), daemon=True, name="odradek-broker"
+        )
         self._thread.start()
         ready.result(START_TIMEOUT_S)
         return self
@@ -95,7 +101,8 @@ class Broker:
             return
         server = self.server
         asyncio.run_coroutine_threadsafe(server.stop(clean=clean), self._loop).result(
-            START_TIMEOUT_S)
+            START_TIMEOUT_S
+        )
         self._loop.call_soon_threadsafe(self._loop.stop)
         assert self._thread is not None
         self._thread.join(START_TIMEOUT_S)

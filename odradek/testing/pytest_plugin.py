@@ -33,8 +33,7 @@ def odradek_broker() -> Iterator[Broker]:
 
 
 @pytest.fixture
-def odradek_topic(odradek_broker: Broker, request: pytest.FixtureRequest
-                  ) -> Callable[..., str]:
+def odradek_topic(odradek_broker: Broker, request: pytest.FixtureRequest) -> Callable[..., str]:
     """Create a topic with a unique name for this test: `odradek_topic(partitions=3)`."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     stem = re.sub(r"[^a-zA-Z0-9._-]", "-", request.node.name)[:150]
@@ -42,8 +41,9 @@ def odradek_topic(odradek_broker: Broker, request: pytest.FixtureRequest
     def create(partitions: int = 1, config: dict[str, Any] | None = None) -> str:
         name = f"{stem}-{worker}-{next(_counter)}"
         configs = {k: str(v) for k, v in (config or {}).items()}
-        odradek_broker.call(lambda server: server.topics.create_topic(name, partitions, -1,
-                                                                      configs))
+        odradek_broker.call(
+            lambda server: server.topics.create_topic(name, partitions, -1, configs)
+        )
         return name
 
     return create

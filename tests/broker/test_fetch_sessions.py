@@ -21,25 +21,47 @@ FP = FT.FetchPartition
 def fetch(client, session_id, epoch, parts, forgotten=(), max_wait=0, min_bytes=0):
     topics = {}
     for topic, p, offset in parts:
-        topics.setdefault(topic, []).append(FP(partition=p, current_leader_epoch=-1,
-                                               fetch_offset=offset, last_fetched_epoch=-1,
-                                               log_start_offset=-1,
-                                               partition_max_bytes=1 << 20))
-    req = FR(replica_id=-1, max_wait_ms=max_wait, min_bytes=min_bytes, max_bytes=1 << 24,
-             isolation_level=0, session_id=session_id, session_epoch=epoch,
-             topics=[FT(topic=t, partitions=ps) for t, ps in topics.items()],
-             forgotten_topics_data=[FR.ForgottenTopic(topic=t, partitions=[p])
-                                    for t, p in forgotten],
-             rack_id="")
+        topics.setdefault(topic, []).append(
+            FP(
+                partition=p,
+                current_leader_epoch=-1,
+                fetch_offset=offset,
+                last_fetched_epoch=-1,
+                log_start_offset=-1,
+                partition_max_bytes=1 << 20,
+            )
+        )
+    req = FR(
+        replica_id=-1,
+        max_wait_ms=max_wait,
+        min_bytes=min_bytes,
+        max_bytes=1 << 24,
+        isolation_level=0,
+        session_id=session_id,
+        session_epoch=epoch,
+        topics=[FT(topic=t, partitions=ps) for t, ps in topics.items()],
+        forgotten_topics_data=[FR.ForgottenTopic(topic=t, partitions=[p]) for t, p in forgotten],
+        rack_id="",
+    )
     return client.request(req, V)
 
 
 def produce(client, topic, partition, n):
     batch = build_batch([(None, b"v%d" % i, [], int(time.time() * 1000)) for i in range(n)])
     PR = protocol.ProduceRequest
-    req = PR(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[
-        PR.TopicProduceData(name=topic, partition_data=[
-            PR.TopicProduceData.PartitionProduceData(index=partition, records=batch)])])
+    req = PR(
+        transactional_id=None,
+        acks=-1,
+        timeout_ms=5000,
+        topic_data=[
+            PR.TopicProduceData(
+                name=topic,
+                partition_data=[
+                    PR.TopicProduceData.PartitionProduceData(index=partition, records=batch)
+                ],
+            )
+        ],
+    )
     resp = client.request(req, 9)
     assert resp.responses[0].partition_responses[0].error_code == 0
 

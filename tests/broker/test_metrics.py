@@ -28,8 +28,9 @@ def test_metrics_count_what_clients_did():
         for i in range(25):
             producer.produce("clicks", value=b"x" * 100, key=b"k%d" % i, partition=i % 2)
         assert producer.flush(10) == 0
-        consumer = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "m",
-                                "enable.auto.commit": False})
+        consumer = ck.Consumer(
+            {"bootstrap.servers": broker.bootstrap, "group.id": "m", "enable.auto.commit": False}
+        )
         consumer.assign([ck.TopicPartition("clicks", p, 0) for p in (0, 1)])
         got = 0
         deadline = time.monotonic() + 15
@@ -51,13 +52,17 @@ def test_metrics_count_what_clients_did():
         assert m[("odradek_topic_records_in_total", topic)] == 25
         assert m[("odradek_topic_records_out_total", topic)] == 25
         assert m[("odradek_topic_bytes_in_total", topic)] > 25 * 100
-        assert m[("odradek_topic_bytes_out_total", topic)] >= m[
-            ("odradek_topic_bytes_in_total", topic)]
+        assert (
+            m[("odradek_topic_bytes_out_total", topic)]
+            >= m[("odradek_topic_bytes_in_total", topic)]
+        )
         assert m[("odradek_requests_total", (("api", "produce"),))] >= 1
         assert m[("odradek_requests_total", (("api", "metadata"),))] >= 1
         assert m[("odradek_request_latency_seconds_count", (("api", "fetch"),))] >= 1
         assert m[("odradek_partitions", ())] >= 2
         assert m[("odradek_log_size_bytes", topic)] > 0
         assert m[("odradek_connections", ())] >= 1
-        assert m[("odradek_errors_total", (("api", "metadata"),
-                                           ("code", "INVALID_TOPIC_EXCEPTION")))] >= 1
+        assert (
+            m[("odradek_errors_total", (("api", "metadata"), ("code", "INVALID_TOPIC_EXCEPTION")))]
+            >= 1
+        )

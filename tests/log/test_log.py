@@ -17,8 +17,7 @@ def batch(n: int, ts: int | None = None, key: bytes = b"k", **kw) -> bytearray:
     from odradek.wire.records import build_batch
 
     t = int(time.time() * 1000) if ts is None else ts
-    return bytearray(build_batch([(key, b"v%d" % i, [("h", b"x")], t + i) for i in range(n)],
-                                 **kw))
+    return bytearray(build_batch([(key, b"v%d" % i, [("h", b"x")], t + i) for i in range(n)], **kw))
 
 
 def append(lg: Log, data: bytearray, epoch: int = 0):
@@ -46,8 +45,12 @@ def read_all(lg: Log, start: int = 0) -> list[tuple[int, bytes | None]]:
 
 
 def small(**kw) -> LogConfig:
-    return LogConfig(segment_bytes=kw.pop("segment_bytes", 1024), index_interval_bytes=64,
-                     segment_index_bytes=4096, **kw)
+    return LogConfig(
+        segment_bytes=kw.pop("segment_bytes", 1024),
+        index_interval_bytes=64,
+        segment_index_bytes=4096,
+        **kw,
+    )
 
 
 def test_offsets_are_assigned_per_record_and_batches_read_back(tmp_path):
@@ -213,9 +216,9 @@ def test_idempotent_state_survives_restart(tmp_path):
     lg.close()
     lg = Log(d, "t", 0, small())
     dup = bytearray(first)
-    (_, h), = iter_batches(dup)
+    ((_, h),) = iter_batches(dup)
     assert lg.producer_state.check(h).first_offset == 0
     gap = batch(1, producer_id=7, producer_epoch=0, base_sequence=5)
-    (_, hg), = iter_batches(gap)
+    ((_, hg),) = iter_batches(gap)
     with pytest.raises(SequenceError):
         lg.producer_state.check(hg)

@@ -11,10 +11,12 @@ from kafka import KafkaConsumer, TopicPartition
 from odradek.testing import Broker
 
 
-def consume_all(bootstrap: str, topic: str, partitions: int, expected: int,
-                timeout: float = 20.0) -> list[tuple[int, int, bytes]]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                             auto_offset_reset="earliest")
+def consume_all(
+    bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 20.0
+) -> list[tuple[int, int, bytes]]:
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest"
+    )
     try:
         consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
         out = []
@@ -38,17 +40,32 @@ def broker():
 
 @pytest.mark.parametrize("error", ["NOT_LEADER_OR_FOLLOWER", "REQUEST_TIMED_OUT"])
 def test_idempotent_producer_rides_through_injected_errors_exactly_once(broker, error):
-    producer = ck.Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True,
-                            "linger.ms": 0, "retry.backoff.ms": 20, "message.timeout.ms": 30000})
+    producer = ck.Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "enable.idempotence": True,
+            "linger.ms": 0,
+            "retry.backoff.ms": 20,
+            "message.timeout.ms": 30000,
+        }
+    )
     failures = []
     for i in range(20):
-        producer.produce("orders", value=b"m%d" % i, partition=i % 2,
-                         on_delivery=lambda err, msg: err and failures.append(err))
+        producer.produce(
+            "orders",
+            value=b"m%d" % i,
+            partition=i % 2,
+            on_delivery=lambda err, msg: err and failures.append(err),
+        )
     producer.flush(10)
     broker.fail("produce", error, count=3)
     for i in range(20, 60):
-        producer.produce("orders", value=b"m%d" % i, partition=i % 2,
-                         on_delivery=lambda err, msg: err and failures.append(err))
+        producer.produce(
+            "orders",
+            value=b"m%d" % i,
+            partition=i % 2,
+            on_delivery=lambda err, msg: err and failures.append(err),
+        )
     assert producer.flush(30) == 0
     assert failures == []
     got = consume_all(broker.bootstrap, "orders", 2, 60)
@@ -71,8 +88,9 @@ def test_injected_fetch_errors_and_delays_are_survived(broker):
 
 
 def test_abrupt_restart_keeps_every_acknowledged_record(broker):
-    producer = ck.Producer({"bootstrap.servers": broker.bootstrap, "acks": "all",
-                            "enable.idempotence": True})
+    producer = ck.Producer(
+        {"bootstrap.servers": broker.bootstrap, "acks": "all", "enable.idempotence": True}
+    )
     for i in range(500):
         producer.produce("orders", value=b"r%d" % i, partition=i % 2)
     assert producer.flush(10) == 0

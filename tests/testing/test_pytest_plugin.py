@@ -6,7 +6,7 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-USER_TESTS = '''
+USER_TESTS = """
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 
@@ -35,7 +35,7 @@ def test_own_broker_with_faults(odradek_broker_factory):
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
     producer.send("t", b"x").get(timeout=20)
     producer.close()
-'''
+"""
 
 
 def test_plugin_fixtures_work_in_a_user_project(pytester: pytest.Pytester) -> None:
@@ -63,7 +63,7 @@ def test_readme_example_runs(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=1)
 
 
-XDIST_TESTS = '''
+XDIST_TESTS = """
 import os
 import pathlib
 
@@ -81,11 +81,12 @@ def test_a(odradek_broker, odradek_topic):
 
 def test_b(odradek_broker, odradek_topic):
     _record(odradek_broker, odradek_topic, "b")
-'''
+"""
 
 
-def test_each_xdist_worker_gets_its_own_broker(pytester: pytest.Pytester, tmp_path,
-                                               monkeypatch) -> None:
+def test_each_xdist_worker_gets_its_own_broker(
+    pytester: pytest.Pytester, tmp_path, monkeypatch
+) -> None:
     monkeypatch.setenv("OUT_DIR", str(tmp_path))
     pytester.makepyfile(test_x=XDIST_TESTS)
     result = pytester.runpytest_subprocess("-q", "-n", "2", "--dist", "each")

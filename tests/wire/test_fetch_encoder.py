@@ -30,10 +30,16 @@ def test_fetch_response_decodes_with_kafka_python(version):
     with tempfile.TemporaryFile() as f:
         f.write(b"xx" + payload + b"yy")
         tid = uuid.uuid4()
-        topics = [TopicData("orders", tid.bytes, [
-            PartitionData(0, 0, 10, 9, 2, [(5, 3)], -1, [FileRegion(f, 2, 100)]),
-            PartitionData(1, 1, 4, 4, 0, None, -1, []),
-        ])]
+        topics = [
+            TopicData(
+                "orders",
+                tid.bytes,
+                [
+                    PartitionData(0, 0, 10, 9, 2, [(5, 3)], -1, [FileRegion(f, 2, 100)]),
+                    PartitionData(1, 1, 4, 4, 0, None, -1, []),
+                ],
+            )
+        ]
         raw = flatten(encode_fetch_response(version, 42, topics, session_id=77))
     (size,) = struct.unpack_from(">i", raw)
     assert size == len(raw) - 4

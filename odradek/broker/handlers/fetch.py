@@ -40,17 +40,24 @@ def _sessions(broker) -> FetchSessionCache:
     return cache
 
 
-def read_partition(broker, sp: SessionPartition, params: FetchParams, budget: int,
-                   min_one: bool) -> PartitionData:
+def read_partition(
+    broker, sp: SessionPartition, params: FetchParams, budget: int, min_one: bool
+) -> PartitionData:
     """One partition's answer: offsets, error, and the records as a file region."""
     out = PartitionData(sp.partition)
     part = broker.topics.get(sp.topic, sp.partition)
     if part is None:
         info = broker.topics.info(sp.topic)
         known = info is not None and sp.partition < len(info.partitions)
-        out.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER if known else (
-            ErrorCode.UNKNOWN_TOPIC_ID if params.version >= 13
-            else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        out.error_code = (
+            ErrorCode.NOT_LEADER_OR_FOLLOWER
+            if known
+            else (
+                ErrorCode.UNKNOWN_TOPIC_ID
+                if params.version >= 13
+                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            )
+        )
         return out
     follower = params.replica_id >= 0
     if not part.is_leader:
@@ -59,8 +66,11 @@ def read_partition(broker, sp: SessionPartition, params: FetchParams, budget: in
             out.current_leader = (part.leader, part.leader_epoch)
         return out
     if sp.current_leader_epoch >= 0 and sp.current_leader_epoch != part.leader_epoch:
-        out.error_code = (ErrorCode.FENCED_LEADER_EPOCH if sp.current_leader_epoch <
-                          part.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH)
+        out.error_code = (
+            ErrorCode.FENCED_LEADER_EPOCH
+            if sp.current_leader_epoch < part.leader_epoch
+            else ErrorCode.UNKNOWN_LEADER_EPOCH
+        )
         return out
     lg = part.log
     out.high_watermark = part.high_watermark
@@ -91,8 +101,9 @@ def read_partition(broker, sp: SessionPartition, params: FetchParams, budget: in
     return out
 
 
-def read_all(broker, wanted: list[SessionPartition], params: FetchParams
-             ) -> tuple[list[tuple[SessionPartition, PartitionData]], int, bool]:
+def read_all(
+    broker, wanted: list[SessionPartition], params: FetchParams
+) -> tuple[list[tuple[SessionPartition, PartitionData]], int, bool]:
     budget = params.max_bytes
     results = []
     total = 0
@@ -128,15 +139,27 @@ def _resolve(broker, req, version: int) -> list[SessionPartition]:
         name = t.topic if version < 13 else (broker.topics.name_for_id(t.topic_id) or "")
         tid = t.topic_id if version >= 13 else None
         for p in t.partitions:
-            out.append(SessionPartition(name, tid, p.partition, p.fetch_offset,
-                                        p.partition_max_bytes, p.current_leader_epoch))
+            out.append(
+                SessionPartition(
+                    name,
+                    tid,
+                    p.partition,
+                    p.fetch_offset,
+                    p.partition_max_bytes,
+                    p.current_leader_epoch,
+                )
+            )
     return out
 
 
 def _changed(sp: SessionPartition, pd: PartitionData) -> bool:
-    return bool(pd.records_size or pd.error_code or pd.high_watermark != sp.last_hw
-                or pd.last_stable_offset != sp.last_lso
-                or pd.log_start_offset != sp.last_log_start)
+    return bool(
+        pd.records_size
+        or pd.error_code
+        or pd.high_watermark != sp.last_hw
+        or pd.last_stable_offset != sp.last_lso
+        or pd.log_start_offset != sp.last_log_start
+    )
 
 
 @handles(ApiKey.FETCH, versions=(4, 17), raw=True)
@@ -165,8 +188,7 @@ async def fetch(ctx: RequestContext, req) -> list:
         else:
             err, session = cache.lookup(req.session_id, req.session_epoch)
             if session is None:
-                return encode_fetch_response(version, ctx.header.correlation_id, [],
-                                             error_code=err)
+                return encode_fetch_response(version, ctx.header.correlation_id, [], error_code=err)
             incremental = True
             session_id = session.session_id
             session.epoch = session.epoch + 1 if session.epoch < 0x7FFFFFFF else 1
@@ -177,8 +199,11 @@ async def fetch(ctx: RequestContext, req) -> list:
             for sp in requested:
                 old = session.partitions.get((sp.topic, sp.partition))
                 if old is not None:
-                    sp.last_hw, sp.last_lso, sp.last_log_start = (old.last_hw, old.last_lso,
-                                                                  old.last_log_start)
+                    sp.last_hw, sp.last_lso, sp.last_log_start = (
+                        old.last_hw,
+                        old.last_lso,
+                        old.last_log_start,
+                    )
                 session.partitions[(sp.topic, sp.partition)] = sp
             wanted = list(session.partitions.values())
     else:
@@ -202,16 +227,19 @@ async def fetch(ctx: RequestContext, req) -> list:
         if incremental and not _changed(sp, pd):
             continue
         if session is not None:
-            sp.last_hw, sp.last_lso, sp.last_log_start = (pd.high_watermark,
-                                                          pd.last_stable_offset,
-                                                          pd.log_start_offset)
+            sp.last_hw, sp.last_lso, sp.last_log_start = (
+                pd.high_watermark,
+                pd.last_stable_offset,
+                pd.log_start_offset,
+            )
         td = topics.get(sp.topic)
         if td is None:
             tid = sp.topic_id.bytes if sp.topic_id is not None else bytes(16)
             td = topics[sp.topic] = TopicData(sp.topic, tid, [])
         td.partitions.append(pd)
-    return encode_fetch_response(version, ctx.header.correlation_id, list(topics.values()),
-                                 session_id=session_id)
+    return encode_fetch_response(
+        version, ctx.header.correlation_id, list(topics.values()), session_id=session_id
+    )
 
 
 def error_pieces(ctx: RequestContext, req, code: int) -> list:

@@ -21,8 +21,13 @@ PartResp = TopicResp.ListOffsetsPartitionResponse
 
 def list_offset(broker, topic: str, p, isolation: int, replica_id: int) -> PartResp:
     def answer(code=ErrorCode.NONE, ts=-1, offset=-1, epoch=-1):
-        return PartResp(partition_index=p.partition_index, error_code=code, timestamp=ts,
-                        offset=offset, leader_epoch=epoch)
+        return PartResp(
+            partition_index=p.partition_index,
+            error_code=code,
+            timestamp=ts,
+            offset=offset,
+            leader_epoch=epoch,
+        )
 
     part = broker.topics.get(topic, p.partition_index)
     if part is None:
@@ -34,8 +39,11 @@ def list_offset(broker, topic: str, p, isolation: int, replica_id: int) -> PartR
         return answer(ErrorCode.NOT_LEADER_OR_FOLLOWER)
     cle = p.current_leader_epoch
     if cle >= 0 and cle != part.leader_epoch:
-        return answer(ErrorCode.FENCED_LEADER_EPOCH if cle < part.leader_epoch
-                      else ErrorCode.UNKNOWN_LEADER_EPOCH)
+        return answer(
+            ErrorCode.FENCED_LEADER_EPOCH
+            if cle < part.leader_epoch
+            else ErrorCode.UNKNOWN_LEADER_EPOCH
+        )
     lg = part.log
     epoch = part.leader_epoch
     if replica_id >= 0:
@@ -67,8 +75,12 @@ async def list_offsets(ctx: RequestContext, req) -> object:
     broker = ctx.broker
     isolation = req.isolation_level if ctx.api_version >= 2 else 0
     topics = [
-        TopicResp(name=t.name, partitions=[
-            list_offset(broker, t.name, p, isolation, req.replica_id) for p in t.partitions])
+        TopicResp(
+            name=t.name,
+            partitions=[
+                list_offset(broker, t.name, p, isolation, req.replica_id) for p in t.partitions
+            ],
+        )
         for t in req.topics
     ]
     return Resp(throttle_time_ms=0, topics=topics)

@@ -17,7 +17,9 @@ from odradek.wire.errors import ErrorCode
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def topic_metadata(broker, name: str, version: int) -> protocol.MetadataResponse.MetadataResponseTopic:
+def topic_metadata(
+    broker, name: str, version: int
+) -> protocol.MetadataResponse.MetadataResponseTopic:
     info = broker.topics.info(name)
     R = protocol.MetadataResponse.MetadataResponseTopic
     P = R.MetadataResponsePartition
@@ -25,17 +27,24 @@ def topic_metadata(broker, name: str, version: int) -> protocol.MetadataResponse
     parts = []
     for idx, st in enumerate(info.partitions):
         leader_live = st.leader in live
-        parts.append(P(
-            error_code=ErrorCode.NONE if leader_live else ErrorCode.LEADER_NOT_AVAILABLE,
-            partition_index=idx,
-            leader_id=st.leader if leader_live else -1,
-            leader_epoch=st.leader_epoch,
-            replica_nodes=list(st.replicas),
-            isr_nodes=[r for r in (st.isr or st.replicas) if r in live],
-            offline_replicas=[r for r in st.replicas if r not in live],
-        ))
-    return R(error_code=ErrorCode.NONE, name=name, topic_id=info.topic_id,
-             is_internal=info.internal, partitions=parts)
+        parts.append(
+            P(
+                error_code=ErrorCode.NONE if leader_live else ErrorCode.LEADER_NOT_AVAILABLE,
+                partition_index=idx,
+                leader_id=st.leader if leader_live else -1,
+                leader_epoch=st.leader_epoch,
+                replica_nodes=list(st.replicas),
+                isr_nodes=[r for r in (st.isr or st.replicas) if r in live],
+                offline_replicas=[r for r in st.replicas if r not in live],
+            )
+        )
+    return R(
+        error_code=ErrorCode.NONE,
+        name=name,
+        topic_id=info.topic_id,
+        is_internal=info.internal,
+        partitions=parts,
+    )
 
 
 def _with_operations(topic, version: int, req) -> object:
@@ -48,7 +57,8 @@ def _with_operations(topic, version: int, req) -> object:
 
 def error_topic(name: str | None, topic_id: uuid.UUID, code: ErrorCode):
     return protocol.MetadataResponse.MetadataResponseTopic(
-        error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[])
+        error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[]
+    )
 
 
 @handles(ApiKey.METADATA, versions=(0, 13))
@@ -56,7 +66,8 @@ async def metadata(ctx: RequestContext, req) -> object:
     broker = ctx.broker
     version = ctx.api_version
     auto_create = broker.config.get("auto.create.topics.enable") and (
-        version < 4 or req.allow_auto_topic_creation)
+        version < 4 or req.allow_auto_topic_creation
+    )
     topics = []
     if req.topics is None or (version == 0 and not req.topics):
         for name in sorted(broker.store.topics):
@@ -76,8 +87,9 @@ async def metadata(ctx: RequestContext, req) -> object:
                 continue
             if broker.topics.info(name) is None:
                 if not auto_create:
-                    topics.append(error_topic(name, ZERO_UUID,
-                                              ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                    topics.append(
+                        error_topic(name, ZERO_UUID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    )
                     continue
                 try:
                     broker.topics.create_topic(name, -1, -1)
@@ -85,12 +97,19 @@ async def metadata(ctx: RequestContext, req) -> object:
                     topics.append(error_topic(name, ZERO_UUID, exc.code))
                     continue
             topics.append(topic_metadata(broker, name, version))
-    brokers = [protocol.MetadataResponse.MetadataResponseBroker(
-        node_id=n, host=h, port=p, rack=r) for n, h, p, r in broker.broker_endpoints()]
+    brokers = [
+        protocol.MetadataResponse.MetadataResponseBroker(node_id=n, host=h, port=p, rack=r)
+        for n, h, p, r in broker.broker_endpoints()
+    ]
     topics = [_with_operations(t, version, req) for t in topics]
     resp = protocol.MetadataResponse(
-        throttle_time_ms=0, brokers=brokers, cluster_id=broker.cluster_id,
-        controller_id=broker.controller_id, topics=topics, error_code=ErrorCode.NONE)
+        throttle_time_ms=0,
+        brokers=brokers,
+        cluster_id=broker.cluster_id,
+        controller_id=broker.controller_id,
+        topics=topics,
+        error_code=ErrorCode.NONE,
+    )
     if 8 <= version <= 10 and req.include_cluster_authorized_operations:
         resp.authorized_operations = set(CLUSTER_OPERATIONS)
     return resp

@@ -24,8 +24,14 @@ TopicResp = Resp.TopicProduceResponse
 PartResp = TopicResp.PartitionProduceResponse
 
 
-def _produce_one(ctx: RequestContext, topic: str, index: int, records: bytes | None,
-                 acks: int, transactional_id: str | None) -> AppendResult:
+def _produce_one(
+    ctx: RequestContext,
+    topic: str,
+    index: int,
+    records: bytes | None,
+    acks: int,
+    transactional_id: str | None,
+) -> AppendResult:
     broker = ctx.broker
     if acks not in (0, 1, -1):
         return AppendResult(ErrorCode.INVALID_REQUIRED_ACKS)
@@ -43,8 +49,14 @@ def _produce_one(ctx: RequestContext, topic: str, index: int, records: bytes | N
     try:
         validated = validate(records, part.log.config, int(time.time() * 1000))
     except ValidationError as exc:
-        log.info("produce to %s-%d from %s rejected: %s (%s)", topic, index, ctx.client_id,
-                 exc.code.name, exc)
+        log.info(
+            "produce to %s-%d from %s rejected: %s (%s)",
+            topic,
+            index,
+            ctx.client_id,
+            exc.code.name,
+            exc,
+        )
         if broker.metrics is not None:
             broker.metrics.error(ApiKey.PRODUCE, exc.code)
         return AppendResult(exc.code, message=str(exc))
@@ -88,11 +100,22 @@ async def produce(ctx: RequestContext, req) -> object | None:
         return None
     out = []
     for name, td, parts in responses:
-        out.append(TopicResp(
-            name=name, topic_id=getattr(td, "topic_id", None),
-            partition_responses=[PartResp(
-                index=idx, error_code=res.error, base_offset=res.base_offset,
-                log_append_time_ms=res.log_append_time, log_start_offset=res.log_start_offset,
-                record_errors=[], error_message=res.message if res.error else None,
-            ) for idx, res in parts]))
+        out.append(
+            TopicResp(
+                name=name,
+                topic_id=getattr(td, "topic_id", None),
+                partition_responses=[
+                    PartResp(
+                        index=idx,
+                        error_code=res.error,
+                        base_offset=res.base_offset,
+                        log_append_time_ms=res.log_append_time,
+                        log_start_offset=res.log_start_offset,
+                        record_errors=[],
+                        error_message=res.message if res.error else None,
+                    )
+                    for idx, res in parts
+                ],
+            )
+        )
     return Resp(responses=out, throttle_time_ms=0)
