@@ -18,6 +18,7 @@ import sys
 import types
 
 from odradek.broker.config import BrokerConfig
+from odradek.cli_commands import register_all
 from odradek.log.config import ConfigError
 from odradek.log.manager import DataDirError
 
@@ -101,7 +102,42 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--metrics", metavar="HOST:PORT",
                        help="serve Prometheus metrics here (same as metrics.listen)")
     serve.set_defaults(func=cmd_serve)
+    register_all(sub)  # topics, groups, produce, consume, cluster, dev, fault
+    _add_local_cluster(sub)
     return parser
+
+
+def _add_local_cluster(sub: argparse._SubParsersAction) -> None:
+    """`odradek cluster --brokers N [--base-dir D] [--port P] [--override k=v]`: N brokers in
+    this process sharing one metadata store (broker/local_cluster.py). Without --brokers,
+    `odradek cluster` describes a running cluster (cli_commands/cluster.py)."""
+    parser = sub.choices.get("cluster") or sub.add_parser("cluster", help="run a cluster")
+    describe = parser.get_default("func")
+    parser.add_argument("--brokers", type=int, metavar="N",
+                        help="start N brokers in this process and run until stopped")
+    parser.add_argument("--base-dir", default="./odradek-cluster",
+                        help="data dirs of the started brokers go under here")
+    parser.add_argument("--port", type=int, default=9092,
+                        help="first broker's port, the others follow (0: free ports)")
+    parser.add_argument("--listen-host", default="127.0.0.1", help="host the brokers bind")
+    parser.add_argument("--override", action="append", metavar="KEY=VALUE",
+                        help="set a broker config key on every broker (repeatable)")
+
+    def run(args: argparse.Namespace) -> int:
+        if not args.brokers:
+            return describe(args) if describe else 2
+        from odradek.broker import local_cluster
+
+        _skip_kafka_client_import()
+        try:
+            overrides = _parse_overrides(args.override or [])
+        except ConfigError as exc:
+            print(f"odradek: bad configuration: {exc}", file=sys.stderr)
+            return 1
+        return local_cluster.main(args.brokers, args.base_dir, overrides, args.listen_host,
+                                  args.port)
+
+    parser.set_defaults(func=run)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,187 @@
+"""Shared plumbing of the client commands: options, Kafka clients, one-line errors.
+
+Every client command speaks the Kafka protocol through kafka-python's KafkaAdminClient,
+KafkaProducer and KafkaConsumer, so it works against any broker, Kafka itself included.
+`--bootstrap-server` (env ODRADEK_BOOTSTRAP, default localhost:9092) and `--json` are accepted
+before or after the subcommand (`odradek topics --json list` and `odradek topics list --json`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from odradek.cli_commands.output import CliError
+
+DEFAULT_BOOTSTRAP = "localhost:9092"
+BOOTSTRAP_ENV = "ODRADEK_BOOTSTRAP"
+BOOTSTRAP_TIMEOUT_MS = 10000
+REQUEST_TIMEOUT_MS = 30000
+
+
+def add_client_options(parser: argparse.ArgumentParser) -> None:
+    """--bootstrap-server and --json; SUPPRESS defaults so a subcommand's parser does not
+    overwrite what was given before it (argparse copies sub-parser defaults over parents)."""
+    parser.add_argument(
+        "--bootstrap-server",
+        "-b",
+        default=argparse.SUPPRESS,
+        metavar="HOST:PORT",
+        help=f"broker to connect to (env {BOOTSTRAP_ENV}, default {DEFAULT_BOOTSTRAP})",
+    )
+    parser.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output"
+    )
+    parser.add_argument(
+        "--connect-timeout-ms",
+        type=int,
+        default=argparse.SUPPRESS,
+        metavar="MS",
+        help=f"give up reaching the cluster after this long (default {BOOTSTRAP_TIMEOUT_MS})",
+    )
+
+
+def bootstrap(args: argparse.Namespace) -> str:
+    return (
+        getattr(args, "bootstrap_server", None)
+        or os.environ.get(BOOTSTRAP_ENV)
+        or DEFAULT_BOOTSTRAP
+    )
+
+
+def connect_timeout_ms(args: argparse.Namespace) -> int:
+    return int(getattr(args, "connect_timeout_ms", None) or BOOTSTRAP_TIMEOUT_MS)
+
+
+def want_json(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "json", False))
+
+
+def quiet_client_logs() -> None:
+    """kafka-python logs connection retries at WARNING/ERROR; the CLI reports failures itself."""
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        logging.getLogger("kafka").setLevel(logging.CRITICAL)
+
+
+def error_message(exc: BaseException) -> str:
+    """One line for a kafka-python error: Kafka's error name, then what the broker said."""
+    import kafka.errors as errors
+
+    if isinstance(exc, errors.KafkaTimeoutError) and "bootstrap" in str(exc).lower():
+        return f"cannot connect to a broker: {exc.args[0] if exc.args else exc}"
+    if type(exc).__name__ in ("NoBrokersAvailable", "KafkaConnectionError"):
+        return f"cannot connect to a broker: {exc}"
+    if isinstance(exc, errors.IncompatibleBrokerVersion):
+        return f"the broker does not support this operation: {exc.args[0] if exc.args else exc}"
+    if isinstance(exc, errors.BrokerResponseError):
+        detail = " ".join(str(a) for a in exc.args if a) or exc.description
+        return f"{exc.message}: {detail}"
+    if isinstance(exc, errors.KafkaError):
+        detail = " ".join(str(a) for a in exc.args if a)
+        return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+    return str(exc) or type(exc).__name__
+
+
+_RESULT = re.compile(r"^\[Error (-?\d+)\] \w+: ?(.*)$", re.S)
+
+
+def result_message(text: str) -> str:
+    """kafka-python's per-resource result string ("[Error 40] InvalidConfigurationError: why")
+    as Kafka's error name and the broker's message ("INVALID_CONFIG: why")."""
+    m = _RESULT.match(text)
+    if not m:
+        return text
+    return (
+        f"{error_name(int(m.group(1)))}: {m.group(2)}"
+        if m.group(2)
+        else error_name(int(m.group(1)))
+    )
+
+
+def error_name(code_or_cls: Any) -> str:
+    """Kafka's name for an error code or a kafka-python error class (NONE for success)."""
+    import kafka.errors as errors
+
+    cls = errors.for_code(code_or_cls) if isinstance(code_or_cls, int) else code_or_cls
+    if cls is errors.NoError:
+        return "NONE"
+    return getattr(cls, "message", None) or getattr(cls, "__name__", str(cls))
+
+
+def run_command(
+    fn: Callable[[argparse.Namespace], int | None],
+) -> Callable[[argparse.Namespace], int]:
+    """Wrap a command: kafka-python and our errors become one line on stderr and status 1."""
+
+    def wrapper(args: argparse.Namespace) -> int:
+        import kafka.errors as errors
+
+        quiet_client_logs()
+        try:
+            status = fn(args)
+        except CliError as exc:
+            print(f"odradek: {exc}", file=sys.stderr)
+            return exc.status
+        except errors.KafkaError as exc:
+            print(f"odradek: {error_message(exc)}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            return 130
+        except BrokenPipeError:
+            # stdout closed early (`odradek consume ... | head`): not an error. Point stdout
+            # at /dev/null so the interpreter's final flush does not complain.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
+        except (OSError, ValueError, RuntimeError) as exc:
+            if logging.getLogger().isEnabledFor(logging.DEBUG):
+                traceback.print_exc()
+            print(f"odradek: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 1
+        return int(status or 0)
+
+    wrapper.__name__ = getattr(fn, "__name__", "command")
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
+
+
+def admin_client(args: argparse.Namespace) -> Any:
+    from kafka.admin import KafkaAdminClient
+
+    return KafkaAdminClient(
+        bootstrap_servers=bootstrap(args),
+        client_id="odradek-cli",
+        bootstrap_timeout_ms=connect_timeout_ms(args),
+        request_timeout_ms=REQUEST_TIMEOUT_MS,
+    )
+
+
+def parse_key_values(items: list[str] | None, option: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CliError(f"{option} needs key=value, got {item!r}")
+        out[key] = value
+    return out
+
+
+class Closing:
+    """Close a kafka-python client at the end of a `with` block, quietly."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def __enter__(self) -> Any:
+        return self.client
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.client.close()
+        except Exception:  # noqa: BLE001  (closing must not hide the real outcome)
+            pass

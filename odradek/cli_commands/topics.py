@@ -1,0 +1,338 @@
+"""`odradek topics list|create|describe|delete|alter`, as kafka-topics.sh and kafka-configs.sh.
+
+Metadata (key 3) lists and describes topics, CreateTopics (19), DeleteTopics (20) and
+CreatePartitions (37) change them, DescribeConfigs (32) shows the configs that differ from the
+defaults, IncrementalAlterConfigs (44, KIP-339) sets and deletes topic configs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from odradek.cli_commands.common import (
+    Closing,
+    add_client_options,
+    admin_client,
+    error_name,
+    parse_key_values,
+    result_message,
+    run_command,
+    want_json,
+)
+from odradek.cli_commands.output import CliError, print_json, print_table
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    topics = sub.add_parser("topics", help="list, create, describe, alter and delete topics")
+    add_client_options(topics)
+    cmds = topics.add_subparsers(dest="topics_command", metavar="COMMAND")
+    cmds.required = True
+
+    p = cmds.add_parser("list", help="list topics with their partition counts")
+    add_client_options(p)
+    p.add_argument(
+        "--exclude-internal",
+        action="store_true",
+        help="leave out internal topics such as __consumer_offsets",
+    )
+    p.set_defaults(func=run_command(cmd_list))
+
+    p = cmds.add_parser("create", help="create a topic")
+    add_client_options(p)
+    p.add_argument("name")
+    p.add_argument(
+        "--partitions",
+        type=int,
+        default=-1,
+        help="partition count (default: the broker's num.partitions)",
+    )
+    p.add_argument(
+        "--replication-factor",
+        type=int,
+        default=-1,
+        help="replicas per partition (default: default.replication.factor)",
+    )
+    p.add_argument(
+        "--config", action="append", metavar="KEY=VALUE", help="a topic config (repeatable)"
+    )
+    p.add_argument(
+        "--if-not-exists", action="store_true", help="succeed when the topic already exists"
+    )
+    p.set_defaults(func=run_command(cmd_create))
+
+    p = cmds.add_parser("describe", help="partitions, leaders, replicas, ISR and configs")
+    add_client_options(p)
+    p.add_argument("names", nargs="*", metavar="NAME", help="topics (default: all)")
+    p.set_defaults(func=run_command(cmd_describe))
+
+    p = cmds.add_parser("delete", help="delete topics")
+    add_client_options(p)
+    p.add_argument("names", nargs="+", metavar="NAME")
+    p.add_argument("--if-exists", action="store_true", help="succeed when a topic is missing")
+    p.set_defaults(func=run_command(cmd_delete))
+
+    p = cmds.add_parser("alter", help="change topic configs or add partitions")
+    add_client_options(p)
+    p.add_argument("name")
+    p.add_argument(
+        "--config", action="append", metavar="KEY=VALUE", help="set a topic config (repeatable)"
+    )
+    p.add_argument(
+        "--delete-config",
+        action="append",
+        metavar="KEY",
+        help="reset a topic config to its default (repeatable)",
+    )
+    p.add_argument("--partitions", type=int, help="grow the topic to this many partitions")
+    p.set_defaults(func=run_command(cmd_alter))
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def _partition_rows(topic: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "partition": p["partition_index"],
+            "leader": p["leader_id"],
+            "leader_epoch": p.get("leader_epoch", -1),
+            "replicas": list(p["replica_nodes"]),
+            "isr": list(p["isr_nodes"]),
+            "offline": list(p.get("offline_replicas") or []),
+        }
+        for p in sorted(topic.get("partitions") or [], key=lambda p: p["partition_index"])
+    ]
+
+
+def _describe_topics(admin: Any, names: list[str] | None) -> list[dict[str, Any]]:
+    """Metadata for `names` (None: all), failing with one line when a topic is missing."""
+    found = admin.describe_topics(names)
+    for topic in found:
+        if topic["error_code"]:
+            if topic["error_code"] == 3:
+                raise CliError(f"topic {topic['name']!r} does not exist")
+            raise CliError(
+                f"cannot describe topic {topic['name']!r}: {error_name(topic['error_code'])}"
+            )
+    return sorted(found, key=lambda t: t["name"])
+
+
+def _non_default_configs(admin: Any, names: list[str]) -> dict[str, dict[str, str | None]]:
+    """Configs set on each topic (DescribeConfigs sources other than the defaults)."""
+    from kafka.admin import ConfigResource
+
+    if not names:
+        return {}
+    described = admin.describe_configs([ConfigResource("TOPIC", n) for n in names])
+    by_topic = described.get("topic", {})
+    out: dict[str, dict[str, str | None]] = {}
+    for name in names:
+        entries = by_topic.get(name) or {}
+        out[name] = {
+            k: (None if v.get("is_sensitive") else v.get("value"))
+            for k, v in sorted(entries.items())
+        }
+    return out
+
+
+def _replication_factor(topic: dict[str, Any]) -> int:
+    parts = topic.get("partitions") or []
+    return max((len(p["replica_nodes"]) for p in parts), default=0)
+
+
+def _check(result_code: int, message: str | None, what: str) -> None:
+    if result_code:
+        detail = f": {message}" if message else ""
+        raise CliError(f"{what} failed: {error_name(result_code)}{detail}")
+
+
+# -- commands -----------------------------------------------------------------------------------
+
+
+def cmd_list(args: argparse.Namespace) -> None:
+    with Closing(admin_client(args)) as admin:
+        topics = _describe_topics(admin, None)
+    if args.exclude_internal:
+        topics = [t for t in topics if not t.get("is_internal")]
+    rows = [
+        {
+            "name": t["name"],
+            "partitions": len(t.get("partitions") or []),
+            "replication_factor": _replication_factor(t),
+            "internal": bool(t.get("is_internal")),
+        }
+        for t in topics
+    ]
+    if want_json(args):
+        print_json(rows)
+        return
+    print_table(
+        ["TOPIC", "PARTITIONS", "REPLICATION-FACTOR", "INTERNAL"],
+        [
+            [r["name"], r["partitions"], r["replication_factor"], "yes" if r["internal"] else ""]
+            for r in rows
+        ],
+    )
+
+
+def cmd_create(args: argparse.Namespace) -> int:
+    configs = parse_key_values(args.config, "--config")
+    spec = {
+        args.name: {
+            "num_partitions": args.partitions,
+            "replication_factor": args.replication_factor,
+            "configs": configs,
+        }
+    }
+    with Closing(admin_client(args)) as admin:
+        result = admin.create_topics(spec, raise_errors=False)
+        topic = result["topics"][0]
+        existed = topic["error_code"] == 36
+        if existed and args.if_not_exists:
+            pass
+        else:
+            _check(topic["error_code"], topic.get("error_message"), f"creating topic {args.name!r}")
+        partitions, rf = topic.get("num_partitions", -1), topic.get("replication_factor", -1)
+        if existed or partitions < 0:
+            described = _describe_topics(admin, [args.name])[0]
+            partitions = len(described["partitions"])
+            rf = _replication_factor(described)
+    if want_json(args):
+        print_json(
+            {
+                "topic": args.name,
+                "created": not existed,
+                "partitions": partitions,
+                "replication_factor": rf,
+                "configs": configs,
+            }
+        )
+    elif existed:
+        print(f"Topic {args.name} already exists.")
+    else:
+        print(
+            f"Created topic {args.name} with {partitions} partitions and replication factor {rf}."
+        )
+    return 0
+
+
+def cmd_describe(args: argparse.Namespace) -> None:
+    with Closing(admin_client(args)) as admin:
+        topics = _describe_topics(admin, list(args.names) or None)
+        configs = _non_default_configs(admin, [t["name"] for t in topics])
+    described = [
+        {
+            "name": t["name"],
+            "topic_id": str(t["topic_id"]) if t.get("topic_id") else None,
+            "internal": bool(t.get("is_internal")),
+            "partition_count": len(t.get("partitions") or []),
+            "replication_factor": _replication_factor(t),
+            "configs": configs.get(t["name"], {}),
+            "partitions": _partition_rows(t),
+        }
+        for t in topics
+    ]
+    if want_json(args):
+        print_json(described if not args.names or len(args.names) > 1 else described[0])
+        return
+    for i, topic in enumerate(described):
+        if i:
+            print()
+        conf = ",".join(f"{k}={v}" for k, v in topic["configs"].items())
+        print(
+            f"Topic: {topic['name']}  TopicId: {topic['topic_id'] or '-'}  "
+            f"PartitionCount: {topic['partition_count']}  "
+            f"ReplicationFactor: {topic['replication_factor']}  Configs: {conf or '-'}"
+        )
+        print_table(
+            ["PARTITION", "LEADER", "REPLICAS", "ISR", "OFFLINE"],
+            [
+                [
+                    p["partition"],
+                    p["leader"] if p["leader"] >= 0 else "none",
+                    p["replicas"],
+                    p["isr"],
+                    p["offline"],
+                ]
+                for p in topic["partitions"]
+            ],
+        )
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    with Closing(admin_client(args)) as admin:
+        result = admin.delete_topics(list(args.names), raise_errors=False)
+    outcome = []
+    failed = []
+    for topic in result["topics"]:
+        code = topic["error_code"]
+        if code == 3 and args.if_exists:
+            code = 0
+        outcome.append(
+            {
+                "topic": topic["name"],
+                "error": error_name(code) if code else None,
+                "message": topic.get("error_message") if code else None,
+            }
+        )
+        if code:
+            failed.append(
+                f"{topic['name']!r}: {error_name(code)}"
+                + (f" ({topic['error_message']})" if topic.get("error_message") else "")
+            )
+    if want_json(args):
+        print_json(outcome)
+    else:
+        for item in outcome:
+            if not item["error"]:
+                print(f"Deleted topic {item['topic']}.")
+    if failed:
+        raise CliError("deleting topics failed: " + "; ".join(failed))
+    return 0
+
+
+def cmd_alter(args: argparse.Namespace) -> int:
+    from kafka.admin import AlterConfigOp, ConfigResource
+
+    sets = parse_key_values(args.config, "--config")
+    deletes = list(args.delete_config or [])
+    if not sets and not deletes and args.partitions is None:
+        raise CliError("nothing to alter: give --config, --delete-config or --partitions")
+    both = set(sets) & set(deletes)
+    if both:
+        raise CliError(f"--config and --delete-config both name {', '.join(sorted(both))}")
+    done: dict[str, Any] = {"topic": args.name}
+    with Closing(admin_client(args)) as admin:
+        _describe_topics(admin, [args.name])
+        if sets or deletes:
+            ops: dict[str, Any] = {k: (AlterConfigOp.SET, v) for k, v in sets.items()}
+            ops.update({k: (AlterConfigOp.DELETE, None) for k in deletes})
+            result = admin.alter_configs(
+                [ConfigResource("TOPIC", args.name, ops)], raise_on_unknown=False, incremental=True
+            )
+            outcome = result.get("topic", {}).get(args.name, "OK")
+            if outcome != "OK":
+                raise CliError(
+                    f"altering configs of {args.name!r} failed: {result_message(outcome)}"
+                )
+            done["set"] = sets
+            done["deleted"] = deletes
+        if args.partitions is not None:
+            response = admin.create_partitions({args.name: args.partitions}, raise_errors=False)
+            for res in response.results:
+                _check(
+                    res.error_code,
+                    res.error_message,
+                    f"growing {args.name!r} to {args.partitions} partitions",
+                )
+            done["partitions"] = args.partitions
+    if want_json(args):
+        print_json(done)
+        return 0
+    if sets or deletes:
+        changes = [f"{k}={v}" for k, v in sets.items()] + [f"-{k}" for k in deletes]
+        print(f"Altered configs of topic {args.name}: {', '.join(changes)}.")
+    if args.partitions is not None:
+        print(f"Topic {args.name} now has {args.partitions} partitions.")
+    return 0
