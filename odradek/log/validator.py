@@ -41,20 +41,37 @@ class ValidatedBatches:
         return sum(h.records_count for _p, h in self.batches)
 
 
-def validate(records: bytes | None, config: LogConfig, now: int) -> ValidatedBatches:
-    """Check a Produce partition's records; raise ValidationError with Kafka's error code."""
+ZSTD = 4
+
+
+def validate(records: bytes | None, config: LogConfig, now: int,
+             produce_version: int | None = None) -> ValidatedBatches:
+    """Check a Produce partition's records; raise ValidationError with Kafka's error code.
+
+    From Produce v3 Kafka takes exactly one magic-2 batch per partition (INVALID_RECORD
+    otherwise) and zstd only from v7 (UNSUPPORTED_COMPRESSION_TYPE).
+    """
+    one_batch = (f"Produce requests with version {produce_version} are only allowed to contain "
+                 "exactly one record batch")
     if not records:
-        raise ValidationError(ErrorCode.CORRUPT_MESSAGE, "empty record set")
+        raise ValidationError(ErrorCode.INVALID_RECORD, one_batch)
     buf = bytearray(records)
     try:
         batches = list(iter_batches(buf))
+    except UnsupportedMagicError as exc:
+        raise ValidationError(ErrorCode.INVALID_RECORD,
+                              f"Produce requests with version {produce_version} are only allowed "
+                              f"to contain record batches with magic version 2 ({exc})") from None
     except CorruptRecordError as exc:
-        code = ErrorCode.CORRUPT_MESSAGE
-        if isinstance(exc, UnsupportedMagicError):
-            code = ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
-        raise ValidationError(code, str(exc)) from None
+        raise ValidationError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
     if not batches:
-        raise ValidationError(ErrorCode.CORRUPT_MESSAGE, "no complete batch")
+        raise ValidationError(ErrorCode.INVALID_RECORD, one_batch)
+    if produce_version is not None:
+        if len(batches) != 1:
+            raise ValidationError(ErrorCode.INVALID_RECORD, one_batch)
+        if produce_version < 7 and batches[0][1].compression == ZSTD:
+            raise ValidationError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                                  "Produce requests with version < 7 may not use zstd")
     log_append = config.message_timestamp_type == "LogAppendTime"
     for pos, h in batches:
         if h.size > config.max_message_bytes:

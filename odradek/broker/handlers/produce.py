@@ -47,7 +47,8 @@ def _produce_one(
                 return AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return AppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     try:
-        validated = validate(records, part.log.config, int(time.time() * 1000))
+        validated = validate(records, part.log.config, int(time.time() * 1000),
+                             ctx.api_version)
     except ValidationError as exc:
         log.info(
             "produce to %s-%d from %s rejected: %s (%s)",
@@ -60,6 +61,14 @@ def _produce_one(
         if broker.metrics is not None:
             broker.metrics.error(ApiKey.PRODUCE, exc.code)
         return AppendResult(exc.code, message=str(exc))
+    if acks == -1 and part.is_leader and len(part.isr) < part.log.config.min_insync_replicas:
+        # acks=all cannot be honoured: refuse before appending, as Kafka does
+        return AppendResult(
+            ErrorCode.NOT_ENOUGH_REPLICAS,
+            message=f"The size of the current ISR {part.isr} is insufficient to satisfy the "
+            f"min.isr requirement of {part.log.config.min_insync_replicas} for partition "
+            f"{topic}-{index}",
+        )
     hook = broker.extensions.get("produce_check")
     if hook is not None:
         err = hook(part, validated, transactional_id)
