@@ -1,0 +1,401 @@
+"""`python -m bench`: produce then consume N records per size and print the results table.
+
+By default the broker is odradek itself, started as a child process on a free loopback port with
+a temporary data directory (bench.broker_proc); `--bootstrap HOST:PORT` measures any other broker
+instead (its CPU and RSS only with `--broker-pid`). Exit status 0 when every record produced was
+delivered and consumed back, 1 when not, 2 when the run could not be carried out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import confluent_kafka
+
+from bench.broker_proc import REPO_ROOT, BrokerStartError, OdradekProcess
+from bench.probe import ProbeError
+from bench.procstat import ProcessMeter, SelfMeter, Usage, memory_mb
+from bench.report import Report, Row, render
+from bench.topics import TopicError, Topics, topic_name
+from bench.workloads import ClientSettings, PhaseError, PhaseResult, consume, produce
+
+DEFAULT_RECORDS = 1_000_000
+DEFAULT_SIZES = (100, 1024)
+# Four partitions: enough for librdkafka to fill several batches per produce request and for a
+# fetch to return several partitions' data, few enough that one broker's per-partition work does
+# not dominate. The table says which count was used.
+DEFAULT_PARTITIONS = 4
+LARGE_BYTES = 1_000_000_000  # "about 1 GB written" for the RSS finding
+LARGE_SIZE = 1024
+RATE_NOTE = (
+    "MB = 10^6 bytes of values; produce rates run from the first produce() to the last "
+    "delivery report; consume rates from the first fetched batch to the last record (librdkafka "
+    "waits ~0.5 s after assign() before its first fetch)"
+)
+STARTUP_RUNS = 2  # fresh brokers started only to time start-up, besides the benchmark's own
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    records: int
+    sizes: tuple[int, ...]
+    bootstrap: str | None
+    broker_pid: int | None
+    partitions: int
+    replication_factor: int
+    acks: str
+    compression: str
+    linger_ms: int
+    batch_size: int
+    large: bool
+    startup_runs: int
+    phase_timeout_s: float
+    profile_broker: Path | None
+    broker_overrides: dict[str, str]
+    keep_data: bool
+    json_path: Path | None
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"sizes must be integers, got {text!r}") from None
+    if not sizes or any(size <= 0 for size in sizes):
+        raise argparse.ArgumentTypeError("sizes must be positive")
+    return sizes
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--records",
+        type=_positive,
+        default=DEFAULT_RECORDS,
+        help="records per size (default %(default)s)",
+    )
+    p.add_argument(
+        "--sizes",
+        type=_sizes,
+        default=DEFAULT_SIZES,
+        help="value sizes in bytes, comma-separated (default 100,1024)",
+    )
+    p.add_argument(
+        "--bootstrap", metavar="HOST:PORT", help="benchmark this broker instead of starting odradek"
+    )
+    p.add_argument(
+        "--broker-pid",
+        type=int,
+        help="with --bootstrap: the broker's pid, for "
+        "its CPU and RSS columns (a JVM broker's pid for Kafka)",
+    )
+    p.add_argument(
+        "--partitions",
+        type=_positive,
+        default=DEFAULT_PARTITIONS,
+        help="partitions per benchmark topic (default %(default)s)",
+    )
+    p.add_argument("--replication-factor", type=_positive, default=1)
+    p.add_argument("--acks", choices=("0", "1", "all"), default="all")
+    p.add_argument(
+        "--compression", choices=("none", "gzip", "snappy", "lz4", "zstd"), default="none"
+    )
+    p.add_argument("--linger-ms", type=int, default=5)
+    p.add_argument("--batch-size", type=_positive, default=1_000_000)
+    p.add_argument(
+        "--large",
+        action="store_true",
+        help=f"make sure about 1 GB is written (an extra produce of {LARGE_SIZE} B "
+        "records if the workloads wrote less) and report the broker's RSS after it",
+    )
+    p.add_argument(
+        "--startup-runs",
+        type=int,
+        default=STARTUP_RUNS,
+        help="extra fresh brokers started only to time start-up (default "
+        "%(default)s; the benchmark's own broker is timed too)",
+    )
+    p.add_argument(
+        "--phase-timeout",
+        type=float,
+        default=900.0,
+        help="seconds any one phase may take (default %(default)s)",
+    )
+    p.add_argument(
+        "--profile-broker",
+        type=Path,
+        metavar="FILE",
+        help="run the broker under cProfile, writing FILE when it stops",
+    )
+    p.add_argument(
+        "--broker-override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra `--override` for the odradek broker (repeatable)",
+    )
+    p.add_argument("--keep-data", action="store_true", help="keep the broker's data directory")
+    p.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
+    return p
+
+
+def parse_options(argv: list[str] | None) -> Options:
+    parser = build_parser()
+    a = parser.parse_args(argv)
+    overrides = {}
+    for item in a.broker_override:
+        key, sep, value = item.partition("=")
+        if not sep:
+            parser.error(f"--broker-override needs KEY=VALUE, got {item!r}")
+        overrides[key] = value
+    if a.broker_pid is not None and a.bootstrap is None:
+        parser.error("--broker-pid goes with --bootstrap")
+    return Options(
+        records=a.records,
+        sizes=a.sizes,
+        bootstrap=a.bootstrap,
+        broker_pid=a.broker_pid,
+        partitions=a.partitions,
+        replication_factor=a.replication_factor,
+        acks=a.acks,
+        compression=a.compression,
+        linger_ms=a.linger_ms,
+        batch_size=a.batch_size,
+        large=a.large,
+        startup_runs=max(0, a.startup_runs),
+        phase_timeout_s=a.phase_timeout,
+        profile_broker=a.profile_broker,
+        broker_overrides=overrides,
+        keep_data=a.keep_data,
+        json_path=a.json,
+    )
+
+
+def client_label() -> str:
+    return f"confluent-kafka {confluent_kafka.__version__}"
+
+
+def source_revision() -> str:
+    """`git describe --always --dirty` of the odradek tree the spawned broker runs from."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "describe", "--always", "--dirty"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() or "unknown"
+
+
+def _settings(opts: Options, broker: str) -> dict[str, object]:
+    return {
+        "broker": broker,
+        "records": opts.records,
+        "acks": opts.acks,
+        "compression": opts.compression,
+        "linger.ms": opts.linger_ms,
+        "batch.size": opts.batch_size,
+        "librdkafka": confluent_kafka.libversion()[0],
+        "python": platform.python_version(),
+        "cpus": os.cpu_count() or 0,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """A phase's result with the CPU used meanwhile by the broker, this client and the host."""
+
+    result: PhaseResult
+    usage: Usage | None
+    client_cpu_s: float
+    host_cpu_s: float
+
+
+class Bench:
+    """Runs the workloads against one bootstrap address and fills a Report."""
+
+    def __init__(
+        self, opts: Options, bootstrap: str, broker_pid: int | None, report: Report
+    ) -> None:
+        self.opts = opts
+        self.pid = broker_pid
+        self.report = report
+        self.client = ClientSettings(
+            bootstrap=bootstrap,
+            partitions=opts.partitions,
+            acks=opts.acks,
+            compression=opts.compression,
+            linger_ms=opts.linger_ms,
+            batch_size=opts.batch_size,
+            phase_timeout_s=opts.phase_timeout_s,
+        )
+        self.topics = Topics(bootstrap)
+        self.written = 0
+        self._lifetime_peak_noted = False
+
+    def run(self) -> None:
+        for size in self.opts.sizes:
+            self.workload(size, self.opts.records, consume_too=True)
+        if self.opts.large and self.report.rss_after_written is None:
+            records = math.ceil(LARGE_BYTES / LARGE_SIZE)
+            self.workload(LARGE_SIZE, records, consume_too=False, label="(--large)")
+        if self.report.rss_after_written is None and self.pid is not None:
+            self._note_rss(final=True)
+
+    def workload(self, size: int, records: int, *, consume_too: bool, label: str = "") -> None:
+        topic = topic_name(f"{size}b")
+        self.topics.create(topic, self.opts.partitions, self.opts.replication_factor)
+        name = f"produce {size} B {label}".rstrip()
+        produced = self._measure(name, lambda: produce(self.client, topic, size, records))
+        self.report.rows.append(self._row(name, produced, records))
+        self.written += produced.result.value_bytes
+        if self.report.rss_after_written is None and self.written >= LARGE_BYTES:
+            usage = produced.usage
+            self._note_rss(final=False, phase_peak=usage.peak_rss_mb if usage else None)
+        if consume_too:
+            name = f"consume {size} B"
+            delivered = produced.result.records
+            consumed = self._measure(name, lambda: consume(self.client, topic, delivered))
+            self.report.rows.append(self._row(name, consumed, records))
+
+    def _measure(self, name: str, phase: Callable[[], PhaseResult]) -> Measured:
+        meter = ProcessMeter(self.pid) if self.pid is not None else None
+        me = SelfMeter()
+        print(f"bench: {name} ...", file=sys.stderr, flush=True)
+        if meter is not None:
+            meter.begin()
+        me.begin()
+        result = phase()
+        client_cpu, host_cpu = me.end()
+        usage = meter.end() if meter is not None else None
+        if usage is not None and not usage.peak_is_per_phase and not self._lifetime_peak_noted:
+            self._lifetime_peak_noted = True
+            self.report.notes.append(
+                "peak RSS is the broker's lifetime peak (VmHWM could not be reset per phase)"
+            )
+        print(
+            f"bench: {name}: {result.records:,} records in {result.elapsed_s:.2f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+        return Measured(result, usage, client_cpu, host_cpu)
+
+    def _row(self, name: str, m: Measured, expected: int) -> Row:
+        result, usage = m.result, m.usage
+        if result.first_record_s is not None:
+            self.report.notes.append(
+                f"{name}: first records {result.first_record_s * 1000:.0f} ms after assign()"
+            )
+        if result.client_errors:
+            self.report.notes.append(
+                f"{name}: {result.client_errors} client-level errors (see stderr)"
+            )
+        broker_cpu = usage.cpu_s if usage is not None else 0.0
+        return Row(
+            workload=name,
+            client=client_label(),
+            partitions=self.opts.partitions,
+            records=result.records,
+            expected=expected,
+            elapsed_s=result.elapsed_s,
+            value_bytes=result.value_bytes,
+            measured_records=result.measured_records,
+            measured_bytes=result.measured_bytes,
+            errors=result.errors,
+            p50_ms=result.p50_ms,
+            p99_ms=result.p99_ms,
+            broker_cpu_s=usage.cpu_s if usage else None,
+            # over the rate interval, not the phase's wall time: a consume phase also holds
+            # librdkafka's ~0.5 s start, which would flatter the broker
+            broker_cpu_percent=(
+                100.0 * usage.cpu_s / result.elapsed_s if usage and result.elapsed_s > 0 else None
+            ),
+            broker_peak_rss_mb=usage.peak_rss_mb if usage else None,
+            client_cpu_s=m.client_cpu_s,
+            others_cpu_s=max(0.0, m.host_cpu_s - m.client_cpu_s - broker_cpu),
+        )
+
+    def _note_rss(self, *, final: bool, phase_peak: float | None = None) -> None:
+        assert self.pid is not None
+        rss, hwm = memory_mb(self.pid)
+        if final:
+            self.report.notes.append(
+                f"broker RSS at the end, after {self.written / 1e9:.2f} GB written (less than "
+                f"1 GB: use --large): {rss:.1f} MB"
+            )
+        else:
+            peak = phase_peak if phase_peak is not None else hwm
+            self.report.rss_after_written = (self.written / 1e9, rss, peak)
+
+
+def run(opts: Options) -> Report:
+    if opts.bootstrap is not None:
+        report = Report(settings=_settings(opts, f"external {opts.bootstrap}"), notes=[RATE_NOTE])
+        bench = Bench(opts, opts.bootstrap, opts.broker_pid, report)
+        try:
+            bench.run()
+        finally:
+            bench.topics.delete_created()
+        return report
+
+    report = Report(settings=_settings(opts, "odradek (spawned)"), notes=[RATE_NOTE])
+    for _ in range(opts.startup_runs):
+        with OdradekProcess(overrides=opts.broker_overrides) as fresh:
+            timing = fresh.start()
+        report.startup_api_versions_ms.append(timing.api_versions_ms)
+        report.startup_ready_line_ms.append(timing.ready_line_ms)
+    broker = OdradekProcess(
+        overrides=opts.broker_overrides, profile_to=opts.profile_broker, keep_data=opts.keep_data
+    )
+    try:
+        timing = broker.start()
+        if opts.profile_broker is None:  # cProfile slows the start; keep it out of the numbers
+            report.startup_api_versions_ms.append(timing.api_versions_ms)
+            report.startup_ready_line_ms.append(timing.ready_line_ms)
+        report.settings["broker"] = (
+            f"odradek {source_revision()} (spawned, {broker.bootstrap}, python -m odradek serve)"
+        )
+        Bench(opts, broker.bootstrap, broker.pid, report).run()
+    except Exception:
+        if not broker.alive():
+            print(f"bench: broker output:\n{broker.output()}", file=sys.stderr)
+        raise
+    finally:
+        code = broker.stop()
+        if code not in (0, None):
+            report.notes.append(f"broker exited with status {code}")
+        if opts.keep_data:
+            report.notes.append(f"broker data kept in {broker.data_dir}")
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = parse_options(argv)
+    try:
+        report = run(opts)
+    except (BrokerStartError, ProbeError, PhaseError, TopicError, OSError) as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
+    print(render(report), flush=True)
+    if opts.json_path is not None:
+        opts.json_path.write_text(json.dumps(report.to_json(), indent=2) + "\n")
+    return 0 if all(row.complete for row in report.rows) else 1
