@@ -32,7 +32,7 @@ class ValidationError(Exception):
 
 @dataclass(slots=True)
 class ValidatedBatches:
-    buf: bytearray
+    buf: bytes | bytearray
     batches: list[tuple[int, BatchHeader]]
     log_append_time: bool
 
@@ -55,7 +55,9 @@ def validate(records: bytes | None, config: LogConfig, now: int,
                  "exactly one record batch")
     if not records:
         raise ValidationError(ErrorCode.INVALID_RECORD, one_batch)
-    buf = bytearray(records)
+    # the request's bytes are written as they are (the log patches offsets in a copy of each
+    # 16-byte prefix); only LogAppendTime and recompression need a mutable copy
+    buf: bytes | bytearray = records
     try:
         batches = list(iter_batches(buf))
     except UnsupportedMagicError as exc:
@@ -91,6 +93,8 @@ def validate(records: bytes | None, config: LogConfig, now: int,
             )
         if not log_append and h.timestamp_type == 0:
             _check_timestamp(h, config, now)
+    if log_append:
+        buf = bytearray(buf)
     target = CODECS.get(config.compression_type)
     if target is not None and any(h.compression != target for _p, h in batches):
         buf, batches = _recompress(buf, batches, target)
