@@ -54,6 +54,7 @@ class BrokerRegistration:
     port: int
     rack: str | None = None
     shutting_down: bool = False  # in controlled shutdown: not eligible for leadership or ISR
+    broker_epoch: int = -1  # set by the store at registration: tells a restart from a blip
 
 
 @dataclass(slots=True, frozen=True)
@@ -162,6 +163,7 @@ class LocalMetadataStore(MetadataStore):
         self.next_producer_id = 0
         self.brokers: dict[int, BrokerRegistration] = {}
         self._subscribers: list[Subscriber] = []
+        self._broker_epochs = 0
         if os.path.exists(self.path):
             with open(self.path, encoding="utf-8") as f:
                 doc = json.load(f)
@@ -235,6 +237,8 @@ class LocalMetadataStore(MetadataStore):
     # Registrations live in memory only, as ZooKeeper's ephemeral nodes end with the session.
 
     def register_broker(self, registration: BrokerRegistration) -> None:
+        self._broker_epochs += 1
+        registration.broker_epoch = self._broker_epochs
         self.brokers[registration.node_id] = registration
         log.info(
             "broker %d registered at %s:%d",

@@ -45,6 +45,10 @@ class Broker:
         if config.get("metrics.listen"):
             self.metrics = BrokerMetrics(self, config.get("metrics.listen"))
             self.services.append(self.metrics)
+        if config.get("odradek.admin.listen"):  # fault-injection HTTP endpoint (admin_http.py)
+            from odradek.broker.admin_http import start_admin_http
+
+            start_admin_http(self)
         self._producer_ids: tuple[int, int] = (0, 0)
         self.started_at = 0.0
         self.stopped = asyncio.Event()
@@ -66,15 +70,39 @@ class Broker:
         self.topics.listeners.append(self.group_coordinator)
         self.services.append(self.group_coordinator)
         self.extensions["group_coordinator"] = self.group_coordinator
+        from odradek.log.cleaner import LogCleanerService
+
+        self.log_cleaner = LogCleanerService(
+            lambda: [(p.log, p.last_stable_offset) for p in self.topics.partitions.values()],
+            enabled=bool(config.get("log.cleaner.enable")),
+            backoff_ms=int(config.get("log.cleaner.backoff.ms")))
+        self.services.append(self.log_cleaner)
         # --- end group coordinator and log cleaner ----------------------------------------------
+        # --- transaction coordinator, produce check, aborted txns for Fetch (issue 4) -----------
+        from odradek.broker.txn_support import install as install_transactions
+
+        self.txn_coordinator = install_transactions(self)
+        # --- end transaction coordinator ---------------------------------------------------------
+        # --- replication (issue 6): only with a cluster's metadata store ------------------------
+        self.replication: Any = None
+        if self.store.clustered:
+            from odradek.broker.replication.manager import ReplicaManager
+
+            self.replication = ReplicaManager(self)
+            self.services.append(self.replication)
+        # --- end replication ---------------------------------------------------------------------
 
     # -- cluster view ---------------------------------------------------------------------------
 
     def live_brokers(self) -> list[int]:
+        if self.replication is not None:
+            return self.replication.live_brokers()
         return [self.node_id]
 
     def broker_endpoints(self) -> list[tuple[int, str, int, str | None]]:
         """(node id, host, port, rack) of every live broker, as clients should reach them."""
+        if self.replication is not None:
+            return self.replication.broker_endpoints()
         adv = self.advertised_listener()
         return [(self.node_id, adv.host, adv.port, self.config.get("broker.rack"))]
 
@@ -88,6 +116,8 @@ class Broker:
 
     @property
     def controller_id(self) -> int:
+        if self.replication is not None:
+            return self.replication.controller_id()
         return self.node_id
 
     @property
@@ -116,20 +146,18 @@ class Broker:
         for svc in self.services:
             await svc.start()
         for listener in self.config.listeners:
-            server = await asyncio.start_server(self._accept, listener.host or None,
-                                                listener.port, reuse_address=True, limit=1 << 20)
+            server = await asyncio.get_running_loop().create_server(
+                lambda: Connection(self), listener.host or None, listener.port,
+                reuse_address=True)
             self.servers.append(server)
             port = server.sockets[0].getsockname()[1]
             self.bound.append(Listener(listener.name, listener.host or "0.0.0.0", port))
+        if self.replication is not None:
+            self.replication.on_listening()  # register with the cluster, take up replicas
         self.tasks.append(asyncio.create_task(self._housekeeping(), name="housekeeping"))
         log.info("odradek broker %d listening on %s, data in %s", self.node_id,
                  ", ".join(f"{b.name}://{b.host}:{b.port}" for b in self.bound),
                  ", ".join(self.logs.dirs))
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = Connection(self, reader, writer)
-        self.connections.add(conn)
-        await conn.run()
 
     def connection_closed(self, conn: Connection) -> None:
         self.connections.discard(conn)
@@ -183,6 +211,8 @@ class Broker:
     async def stop(self, clean: bool = True) -> None:
         """Shut down. Clean: flush, checkpoint, clean-shutdown marker. Unclean (`clean=False`):
         drop everything as `kill -9` would, leaving recovery to the next start."""
+        if clean and self.replication is not None:
+            await self.replication.controlled_shutdown()  # leadership moves away first
         for server in self.servers:
             server.close()
         for conn in list(self.connections):

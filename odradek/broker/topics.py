@@ -78,6 +78,42 @@ class TopicManager:
             listener.on_partition_added(part)
         return part
 
+    # -- replication (issue 6): replicas changed by other brokers, leadership changes -----------
+
+    def open_partition(self, info: TopicInfo, idx: int) -> Partition | None:
+        """This broker's replica of a partition, opened if needed (e.g. created elsewhere)."""
+        part = self.partitions.get((info.name, idx))
+        if part is not None and part.topic_id == info.topic_id:
+            return part
+        self.by_id[info.topic_id] = info.name
+        return self._open_partition(info, idx)
+
+    def remove_local(self, topic: str, idx: int) -> None:
+        """Drop this broker's replica and its log (its topic was deleted by another broker)."""
+        part = self.partitions.pop((topic, idx), None)
+        if part is not None:
+            part.wake()
+            for listener in self.listeners:
+                removed = getattr(listener, "on_partition_removed", None)
+                if removed is not None:
+                    removed(part)
+            current = self.store.topics.get(topic)
+            if current is None or current.topic_id != part.topic_id:
+                self.by_id.pop(part.topic_id, None)
+        self.logs.delete(topic, idx)
+
+    def notify_leadership(self, part: Partition, leader: bool) -> None:
+        """Tell listeners this broker now leads or follows `part` (optional listener methods
+        `on_become_leader(part)` / `on_become_follower(part)`), after its state changed."""
+        name = "on_become_leader" if leader else "on_become_follower"
+        for listener in self.listeners:
+            fn = getattr(listener, name, None)
+            if fn is not None:
+                try:
+                    fn(part)
+                except Exception:
+                    log.exception("%s failed for %s-%d", name, part.topic, part.index)
+
     # -- queries --------------------------------------------------------------------------------
 
     def get(self, topic: str, idx: int) -> Partition | None:

@@ -22,17 +22,19 @@ from odradek.wire.batch import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
-from odradek.wire.records import control_type, decode_records
+from odradek.wire.records import decode_records
 
 from odradek.log.config import LONG_MAX, LogConfig
 from odradek.log.leader_epoch import LeaderEpochCache
 from odradek.log.producer_state import ProducerStateManager
 from odradek.log.segment import LogSegment
+from odradek.log.transactions import replay_marker
 from odradek.wire.regions import FileRegion
 
 log = logging.getLogger(__name__)
 
 INT32_MAX = 2**31 - 1
+PREFIX_PATCH = 16  # base_offset int64, batch_length int32, partition_leader_epoch int32
 PARTITION_METADATA = "partition.metadata"
 
 
@@ -159,10 +161,8 @@ class Log:
                 self._apply_loaded_batch(h, seg, bp.position)
 
     def _apply_loaded_batch(self, h: BatchHeader, seg: LogSegment, position: int) -> None:
-        if h.is_control:
-            ctype = control_type(seg.read_bytes(position, h.size))
-            if ctype is not None:
-                self.producer_state.complete_txn(h.producer_id, h.producer_epoch, -1)
+        if h.is_control:  # a transaction marker: ends the txn, aborts go to the .txnindex
+            replay_marker(self, seg, h, seg.read_bytes(position, h.size))
             return
         self.producer_state.apply(h, h.base_offset, h.last_offset)
 
@@ -185,15 +185,29 @@ class Log:
 
     # -- appending ------------------------------------------------------------------------------
 
-    def append_as_leader(self, buf: bytearray, batches: list[tuple[int, BatchHeader]],
+    def append_as_leader(self, buf: bytes | bytearray, batches: list[tuple[int, BatchHeader]],
                          leader_epoch: int, log_append_time: bool) -> AppendInfo:
-        """Assign offsets to validated batches in `buf` and write them in one call."""
+        """Assign offsets to validated batches in `buf` and write them in one call.
+
+        A bytearray is patched in place; immutable request bytes are not copied: each batch's
+        16-byte prefix (base offset, length, leader epoch) is patched in a small copy and the
+        pieces are written with one pwritev.
+        """
         first = offset = self.log_end_offset
         now = now_ms()
         max_ts, off_max = -1, -1
+        mutable = isinstance(buf, bytearray)
+        pieces: list[bytes | bytearray | memoryview] = []
+        view = memoryview(buf)
         for pos, h in batches:
-            set_base_offset(buf, pos, offset)
-            set_partition_leader_epoch(buf, pos, leader_epoch)
+            if mutable:
+                set_base_offset(buf, pos, offset)
+                set_partition_leader_epoch(buf, pos, leader_epoch)
+            else:
+                prefix = bytearray(view[pos : pos + PREFIX_PATCH])
+                set_base_offset(prefix, 0, offset)
+                set_partition_leader_epoch(prefix, 0, leader_epoch)
+                pieces += (prefix, view[pos + PREFIX_PATCH : pos + h.size])
             last = offset + h.last_offset_delta
             ts = h.max_timestamp
             if log_append_time:
@@ -203,7 +217,7 @@ class Log:
                 max_ts, off_max = ts, last
             offset = last + 1
         self.epochs.assign(leader_epoch, first)
-        self._write(buf, first, offset - 1, max_ts, off_max)
+        self._write(buf if mutable else pieces, first, offset - 1, max_ts, off_max)
         position_offset = first
         for _pos, h in batches:
             self.producer_state.apply(h, position_offset, position_offset + h.last_offset_delta)
@@ -223,9 +237,9 @@ class Log:
                 max_ts, off_max = h.max_timestamp, h.last_offset
             self.epochs.assign(h.partition_leader_epoch, h.base_offset)
         self._write(buf, first, last, max_ts, off_max)
-        for _pos, h in batches:
+        for pos, h in batches:
             if h.is_control:
-                self.producer_state.complete_txn(h.producer_id, h.producer_epoch, -1)
+                replay_marker(self, self.active, h, memoryview(buf)[pos : pos + h.size])
             else:
                 self.producer_state.apply(h, h.base_offset, h.last_offset)
 
@@ -238,9 +252,10 @@ class Log:
         self._write(buf, offset, offset, header.max_timestamp, offset)
         return offset
 
-    def _write(self, data: bytes | bytearray | memoryview, first: int, last: int, max_ts: int,
-               off_max: int) -> None:
-        self._maybe_roll(len(data), max_ts, last)
+    def _write(self, data: bytes | bytearray | memoryview | list, first: int, last: int,
+               max_ts: int, off_max: int) -> None:
+        size = sum(len(p) for p in data) if isinstance(data, list) else len(data)
+        self._maybe_roll(size, max_ts, last)
         self.active.append(data, first, last, max_ts, off_max)
         self._unflushed += last - first + 1
         cfg = self.config

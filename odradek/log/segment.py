@@ -31,6 +31,7 @@ from odradek.wire.batch import (
 
 from odradek.log.offset_index import OffsetIndex
 from odradek.log.time_index import TimeIndex
+from odradek.log.txn_index import TransactionIndex
 from odradek.wire.regions import FileRegion
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,8 @@ class LogSegment:
                                  base_offset, index_bytes)
         self.time_index = TimeIndex(os.path.join(directory, file_name(base_offset, ".timeindex")),
                                     base_offset, index_bytes)
+        self.txn_index = TransactionIndex(os.path.join(directory,
+                                                       file_name(base_offset, ".txnindex")))
         self.created_ms = created_ms
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
@@ -77,20 +80,31 @@ class LogSegment:
 
     # -- writing ------------------------------------------------------------------------------
 
-    def append(self, data: bytes | bytearray | memoryview, first_offset: int, last_offset: int,
-               max_timestamp: int, offset_of_max_timestamp: int) -> int:
-        """Write batches at the end of the file; returns the position they start at."""
+    def append(self, data: bytes | bytearray | memoryview | list, first_offset: int,
+               last_offset: int, max_timestamp: int, offset_of_max_timestamp: int) -> int:
+        """Write batches (one buffer, or pieces written with one pwritev) at the end of the
+        file; returns the position they start at."""
         position = self.size
-        written = os.pwrite(self.file.fileno(), data, position)
-        while written < len(data):
-            written += os.pwrite(self.file.fileno(), memoryview(data)[written:], position + written)
-        self.size += len(data)
+        fd = self.file.fileno()
+        if isinstance(data, list):
+            total = sum(len(p) for p in data)
+            written = os.pwritev(fd, data, position)
+            if written < total:  # rare short write: finish the rest as one buffer
+                joined = memoryview(b"".join(data))
+                while written < total:
+                    written += os.pwrite(fd, joined[written:], position + written)
+        else:
+            total = len(data)
+            written = os.pwrite(fd, data, position)
+            while written < total:
+                written += os.pwrite(fd, memoryview(data)[written:], position + written)
+        self.size += total
         if self._bytes_since_index >= self.index_interval or position == 0:
             self.index.append(last_offset, position)
             if max_timestamp > self.max_timestamp:
                 self.time_index.append(max_timestamp, offset_of_max_timestamp)
             self._bytes_since_index = 0
-        self._bytes_since_index += len(data)
+        self._bytes_since_index += total
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp
             self.offset_of_max_timestamp = offset_of_max_timestamp
@@ -234,6 +248,7 @@ class LogSegment:
             valid.append((position, header))
             self.next_offset = header.last_offset + 1
             position += total
+        self.txn_index.truncate_to(self.next_offset)  # aborts past a cut tail are gone
         truncated = self.size - position
         if truncated:
             self.file.truncate(position)
@@ -268,6 +283,7 @@ class LogSegment:
         self.size = position
         self.index.truncate_to_offset(offset)
         self.time_index.truncate_to_offset(offset)
+        self.txn_index.truncate_to(offset)
         self.next_offset = max(self.base_offset, offset)
         # recompute max timestamp from what is left
         self.max_timestamp = -1

@@ -7,5 +7,6 @@ with Broker(topics={"orders": 3}) as broker:
 """
 
 from odradek.testing.broker import Broker
+from odradek.testing.cluster import Cluster
 
-__all__ = ["Broker"]
+__all__ = ["Broker", "Cluster"]

@@ -23,6 +23,8 @@ async def init_producer_id(ctx: RequestContext, req) -> object:
         code, pid, epoch = await txn.init_producer_id(
             req.transactional_id, req.transaction_timeout_ms, req.producer_id,
             req.producer_epoch)
+        if code == ErrorCode.PRODUCER_FENCED and ctx.api_version < 4:
+            code = ErrorCode.INVALID_PRODUCER_EPOCH  # KIP-588: older clients know this one
         return protocol.InitProducerIdResponse(throttle_time_ms=0, error_code=code,
                                                producer_id=pid, producer_epoch=epoch)
     return protocol.InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,

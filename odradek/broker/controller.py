@@ -1,0 +1,239 @@
+"""The controller: partition leader elections, as Kafka's KafkaController and its
+PartitionStateMachine / ReplicaStateMachine with the election strategies of
+`PartitionLeaderElectionAlgorithms`.
+
+One broker at a time is the controller: the lowest live broker id in the in-process store (the
+`/controller` node's owner with ZooKeeper). Every broker runs a `Controller`; only the active one
+acts on broker changes, all of them may run the explicit operations (controlled shutdown,
+ElectLeaders), which are conditional updates on the store and so safe from any broker.
+
+- A broker leaves (killed, session lost): every partition it led gets a new leader, the first
+  replica in assignment order that is live and in the ISR, in a new leader epoch; the ISR loses
+  the dead broker. With none, the partition stays offline (its last state kept, so the last ISR
+  member can lead again when it returns), unless `unclean.leader.election.enable` lets the first
+  live replica lead with an ISR of itself (data it lacks is lost, as in Kafka). Partitions it
+  only followed lose it from their ISR at once, so acks=all does not wait for
+  replica.lag.time.max.ms.
+- A broker (re)registers: offline partitions it can lead get it, and partitions still recorded
+  as led by it are elected again in a new epoch.
+- Controlled shutdown: leadership of the broker's partitions moves to another ISR member, and
+  it leaves the ISR of the partitions it follows, before it stops.
+- ElectLeaders (KIP-460): preferred (the first assigned replica, when live and in the ISR) or
+  unclean (any live replica, for a partition without a live leader).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from odradek.broker.metadata_store import MetadataStore, PartitionState
+from odradek.wire.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+PREFERRED, UNCLEAN = 0, 1
+
+Update = tuple[str, int, PartitionState, int, int]
+
+
+class Controller:
+    def __init__(
+        self, store: MetadataStore, node_id: int, unclean_enabled: Callable[[str], bool]
+    ) -> None:
+        self.store = store
+        self.node_id = node_id
+        self.unclean_enabled = unclean_enabled
+        self.known: dict[int, int] = {}  # live broker id -> broker epoch, as last seen
+
+    @property
+    def active(self) -> bool:
+        return self.store.controller_id() == self.node_id
+
+    def _eligible(self, node_id: int) -> bool:
+        reg = self.store.broker(node_id)
+        return reg is not None and not reg.shutting_down
+
+    # -- broker changes ---------------------------------------------------------------------
+
+    def observe(self) -> None:
+        """Take the current registrations as known, without acting (a broker starting up)."""
+        self.known = self._registrations()
+
+    def _registrations(self) -> dict[int, int]:
+        out = {}
+        for node in self.store.live_brokers():
+            reg = self.store.broker(node)
+            if reg is not None:
+                out[node] = reg.broker_epoch
+        return out
+
+    def on_brokers_changed(self) -> None:
+        """React to registrations coming and going (every broker tracks them; the active
+        controller acts, so a newly active one acts on what its predecessor left undone)."""
+        current = self._registrations()
+        restarted = {n for n, epoch in current.items() if self.known.get(n) != epoch}
+        self.known = current
+        if self.active:
+            self.elect_offline(restarted)
+
+    def elect_offline(self, restarted: set[int] | None = None) -> int:
+        """Elect leaders where the leader is gone (or came back), drop dead ISR members."""
+        restarted = restarted or set()
+        live = set(self.store.live_brokers())
+        updates: list[Update] = []
+        for info in list(self.store.topics.values()):
+            for idx, st in enumerate(info.partitions):
+                new: PartitionState | None = None
+                if st.leader not in live or st.leader in restarted:
+                    new = self._offline_leader(info.name, idx, st, live)
+                elif any(r not in live for r in st.isr):
+                    isr = [r for r in st.isr if r in live]
+                    new = PartitionState(list(st.replicas), st.leader, st.leader_epoch, isr)
+                if new is not None:
+                    updates.append((info.name, idx, new, st.leader_epoch, st.partition_epoch))
+        return self._apply(updates, "offline partitions")
+
+    def _offline_leader(
+        self, topic: str, idx: int, st: PartitionState, live: set[int]
+    ) -> PartitionState | None:
+        candidates = [r for r in st.replicas if r in st.isr and self._eligible(r)]
+        if candidates:
+            isr = [r for r in st.isr if r in live]
+            return PartitionState(list(st.replicas), candidates[0], st.leader_epoch + 1, isr)
+        if self.unclean_enabled(topic):
+            candidates = [r for r in st.replicas if self._eligible(r)]
+            if candidates:
+                log.warning(
+                    "unclean leader election for %s-%d: %d leads without the ISR %s "
+                    "(records it lacks are lost)",
+                    topic,
+                    idx,
+                    candidates[0],
+                    st.isr,
+                )
+                return PartitionState(
+                    list(st.replicas), candidates[0], st.leader_epoch + 1, [candidates[0]]
+                )
+        if st.leader in live:  # the returning leader is not in the ISR: nothing to do
+            return None
+        log.warning("%s-%d is offline: no live replica in the ISR %s", topic, idx, st.isr)
+        return None
+
+    # -- controlled shutdown ----------------------------------------------------------------
+
+    def controlled_shutdown(self, node_id: int) -> int:
+        """Move leadership away from `node_id` and take it out of every ISR it is in.
+        Returns how many partitions it still leads (no other ISR member to take over)."""
+        updates: list[Update] = []
+        stuck = 0
+        for info in list(self.store.topics.values()):
+            for idx, st in enumerate(info.partitions):
+                if node_id not in st.replicas:
+                    continue
+                isr = [r for r in st.isr if r != node_id]
+                if st.leader == node_id:
+                    candidates = [r for r in st.replicas if r in isr and self._eligible(r)]
+                    if not candidates:
+                        stuck += 1
+                        continue
+                    new = PartitionState(list(st.replicas), candidates[0], st.leader_epoch + 1, isr)
+                elif node_id in st.isr and isr:
+                    new = PartitionState(list(st.replicas), st.leader, st.leader_epoch, isr)
+                else:
+                    continue
+                updates.append((info.name, idx, new, st.leader_epoch, st.partition_epoch))
+        self._apply(updates, f"controlled shutdown of broker {node_id}")
+        return stuck
+
+    # -- ElectLeaders -----------------------------------------------------------------------
+
+    def elect(
+        self, partitions: list[tuple[str, int]], election_type: int
+    ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        results: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+        updates: list[Update] = []
+        live = set(self.store.live_brokers())
+        for topic, idx in partitions:
+            info = self.store.topics.get(topic)
+            if info is None or not 0 <= idx < len(info.partitions):
+                results[(topic, idx)] = (
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    "The partition does not exist.",
+                )
+                continue
+            st = info.partitions[idx]
+            if election_type == PREFERRED:
+                outcome = self._preferred(topic, idx, st, live)
+            else:
+                outcome = self._unclean(topic, idx, st, live)
+            if isinstance(outcome, PartitionState):
+                updates.append((topic, idx, outcome, st.leader_epoch, st.partition_epoch))
+                results[(topic, idx)] = (ErrorCode.NONE, None)
+            else:
+                results[(topic, idx)] = outcome
+        applied = self.store.update_partitions(updates) if updates else []
+        for (topic, idx, *_), ok in zip(updates, applied, strict=True):
+            if not ok:
+                results[(topic, idx)] = (
+                    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                    "The partition changed during the election; retry.",
+                )
+        return results
+
+    def _preferred(
+        self, topic: str, idx: int, st: PartitionState, live: set[int]
+    ) -> PartitionState | tuple[ErrorCode, str | None]:
+        preferred = st.replicas[0]
+        if st.leader == preferred and preferred in live:
+            return ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
+        if preferred in st.isr and self._eligible(preferred):
+            log.info("preferred leader election: %d leads %s-%d", preferred, topic, idx)
+            return PartitionState(list(st.replicas), preferred, st.leader_epoch + 1, list(st.isr))
+        return (
+            ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+            f"Failed to elect leader for partition {topic}-{idx} under strategy "
+            "PreferredReplicaPartitionLeaderElectionStrategy",
+        )
+
+    def _unclean(
+        self, topic: str, idx: int, st: PartitionState, live: set[int]
+    ) -> PartitionState | tuple[ErrorCode, str | None]:
+        if st.leader in live:
+            return ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
+        candidates = [r for r in st.replicas if r in st.isr and self._eligible(r)]
+        isr = [r for r in st.isr if r in live]
+        if not candidates:
+            candidates = [r for r in st.replicas if self._eligible(r)]
+            isr = candidates[:1]
+        if not candidates:
+            return (
+                ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                f"Failed to elect leader for partition {topic}-{idx} under strategy "
+                "UncleanPartitionLeaderElectionStrategy",
+            )
+        log.warning(
+            "unclean leader election (requested): %d leads %s-%d", candidates[0], topic, idx
+        )
+        return PartitionState(list(st.replicas), candidates[0], st.leader_epoch + 1, isr)
+
+    # -- applying ---------------------------------------------------------------------------
+
+    def _apply(self, updates: list[Update], why: str) -> int:
+        if not updates:
+            return 0
+        applied = self.store.update_partitions(updates)
+        done = 0
+        for (topic, idx, st, *_), ok in zip(updates, applied, strict=True):
+            if ok:
+                done += 1
+                log.info(
+                    "%s: %s-%d leader %d epoch %d ISR %s",
+                    why,
+                    topic,
+                    idx,
+                    st.leader,
+                    st.leader_epoch,
+                    st.isr,
+                )
+        return done

@@ -1,0 +1,385 @@
+"""Consumer group membership and administration, answered by the group coordinator.
+
+FindCoordinator (key 10), v0-6: v1 key_type (0 group, 1 transaction) and error_message; v3
+flexible; v4 batched coordinator_keys (KIP-699); v5-6 no wire change (KIP-890, KIP-932). The
+first lookup creates `__consumer_offsets`. Transactional ids are answered with this broker too.
+JoinGroup (key 11), v0-9: v1 rebalance_timeout_ms; v2 throttle time; v4 MEMBER_ID_REQUIRED for a
+first join (KIP-394); v5 group_instance_id (KIP-345); v6 flexible; v7 protocol_type in the
+response (nullable protocol_name); v8 reason (KIP-800); v9 skip_assignment (KIP-814).
+SyncGroup (key 14), v0-5: v1 throttle time; v3 group_instance_id; v4 flexible; v5 protocol type
+and name in request and response (mandatory).
+Heartbeat (key 12), v0-4: v1 throttle time; v3 group_instance_id; v4 flexible.
+LeaveGroup (key 13), v0-5: v3 batch of members (KIP-345); v4 flexible; v5 reason (KIP-800).
+ListGroups (key 16), v0-5: v3 flexible; v4 states filter (KIP-518); v5 types filter (KIP-848).
+DescribeGroups (key 15), v0-5: v3 authorized operations; v4 group_instance_id; v5 flexible.
+DeleteGroups (key 42), v0-2: v2 flexible.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from odradek.broker.dispatch import RequestContext
+from odradek.broker.registry import handles
+from odradek.broker.topics import TopicError
+from odradek.coordinator.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
+from odradek.coordinator.group.state import LeaveMember
+from odradek.wire import protocol
+from odradek.wire.api_keys import ApiKey
+from odradek.wire.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+# READ (3), DELETE (6), DESCRIBE (8): what a group allows when no authorizer is configured. The
+# protocol layer takes the int32 bit field as a set of bit numbers; None is "not requested"
+# (Integer.MIN_VALUE on the wire).
+GROUP_OPERATIONS = frozenset({3, 6, 8})
+NO_OPERATIONS = None
+
+
+def coordinator(ctx: RequestContext) -> GroupCoordinator | None:
+    return ctx.broker.extensions.get("group_coordinator")
+
+
+def client_host(ctx: RequestContext) -> str:
+    """As Kafka's InetAddress.toString: "/127.0.0.1"."""
+    host = ctx.peer.rsplit(":", 1)[0] if ":" in ctx.peer else ctx.peer
+    return "/" + host.strip("[]")
+
+
+def _message(error: ErrorCode) -> str:
+    return error.name if error == ErrorCode.NONE else error.name.replace("_", " ").lower()
+
+
+# -- FindCoordinator ---------------------------------------------------------------------------
+
+
+def ensure_offsets_topic(broker, coord: GroupCoordinator) -> bool:
+    """Create `__consumer_offsets` on first use, as Kafka's auto topic creation does."""
+    if broker.topics.info(OFFSETS_TOPIC) is not None:
+        return True
+    cfg = coord.config
+    rf = cfg.replication_factor
+    if len(broker.live_brokers()) < rf:
+        # as Kafka: the offsets topic waits until the cluster has enough brokers
+        log.warning(
+            "cannot create %s: replication factor %d, %d live brokers",
+            OFFSETS_TOPIC,
+            rf,
+            len(broker.live_brokers()),
+        )
+        return False
+    try:
+        broker.topics.create_topic(
+            OFFSETS_TOPIC, cfg.num_partitions, rf, cfg.topic_configs(), internal=True
+        )
+    except TopicError as exc:
+        if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+            log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc)
+            return False
+    for index in range(cfg.num_partitions):
+        part = broker.topics.get(OFFSETS_TOPIC, index)
+        if part is not None and part.is_leader:
+            coord.on_election(index)
+    return True
+
+
+def _endpoint(broker, node_id: int) -> tuple[int, str, int] | None:
+    for nid, host, port, _rack in broker.broker_endpoints():
+        if nid == node_id:
+            return nid, host, port
+    return None
+
+
+def find_one(broker, key_type: int, key: str) -> tuple[ErrorCode, tuple[int, str, int]]:
+    no_node = (-1, "", -1)
+    if key_type == TRANSACTION_KEY:
+        # the leader of the id's __transaction_state partition (created on first use)
+        txn = broker.extensions.get("txn_coordinator")
+        leader = broker.node_id if txn is None else txn.coordinator_node(key)
+        me = _endpoint(broker, leader) if leader in broker.live_brokers() else None
+        return (ErrorCode.NONE, me) if me else (ErrorCode.COORDINATOR_NOT_AVAILABLE, no_node)
+    if key_type != GROUP_KEY:
+        return ErrorCode.INVALID_REQUEST, no_node
+    coord = broker.extensions.get("group_coordinator")
+    if coord is None or not ensure_offsets_topic(broker, coord):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, no_node
+    info = broker.topics.info(OFFSETS_TOPIC)
+    index = coord.partition_for(key)
+    if info is None or index is None or index >= len(info.partitions):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, no_node
+    leader = info.partitions[index].leader
+    node = _endpoint(broker, leader) if leader in broker.live_brokers() else None
+    if node is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, no_node
+    return ErrorCode.NONE, node
+
+
+@handles(ApiKey.FIND_COORDINATOR, versions=(0, 6))
+async def find_coordinator(ctx: RequestContext, req) -> object:
+    version = ctx.api_version
+    key_type = req.key_type if version >= 1 else GROUP_KEY
+    Resp = protocol.FindCoordinatorResponse
+    if version < 4:
+        error, (node_id, host, port) = find_one(ctx.broker, key_type, req.key)
+        return Resp(
+            throttle_time_ms=0,
+            error_code=error,
+            error_message=_message(error),
+            node_id=node_id,
+            host=host,
+            port=port,
+        )
+    coordinators = []
+    for key in req.coordinator_keys:
+        error, (node_id, host, port) = find_one(ctx.broker, key_type, key)
+        coordinators.append(
+            Resp.Coordinator(
+                key=key,
+                node_id=node_id,
+                host=host,
+                port=port,
+                error_code=error,
+                error_message=_message(error),
+            )
+        )
+    return Resp(throttle_time_ms=0, coordinators=coordinators)
+
+
+# -- JoinGroup / SyncGroup / Heartbeat / LeaveGroup --------------------------------------------
+
+
+@handles(ApiKey.JOIN_GROUP, versions=(0, 9))
+async def join_group(ctx: RequestContext, req) -> object:
+    version = ctx.api_version
+    Resp = protocol.JoinGroupResponse
+    coord = coordinator(ctx)
+    instance_id = req.group_instance_id if version >= 5 else None
+    if coord is None:
+        result_error, result = ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+    else:
+        rebalance_timeout = req.rebalance_timeout_ms if version >= 1 else req.session_timeout_ms
+        result = await coord.join_group(
+            req.group_id,
+            req.member_id,
+            instance_id,
+            require_known_member_id=version >= 4 and instance_id is None,
+            support_skip_assignment=version >= 9,
+            client_id=ctx.client_id or "",
+            client_host=client_host(ctx),
+            rebalance_timeout_ms=rebalance_timeout,
+            session_timeout_ms=req.session_timeout_ms,
+            protocol_type=req.protocol_type,
+            protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
+            reason=req.reason if version >= 8 else None,
+        )
+        result_error = result.error
+    if result is None:
+        return Resp(
+            throttle_time_ms=0,
+            error_code=result_error,
+            generation_id=-1,
+            protocol_type=None,
+            protocol_name=None if version >= 7 else "",
+            leader="",
+            skip_assignment=False,
+            member_id=req.member_id,
+            members=[],
+        )
+    members = [
+        Resp.JoinGroupResponseMember(member_id=m, group_instance_id=i, metadata=meta)
+        for m, i, meta in result.members
+    ]
+    protocol_name = result.protocol_name
+    if protocol_name is None and version < 7:
+        protocol_name = ""
+    return Resp(
+        throttle_time_ms=0,
+        error_code=result.error,
+        generation_id=result.generation_id,
+        protocol_type=result.protocol_type,
+        protocol_name=protocol_name,
+        leader=result.leader_id,
+        skip_assignment=result.skip_assignment,
+        member_id=result.member_id,
+        members=members,
+    )
+
+
+@handles(ApiKey.SYNC_GROUP, versions=(0, 5))
+async def sync_group(ctx: RequestContext, req) -> object:
+    version = ctx.api_version
+    Resp = protocol.SyncGroupResponse
+    coord = coordinator(ctx)
+    if coord is None:
+        return Resp(
+            throttle_time_ms=0,
+            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            protocol_type=None,
+            protocol_name=None,
+            assignment=b"",
+        )
+    protocol_type = req.protocol_type if version >= 5 else None
+    protocol_name = req.protocol_name if version >= 5 else None
+    if version >= 5 and (protocol_type is None or protocol_name is None):
+        return Resp(
+            throttle_time_ms=0,
+            error_code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+            protocol_type=None,
+            protocol_name=None,
+            assignment=b"",
+        )
+    result = await coord.sync_group(
+        req.group_id,
+        req.generation_id,
+        req.member_id,
+        protocol_type,
+        protocol_name,
+        req.group_instance_id if version >= 3 else None,
+        {a.member_id: bytes(a.assignment) for a in req.assignments},
+    )
+    return Resp(
+        throttle_time_ms=0,
+        error_code=result.error,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        assignment=result.assignment,
+    )
+
+
+@handles(ApiKey.HEARTBEAT, versions=(0, 4))
+async def heartbeat(ctx: RequestContext, req) -> object:
+    coord = coordinator(ctx)
+    if coord is None:
+        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    else:
+        error = coord.heartbeat(
+            req.group_id,
+            req.member_id,
+            req.group_instance_id if ctx.api_version >= 3 else None,
+            req.generation_id,
+        )
+    return protocol.HeartbeatResponse(throttle_time_ms=0, error_code=error)
+
+
+@handles(ApiKey.LEAVE_GROUP, versions=(0, 5))
+async def leave_group(ctx: RequestContext, req) -> object:
+    version = ctx.api_version
+    Resp = protocol.LeaveGroupResponse
+    if version >= 3:
+        leaving = [
+            LeaveMember(m.member_id, m.group_instance_id, m.reason if version >= 5 else None)
+            for m in req.members
+        ]
+    else:
+        leaving = [LeaveMember(req.member_id)]
+    coord = coordinator(ctx)
+    if coord is None:
+        top, results = ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+    else:
+        top, results = coord.leave_group(req.group_id, leaving)
+    if version < 3 and top == ErrorCode.NONE:
+        # one member per request: its error is the response's error
+        top = next((e for _m, e in results if e != ErrorCode.NONE), ErrorCode.NONE)
+    return Resp(
+        throttle_time_ms=0,
+        error_code=top,
+        members=[
+            Resp.MemberResponse(
+                member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=e
+            )
+            for m, e in results
+        ],
+    )
+
+
+# -- ListGroups / DescribeGroups / DeleteGroups ------------------------------------------------
+
+
+@handles(ApiKey.LIST_GROUPS, versions=(0, 5))
+async def list_groups(ctx: RequestContext, req) -> object:
+    version = ctx.api_version
+    Resp = protocol.ListGroupsResponse
+    coord = coordinator(ctx)
+    if coord is None:
+        return Resp(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, groups=[])
+    states = list(req.states_filter or []) if version >= 4 else []
+    types = list(req.types_filter or []) if version >= 5 else []
+    error, groups = coord.list_groups(states, types)
+    return Resp(
+        throttle_time_ms=0,
+        error_code=error,
+        groups=[
+            Resp.ListedGroup(group_id=g, protocol_type=ptype, group_state=state, group_type=gtype)
+            for g, ptype, state, gtype in groups
+        ],
+    )
+
+
+@handles(ApiKey.DESCRIBE_GROUPS, versions=(0, 5))
+async def describe_groups(ctx: RequestContext, req) -> object:
+    version = ctx.api_version
+    Resp = protocol.DescribeGroupsResponse
+    G = Resp.DescribedGroup
+    M = G.DescribedGroupMember
+    coord = coordinator(ctx)
+    with_ops = version >= 3 and req.include_authorized_operations
+    out = []
+    for group_id in req.groups:
+        if coord is None:
+            out.append(
+                G(
+                    error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                    group_id=group_id,
+                    group_state="",
+                    protocol_type="",
+                    protocol_data="",
+                    members=[],
+                    authorized_operations=NO_OPERATIONS,
+                )
+            )
+            continue
+        s = coord.describe_group(group_id)
+        error = s.error
+        if error == ErrorCode.GROUP_ID_NOT_FOUND:
+            error = ErrorCode.NONE  # before v6 an unknown group is described as Dead
+        out.append(
+            G(
+                error_code=error,
+                group_id=group_id,
+                group_state=s.state,
+                protocol_type=s.protocol_type,
+                protocol_data=s.protocol,
+                members=[
+                    M(
+                        member_id=m.member_id,
+                        group_instance_id=m.group_instance_id,
+                        client_id=m.client_id,
+                        client_host=m.client_host,
+                        member_metadata=m.metadata,
+                        member_assignment=m.assignment,
+                    )
+                    for m in s.members
+                ],
+                authorized_operations=GROUP_OPERATIONS
+                if with_ops and error == ErrorCode.NONE
+                else NO_OPERATIONS,
+            )
+        )
+    return Resp(throttle_time_ms=0, groups=out)
+
+
+@handles(ApiKey.DELETE_GROUPS, versions=(0, 2))
+async def delete_groups(ctx: RequestContext, req) -> object:
+    Resp = protocol.DeleteGroupsResponse
+    coord = coordinator(ctx)
+    names = list(req.groups_names)
+    if coord is None:
+        results = dict.fromkeys(names, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    else:
+        results = coord.delete_groups(names)
+    return Resp(
+        throttle_time_ms=0,
+        results=[Resp.DeletableGroupResult(group_id=g, error_code=results[g]) for g in names],
+    )

@@ -1,0 +1,222 @@
+"""Committed offsets of consumer groups, answered by the group coordinator.
+
+OffsetCommit (key 8), v2-9: v2-4 retention_time_ms (KIP-211: a commit with a retention expires
+on its own); v3 throttle time; v5 drops retention; v6 committed_leader_epoch (KIP-320);
+v7 group_instance_id (KIP-345); v8 flexible; v9 GROUP_ID_NOT_FOUND for an unknown group with a
+generation (KIP-848). Commits to unknown topics or partitions get UNKNOWN_TOPIC_OR_PARTITION.
+OffsetFetch (key 9), v1-9: v2 null topics = every committed offset, top-level error; v3 throttle
+time; v5 leader epoch; v6 flexible; v7 require_stable (KIP-447); v8 several groups (KIP-709);
+v9 member id and epoch (KIP-848; ignored by classic groups).
+OffsetDelete (key 47), v0 (KIP-496).
+"""
+
+from __future__ import annotations
+
+import time
+
+from odradek.broker.dispatch import RequestContext
+from odradek.broker.handlers.groups import coordinator
+from odradek.broker.registry import handles
+from odradek.coordinator.group.metadata import OffsetAndMetadata
+from odradek.wire import protocol
+from odradek.wire.api_keys import ApiKey
+from odradek.wire.errors import ErrorCode
+
+
+def _partition_exists(broker, topic: str, index: int) -> bool:
+    info = broker.topics.info(topic)
+    return info is not None and 0 <= index < len(info.partitions)
+
+
+# -- OffsetCommit ------------------------------------------------------------------------------
+
+
+@handles(ApiKey.OFFSET_COMMIT, versions=(2, 9))
+async def offset_commit(ctx: RequestContext, req) -> object:
+    version = ctx.api_version
+    broker = ctx.broker
+    Resp = protocol.OffsetCommitResponse
+    TopicResp = Resp.OffsetCommitResponseTopic
+    PartResp = TopicResp.OffsetCommitResponsePartition
+    now = int(time.time() * 1000)
+    retention = req.retention_time_ms if 2 <= version <= 4 else -1
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    valid: dict[tuple[str, int], OffsetAndMetadata] = {}
+    for t in req.topics:
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            if not _partition_exists(broker, t.name, p.partition_index):
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            valid[tp] = OffsetAndMetadata(
+                offset=p.committed_offset,
+                leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
+                metadata=p.committed_metadata if p.committed_metadata is not None else "",
+                commit_timestamp=now,
+                expire_timestamp=now + retention if retention >= 0 else -1,
+            )
+    if valid:
+        coord = coordinator(ctx)
+        if coord is None:
+            errors.update(dict.fromkeys(valid, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+        else:
+            errors.update(
+                coord.commit_offsets(
+                    req.group_id,
+                    req.member_id,
+                    req.group_instance_id if version >= 7 else None,
+                    req.generation_id_or_member_epoch,
+                    valid,
+                    version,
+                )
+            )
+    return Resp(
+        throttle_time_ms=0,
+        topics=[
+            TopicResp(
+                name=t.name,
+                partitions=[
+                    PartResp(
+                        partition_index=p.partition_index,
+                        error_code=errors[(t.name, p.partition_index)],
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ],
+    )
+
+
+# -- OffsetFetch -------------------------------------------------------------------------------
+
+
+def _fetch_group(ctx: RequestContext, group_id: str, topics, require_stable: bool):
+    """(error, {topic: [(partition, offset, epoch, metadata, error)]}) for one group."""
+    coord = coordinator(ctx)
+    partitions = (
+        None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    )
+    if coord is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, {}
+    error, fetched = coord.fetch_offsets(group_id, partitions, require_stable)
+    by_topic: dict[str, list] = {}
+    for f in fetched:
+        by_topic.setdefault(f.topic, []).append(
+            (f.partition, f.offset, f.leader_epoch, f.metadata, f.error)
+        )
+    return error, by_topic
+
+
+@handles(ApiKey.OFFSET_FETCH, versions=(1, 9))
+async def offset_fetch(ctx: RequestContext, req) -> object:
+    version = ctx.api_version
+    Resp = protocol.OffsetFetchResponse
+    require_stable = bool(req.require_stable) if version >= 7 else False
+    if version >= 8:
+        G = Resp.OffsetFetchResponseGroup
+        T = G.OffsetFetchResponseTopics
+        P = T.OffsetFetchResponsePartitions
+        groups = []
+        for g in req.groups:
+            error, by_topic = _fetch_group(ctx, g.group_id, g.topics, require_stable)
+            groups.append(
+                G(
+                    group_id=g.group_id,
+                    error_code=error,
+                    topics=[]
+                    if error
+                    else [
+                        T(
+                            name=name,
+                            partitions=[
+                                P(
+                                    partition_index=p,
+                                    committed_offset=o,
+                                    committed_leader_epoch=e,
+                                    metadata=m,
+                                    error_code=pe,
+                                )
+                                for p, o, e, m, pe in parts
+                            ],
+                        )
+                        for name, parts in by_topic.items()
+                    ],
+                )
+            )
+        return Resp(throttle_time_ms=0, groups=groups)
+    T = Resp.OffsetFetchResponseTopic
+    P = T.OffsetFetchResponsePartition
+    topics = req.topics if version >= 2 else list(req.topics or [])
+    error, by_topic = _fetch_group(ctx, req.group_id, topics, require_stable)
+    if error != ErrorCode.NONE:
+        if version >= 2:
+            return Resp(throttle_time_ms=0, error_code=error, topics=[])
+        # v1 has no top-level error: every requested partition carries it
+        by_topic = {t.name: [(p, -1, -1, "", error) for p in t.partition_indexes] for t in topics}
+        error = ErrorCode.NONE
+    return Resp(
+        throttle_time_ms=0,
+        error_code=error,
+        topics=[
+            T(
+                name=name,
+                partitions=[
+                    P(
+                        partition_index=p,
+                        committed_offset=o,
+                        committed_leader_epoch=e,
+                        metadata=m,
+                        error_code=pe,
+                    )
+                    for p, o, e, m, pe in parts
+                ],
+            )
+            for name, parts in by_topic.items()
+        ],
+    )
+
+
+# -- OffsetDelete ------------------------------------------------------------------------------
+
+
+@handles(ApiKey.OFFSET_DELETE, versions=(0, 0))
+async def offset_delete(ctx: RequestContext, req) -> object:
+    broker = ctx.broker
+    Resp = protocol.OffsetDeleteResponse
+    TopicResp = Resp.OffsetDeleteResponseTopic
+    PartResp = TopicResp.OffsetDeleteResponsePartition
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    wanted = []
+    for t in req.topics:
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            if _partition_exists(broker, t.name, p.partition_index):
+                wanted.append(tp)
+            else:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    coord = coordinator(ctx)
+    if coord is None:
+        top, deleted = ErrorCode.COORDINATOR_NOT_AVAILABLE, {}
+    else:
+        top, deleted = coord.delete_offsets(req.group_id, wanted)
+    if top != ErrorCode.NONE:
+        return Resp(error_code=top, throttle_time_ms=0, topics=[])
+    errors.update(deleted)
+    return Resp(
+        error_code=ErrorCode.NONE,
+        throttle_time_ms=0,
+        topics=[
+            TopicResp(
+                name=t.name,
+                partitions=[
+                    PartResp(
+                        partition_index=p.partition_index,
+                        error_code=errors.get((t.name, p.partition_index), ErrorCode.NONE),
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ],
+    )

@@ -1,0 +1,287 @@
+"""Transactional producer APIs, answered by the transaction coordinator (KIP-98).
+
+AddPartitionsToTxn (key 24), v0-5: v1 same as v0; v2 PRODUCER_FENCED (KIP-588, older versions
+get INVALID_PRODUCER_EPOCH); v3 flexible; v4 batched transactions and verify_only with a
+top-level error (KIP-890 part 1, broker to broker); v5 TRANSACTION_ABORTABLE.
+AddOffsetsToTxn (key 25), v0-4: v1 throttle first; v2 PRODUCER_FENCED; v3 flexible; v4 KIP-890.
+EndTxn (key 26), v0-4: v1 throttle first; v2 PRODUCER_FENCED; v3 flexible; v4 KIP-890
+(v5, the epoch bump per transaction of KIP-890 part 2, is not served).
+TxnOffsetCommit (key 28), v0-4: v2 committed_leader_epoch; v3 flexible, member id, generation
+and group instance id (KIP-447), PRODUCER_FENCED; v4 KIP-890. Offsets stay pending in the group
+coordinator until the COMMIT marker reaches the group's offsets partition.
+WriteTxnMarkers (key 27), v1 (flexible; v0 is gone in Kafka 4.0): markers from a transaction
+coordinator for partitions this broker leads.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from odradek.broker.dispatch import RequestContext
+from odradek.broker.registry import handles
+from odradek.broker.txn_markers import OFFSETS_TOPIC, write_local_markers
+from odradek.coordinator.group.metadata import OffsetAndMetadata
+from odradek.wire import protocol
+from odradek.wire.api_keys import ApiKey
+from odradek.wire.errors import ErrorCode
+
+
+def _txn(ctx: RequestContext) -> Any:
+    return ctx.broker.extensions.get("txn_coordinator")
+
+
+def _fenced(error: ErrorCode, version: int, first_fenced_version: int) -> ErrorCode:
+    """Versions before KIP-588 know PRODUCER_FENCED as INVALID_PRODUCER_EPOCH."""
+    if error == ErrorCode.PRODUCER_FENCED and version < first_fenced_version:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return error
+
+
+def _partition_exists(broker: Any, topic: str, index: int) -> bool:
+    info = broker.topics.info(topic)
+    return info is not None and 0 <= index < len(info.partitions)
+
+
+# -- AddPartitionsToTxn ------------------------------------------------------------------------
+
+
+async def _add_one(
+    ctx: RequestContext,
+    txn_id: str,
+    producer_id: int,
+    producer_epoch: int,
+    topics: list[Any],
+    verify_only: bool,
+) -> dict[tuple[str, int], ErrorCode]:
+    """Per-partition errors for one transaction (Kafka: unknown partitions fail the rest with
+    OPERATION_NOT_ATTEMPTED; one coordinator error applies to all)."""
+    wanted = [(t.name, p) for t in topics for p in t.partitions]
+    coord = _txn(ctx)
+    if coord is None:
+        return dict.fromkeys(wanted, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    unknown = {tp for tp in wanted if not _partition_exists(ctx.broker, *tp)}
+    if unknown:
+        return {
+            tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if tp in unknown
+            else ErrorCode.OPERATION_NOT_ATTEMPTED
+            for tp in wanted
+        }
+    if verify_only:
+        found = coord.verify_partitions(txn_id, producer_id, producer_epoch, wanted)
+        if ctx.api_version >= 5:  # KIP-890: the client may abort and go on
+            found = {
+                tp: ErrorCode.TRANSACTION_ABORTABLE if e == ErrorCode.INVALID_TXN_STATE else e
+                for tp, e in found.items()
+            }
+        return found
+    error = await coord.add_partitions(txn_id, producer_id, producer_epoch, wanted)
+    return dict.fromkeys(wanted, error)
+
+
+def _topic_results(
+    cls: Any, topics: list[Any], errors: dict[tuple[str, int], ErrorCode], version: int
+) -> list[Any]:
+    Part = cls.AddPartitionsToTxnPartitionResult
+    return [
+        cls(
+            name=t.name,
+            results_by_partition=[
+                Part(
+                    partition_index=p, partition_error_code=_fenced(errors[(t.name, p)], version, 2)
+                )
+                for p in t.partitions
+            ],
+        )
+        for t in topics
+    ]
+
+
+@handles(ApiKey.ADD_PARTITIONS_TO_TXN, versions=(0, 5))
+async def add_partitions_to_txn(ctx: RequestContext, req: Any) -> object:
+    version = ctx.api_version
+    Resp = protocol.AddPartitionsToTxnResponse
+    if version < 4:
+        topics = list(req.v3_and_below_topics)
+        errors = await _add_one(
+            ctx,
+            req.v3_and_below_transactional_id,
+            req.v3_and_below_producer_id,
+            req.v3_and_below_producer_epoch,
+            topics,
+            False,
+        )
+        return Resp(
+            throttle_time_ms=0,
+            results_by_topic_v3_and_below=_topic_results(
+                Resp.AddPartitionsToTxnTopicResult, topics, errors, version
+            ),
+        )
+    Result = Resp.AddPartitionsToTxnResult
+    results = []
+    for txn in req.transactions:
+        topics = list(txn.topics)
+        errors = await _add_one(
+            ctx,
+            txn.transactional_id,
+            txn.producer_id,
+            txn.producer_epoch,
+            topics,
+            bool(txn.verify_only),
+        )
+        results.append(
+            Result(
+                transactional_id=txn.transactional_id,
+                topic_results=_topic_results(
+                    Result.AddPartitionsToTxnTopicResult, topics, errors, version
+                ),
+            )
+        )
+    return Resp(throttle_time_ms=0, error_code=ErrorCode.NONE, results_by_transaction=results)
+
+
+# -- AddOffsetsToTxn / EndTxn ------------------------------------------------------------------
+
+
+@handles(ApiKey.ADD_OFFSETS_TO_TXN, versions=(0, 4))
+async def add_offsets_to_txn(ctx: RequestContext, req: Any) -> object:
+    coord = _txn(ctx)
+    if coord is None:
+        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    else:
+        error = await coord.add_offsets(
+            req.transactional_id, req.producer_id, req.producer_epoch, req.group_id
+        )
+    return protocol.AddOffsetsToTxnResponse(
+        throttle_time_ms=0, error_code=_fenced(error, ctx.api_version, 2)
+    )
+
+
+@handles(ApiKey.END_TXN, versions=(0, 4))
+async def end_txn(ctx: RequestContext, req: Any) -> object:
+    coord = _txn(ctx)
+    if coord is None:
+        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    else:
+        error = await coord.end_txn(
+            req.transactional_id, req.producer_id, req.producer_epoch, bool(req.committed)
+        )
+    return protocol.EndTxnResponse(
+        throttle_time_ms=0, error_code=_fenced(error, ctx.api_version, 2)
+    )
+
+
+# -- TxnOffsetCommit ---------------------------------------------------------------------------
+
+
+def _txn_offset_errors(ctx: RequestContext, req: Any) -> dict[tuple[str, int], ErrorCode]:
+    version = ctx.api_version
+    broker = ctx.broker
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    now = int(time.time() * 1000)
+    for t in req.topics:
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            if not _partition_exists(broker, *tp):
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            offsets[tp] = OffsetAndMetadata(
+                offset=p.committed_offset,
+                leader_epoch=p.committed_leader_epoch if version >= 2 else -1,
+                metadata=p.committed_metadata if p.committed_metadata is not None else "",
+                commit_timestamp=now,
+            )
+    if not offsets:
+        return errors
+    groups = broker.extensions.get("group_coordinator")
+    coord = _txn(ctx)
+    if groups is None or coord is None:
+        errors.update(dict.fromkeys(offsets, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+        return errors
+    # the group's offsets partition must be in the producer's ongoing transaction (added by
+    # AddOffsetsToTxn), under its current producer id and epoch
+    index = groups.partition_for(req.group_id)
+    error = None
+    if index is not None:
+        error = coord.check_append(
+            req.transactional_id, req.producer_id, req.producer_epoch, (OFFSETS_TOPIC, index)
+        )
+        if error == ErrorCode.INVALID_PRODUCER_EPOCH:
+            error = ErrorCode.PRODUCER_FENCED
+    if error is not None:
+        errors.update(dict.fromkeys(offsets, _fenced(error, version, 3)))
+        return errors
+    member_id = req.member_id if version >= 3 else ""
+    instance_id = req.group_instance_id if version >= 3 else None
+    generation = req.generation_id if version >= 3 else -1
+    results = groups.txn_offset_commit(
+        req.group_id,
+        req.producer_id,
+        req.producer_epoch,
+        member_id,
+        instance_id,
+        generation,
+        offsets,
+    )
+    errors.update({tp: _fenced(ErrorCode(e), version, 3) for tp, e in results.items()})
+    return errors
+
+
+@handles(ApiKey.TXN_OFFSET_COMMIT, versions=(0, 4))
+async def txn_offset_commit(ctx: RequestContext, req: Any) -> object:
+    Resp = protocol.TxnOffsetCommitResponse
+    Topic = Resp.TxnOffsetCommitResponseTopic
+    Part = Topic.TxnOffsetCommitResponsePartition
+    errors = _txn_offset_errors(ctx, req)
+    return Resp(
+        throttle_time_ms=0,
+        topics=[
+            Topic(
+                name=t.name,
+                partitions=[
+                    Part(
+                        partition_index=p.partition_index,
+                        error_code=errors.get((t.name, p.partition_index), ErrorCode.NONE),
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ],
+    )
+
+
+# -- WriteTxnMarkers ---------------------------------------------------------------------------
+
+
+@handles(ApiKey.WRITE_TXN_MARKERS, versions=(1, 1))
+async def write_txn_markers(ctx: RequestContext, req: Any) -> object:
+    Resp = protocol.WriteTxnMarkersResponse
+    Result = Resp.WritableTxnMarkerResult
+    TopicResult = Result.WritableTxnMarkerTopicResult
+    PartResult = TopicResult.WritableTxnMarkerPartitionResult
+    markers = []
+    for m in req.markers:
+        wanted = [(t.name, p) for t in m.topics for p in t.partition_indexes]
+        errors = await write_local_markers(
+            ctx.broker,
+            m.producer_id,
+            m.producer_epoch,
+            m.coordinator_epoch,
+            bool(m.transaction_result),
+            wanted,
+        )
+        topics = [
+            TopicResult(
+                name=t.name,
+                partitions=[
+                    PartResult(partition_index=p, error_code=errors[(t.name, p)])
+                    for p in t.partition_indexes
+                ],
+            )
+            for t in m.topics
+        ]
+        markers.append(Result(producer_id=m.producer_id, topics=topics))
+    return Resp(markers=markers)

@@ -1,0 +1,192 @@
+"""Wires the transaction coordinator into the broker (KIP-98, KIP-890 part 1).
+
+`install(broker)` creates the coordinator with a `BrokerTxnHost` (its view of this broker:
+the `__transaction_state` partitions, producer ids, marker writing, the group coordinator) and
+sets the broker extensions the core handlers call:
+
+- `txn_coordinator`: InitProducerId with a transactional id, and the transaction handlers;
+- `produce_check(partition, validated, transactional_id)`: a transactional batch is appended
+  only to a partition of its producer's ongoing transaction, under the current producer id and
+  epoch (Kafka's produce-time verification), else its error code;
+- `aborted_transactions(partition, fetch_offset, upper_bound)`: the (producer id, first offset)
+  list a read_committed Fetch returns, from the segments' `.txnindex`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from odradek.broker.txn_markers import OFFSETS_TOPIC, MarkerSender
+from odradek.coordinator.txn.config import STATE_TOPIC, TxnConfig
+from odradek.coordinator.txn.coordinator import TransactionCoordinator
+from odradek.coordinator.txn.state import TopicPartition
+from odradek.log.transactions import collect_aborted
+from odradek.wire.errors import ErrorCode
+from odradek.wire.records import build_batch, decode_records
+
+log = logging.getLogger(__name__)
+
+APPEND_TIMEOUT_MS = 5000
+
+
+def iter_records(lg: Any, max_offset: int) -> Iterator[tuple[bytes | None, bytes | None]]:
+    """(key, value) of every data record of a log below `max_offset`, in offset order."""
+    for seg in list(lg.segments):
+        for bp in seg.batches_from(0):
+            if bp.base_offset >= max_offset:
+                return
+            if bp.last_offset < lg.log_start_offset:
+                continue
+            header, records = decode_records(seg.read_bytes(bp.position, bp.size))
+            if header.is_control:
+                continue
+            for r in records:
+                if lg.log_start_offset <= r.offset < max_offset:
+                    yield r.key, r.value
+
+
+class BrokerTxnHost:
+    """The coordinator's view of the broker (`odradek.coordinator.txn.coordinator.TxnHost`)."""
+
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+        self.markers = MarkerSender(broker)
+
+    def close(self) -> None:
+        self.markers.close()
+
+    def _state_partition(self, partition: int) -> Any:
+        return self.broker.topics.get(STATE_TOPIC, partition)
+
+    def state_partition_count(self) -> int | None:
+        info = self.broker.topics.info(STATE_TOPIC)
+        return None if info is None else len(info.partitions)
+
+    def create_state_topic(self, config: TxnConfig) -> None:
+        rf = min(config.replication_factor, len(self.broker.live_brokers()))
+        self.broker.topics.create_topic(
+            STATE_TOPIC, config.num_partitions, rf, config.topic_configs(), internal=True
+        )
+
+    def state_partition_leader(self, partition: int) -> int | None:
+        info = self.broker.topics.info(STATE_TOPIC)
+        if info is None or not 0 <= partition < len(info.partitions):
+            return None
+        return info.partitions[partition].leader
+
+    def leader_epoch(self, partition: int) -> int | None:
+        part = self._state_partition(partition)
+        return part.leader_epoch if part is not None and part.is_leader else None
+
+    def read_state(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
+        part = self._state_partition(partition)
+        if part is None:
+            return iter(())
+        # up to the log end, as Kafka's TransactionStateManager loads (a new leader's high
+        # watermark may trail what the previous leader acknowledged)
+        return iter_records(part.log, part.log.log_end_offset)
+
+    async def append_state(self, partition: int, key: bytes, value: bytes | None) -> ErrorCode:
+        part = self._state_partition(partition)
+        if part is None or not part.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        batch = build_batch([(key, value, (), int(time.time() * 1000))])
+        result = part.append_internal(batch)
+        if result.error != ErrorCode.NONE:
+            return ErrorCode(result.error)
+        waiter = self.broker.extensions.get("acks_all_wait")
+        if waiter is not None:  # replicated: the transition counts once the ISR has it
+            await waiter([(part, result)], APPEND_TIMEOUT_MS)
+        return ErrorCode(result.error)
+
+    async def write_markers(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        partitions: list[TopicPartition],
+    ) -> dict[TopicPartition, ErrorCode]:
+        return await self.markers.write(
+            producer_id, producer_epoch, coordinator_epoch, commit, partitions
+        )
+
+    def allocate_producer_id(self) -> int:
+        return self.broker.next_producer_id()
+
+    def offsets_partition(self, group_id: str) -> TopicPartition | None:
+        groups = self.broker.extensions.get("group_coordinator")
+        if groups is None:
+            return None
+        if groups.partition_for(group_id) is None:
+            from odradek.broker.handlers.groups import ensure_offsets_topic
+
+            ensure_offsets_topic(self.broker, groups)
+        index = groups.partition_for(group_id)
+        return None if index is None else (OFFSETS_TOPIC, index)
+
+
+class StateTopicListener:
+    """TopicManager listener: leadership of `__transaction_state` partitions moves the
+    transactional ids they hold to or from this broker's coordinator."""
+
+    def __init__(self, coordinator: TransactionCoordinator) -> None:
+        self.coordinator = coordinator
+
+    def on_partition_added(self, part: Any) -> None:
+        if part.topic == STATE_TOPIC and part.is_leader:
+            self.coordinator.on_election(part.index)
+
+    def on_become_leader(self, part: Any) -> None:
+        if part.topic == STATE_TOPIC:
+            self.coordinator.on_election(part.index)
+
+    def on_become_follower(self, part: Any) -> None:
+        if part.topic == STATE_TOPIC:
+            self.coordinator.on_resignation(part.index)
+
+    def on_partition_removed(self, part: Any) -> None:
+        self.on_become_follower(part)
+
+
+def install(broker: Any) -> TransactionCoordinator:
+    """Create the coordinator, register it as a service and set the extensions."""
+    coordinator = TransactionCoordinator(
+        BrokerTxnHost(broker), TxnConfig.from_broker(broker.config.get)
+    )
+    broker.services.append(coordinator)
+    broker.topics.listeners.append(StateTopicListener(coordinator))
+    broker.extensions["txn_coordinator"] = coordinator
+
+    def produce_check(part: Any, validated: Any, transactional_id: str | None) -> ErrorCode | None:
+        for _pos, h in validated.batches:
+            if h.is_transactional:
+                error = coordinator.check_append(
+                    transactional_id, h.producer_id, h.producer_epoch, (part.topic, part.index)
+                )
+                if error is not None:
+                    log.info(
+                        "transactional produce to %s-%d by producer %d (epoch %d) refused: %s",
+                        part.topic,
+                        part.index,
+                        h.producer_id,
+                        h.producer_epoch,
+                        error.name,
+                    )
+                    return error
+        return None
+
+    def aborted_transactions(
+        part: Any, fetch_offset: int, upper_bound: int
+    ) -> list[tuple[int, int]]:
+        return [
+            (a.producer_id, a.first_offset)
+            for a in collect_aborted(part.log, fetch_offset, upper_bound)
+        ]
+
+    broker.extensions["produce_check"] = produce_check
+    broker.extensions["aborted_transactions"] = aborted_transactions
+    return coordinator

@@ -1,0 +1,559 @@
+"""The group coordinator service, as Kafka's GroupCoordinator + GroupMetadataManager.
+
+It owns the `__consumer_offsets` partitions this broker leads. A group belongs to partition
+`abs(java_hashcode(group_id)) % partitions`; requests for other groups get NOT_COORDINATOR, and
+for groups whose partition is still being replayed COORDINATOR_LOAD_IN_PROGRESS (Heartbeat then
+answers NONE and SyncGroup REBALANCE_IN_PROGRESS, as Kafka does for older clients). Loading a
+partition applies its records in order: offset commits and tombstones, group metadata (a group
+with members comes back Stable, its members keep their sessions), transactional offsets settled
+by their markers.
+
+The broker gives it the pieces it needs as callables, so this package never imports the broker:
+`get_partition(index)` returns the local partition (duck-typed: `.log`, `.is_leader`,
+`.high_watermark`, `.append_internal(batch) -> result with .error`), `partition_count()` the
+size of the offsets topic (None before it exists). Records are appended as one uncompressed
+RecordBatch per operation; an operation is answered only after its append.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from odradek.coordinator.group import records as rec
+from odradek.coordinator.group.loader import replay
+from odradek.coordinator.group.metadata import (
+    GroupState,
+    JoinResult,
+    OffsetAndMetadata,
+    Protocols,
+    SyncResult,
+)
+from odradek.coordinator.group.offsets import FetchedOffset, OffsetConfig, OffsetManager
+from odradek.coordinator.group.state import GroupConfig, GroupStateMachine, LeaveMember, Record
+from odradek.coordinator.group.timers import AsyncioScheduler, Scheduler
+from odradek.wire.errors import ErrorCode
+from odradek.wire.records import build_batch
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+GROUP_TYPE_CLASSIC = "classic"
+
+# Errors of an append to the offsets topic, as the client should see them (Kafka's
+# GroupMetadataManager maps them the same way).
+_APPEND_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+}
+
+# APIs that accept the empty group id (Kafka's isValidGroupId)
+_EMPTY_ID_OK = frozenset({"offset_commit", "offset_fetch", "describe", "delete"})
+
+
+@dataclass(slots=True, frozen=True)
+class GroupCoordinatorConfig:
+    num_partitions: int = 50
+    replication_factor: int = 1
+    segment_bytes: int = 104857600
+    retention_check_interval_ms: int = 600000
+    group: GroupConfig = field(default_factory=GroupConfig)
+    offsets: OffsetConfig = field(default_factory=OffsetConfig)
+
+    @classmethod
+    def from_broker(cls, get: Callable[[str], Any]) -> GroupCoordinatorConfig:
+        """From a broker config's `get(key)` with Kafka's keys."""
+        return cls(
+            num_partitions=int(get("offsets.topic.num.partitions")),
+            replication_factor=int(get("offsets.topic.replication.factor")),
+            segment_bytes=int(get("offsets.topic.segment.bytes")),
+            retention_check_interval_ms=int(get("offsets.retention.check.interval.ms")),
+            group=GroupConfig(
+                min_session_timeout_ms=int(get("group.min.session.timeout.ms")),
+                max_session_timeout_ms=int(get("group.max.session.timeout.ms")),
+                max_size=int(get("group.max.size")),
+                initial_rebalance_delay_ms=int(get("group.initial.rebalance.delay.ms")),
+            ),
+            offsets=OffsetConfig(retention_ms=int(get("offsets.retention.minutes")) * 60000),
+        )
+
+    def topic_configs(self) -> dict[str, str]:
+        """Configs of `__consumer_offsets`, as Kafka's offsetsTopicConfigs."""
+        return {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(self.segment_bytes),
+            "compression.type": "producer",
+        }
+
+
+@dataclass(slots=True)
+class MemberSummary:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(slots=True)
+class GroupSummary:
+    error: ErrorCode
+    group_id: str
+    state: str = ""
+    protocol_type: str = ""
+    protocol: str = ""
+    members: list[MemberSummary] = field(default_factory=list)
+
+
+class GroupCoordinator:
+    """The asyncio service: started after the logs load, stopped before they close."""
+
+    def __init__(
+        self,
+        config: GroupCoordinatorConfig,
+        *,
+        get_partition: Callable[[int], Any],
+        partition_count: Callable[[], int | None],
+        scheduler: Scheduler | None = None,
+    ) -> None:
+        self.config = config
+        self.get_partition = get_partition
+        self.partition_count = partition_count
+        self.scheduler: Scheduler = scheduler or AsyncioScheduler()
+        self.machine = GroupStateMachine(config.group, self.scheduler, self._append)
+        self.offsets = OffsetManager(self.machine, config.offsets)
+        self.loaded: set[int] = set()
+        self.loading: set[int] = set()
+        self.active = False
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._load_queue: asyncio.Queue[int] | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.active = True
+        self._load_queue = asyncio.Queue()
+        count = self.partition_count() or 0
+        for index in range(count):
+            part = self.get_partition(index)
+            if part is not None and part.is_leader:
+                self._schedule_load(index)
+        self._tasks.append(asyncio.create_task(self._loader(), name="group-coordinator-load"))
+        self._tasks.append(
+            asyncio.create_task(self._expire_loop(), name="group-coordinator-expiry")
+        )
+        log.info("group coordinator started: loading %d offsets partitions", len(self.loading))
+
+    async def stop(self) -> None:
+        self.active = False
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._tasks.clear()
+        for group in list(self.machine.groups.values()):
+            self.machine.drop(group)
+        cancel_all = getattr(self.scheduler, "cancel_all", None)
+        if cancel_all is not None:
+            cancel_all()
+        self.loaded.clear()
+        self.loading.clear()
+
+    def abandon(self) -> None:
+        """Unclean stop (a simulated kill -9): drop everything in memory, write nothing."""
+        self.active = False
+        for task in self._tasks:
+            task.cancel()
+        cancel_all = getattr(self.scheduler, "cancel_all", None)
+        if cancel_all is not None:
+            cancel_all()
+        self.machine.groups.clear()
+        self.loaded.clear()
+        self.loading.clear()
+
+    @property
+    def group_count(self) -> int:
+        return len(self.machine.groups)
+
+    @property
+    def rebalances(self) -> int:
+        """Rebalances completed since start (a generation with members began)."""
+        return self.machine.rebalances
+
+    # -- partitions: election, resignation, loading -------------------------------------------
+
+    def partition_for(self, group_id: str) -> int | None:
+        count = self.partition_count()
+        return None if not count else rec.partition_for(group_id, count)
+
+    def on_partition_added(self, part: Any) -> None:
+        """TopicManager listener: a new (or newly led) offsets partition is ours to load."""
+        if getattr(part, "topic", None) == OFFSETS_TOPIC and self.active and part.is_leader:
+            self.on_election(part.index)
+
+    def on_become_leader(self, part: Any) -> None:
+        """TopicManager listener (replication): this broker now leads an offsets partition."""
+        if getattr(part, "topic", None) == OFFSETS_TOPIC:
+            self.on_election(part.index)
+
+    def on_become_follower(self, part: Any) -> None:
+        if getattr(part, "topic", None) == OFFSETS_TOPIC:
+            self.on_resignation(part.index)
+
+    def on_partition_removed(self, part: Any) -> None:
+        self.on_become_follower(part)
+
+    def on_election(self, index: int) -> None:
+        """Lead an offsets partition: replay it (answering LOAD_IN_PROGRESS meanwhile)."""
+        if not self.active or index in self.loaded or index in self.loading:
+            return
+        part = self.get_partition(index)
+        if part is not None and part.log.log_end_offset == part.log.log_start_offset:
+            self.loaded.add(index)  # nothing to replay
+            log.debug("group coordinator for %s-%d (empty)", OFFSETS_TOPIC, index)
+            return
+        self._schedule_load(index)
+
+    def on_resignation(self, index: int) -> None:
+        """Another broker leads this partition now: forget its groups."""
+        self.loaded.discard(index)
+        self.loading.discard(index)
+        for group in [
+            g for g in self.machine.groups.values() if self.partition_for(g.group_id) == index
+        ]:
+            self.machine.drop(group)
+        log.info("resigned as group coordinator for %s-%d", OFFSETS_TOPIC, index)
+
+    def _schedule_load(self, index: int) -> None:
+        self.loading.add(index)
+        if self._load_queue is not None:
+            self._load_queue.put_nowait(index)
+
+    async def _loader(self) -> None:
+        assert self._load_queue is not None
+        while True:
+            index = await self._load_queue.get()
+            if index not in self.loading:
+                continue
+            try:
+                self.load_partition(index)
+            except Exception:
+                log.exception("failed to load %s-%d", OFFSETS_TOPIC, index)
+                self.loading.discard(index)
+            await asyncio.sleep(0)
+
+    def load_partition(self, index: int) -> None:
+        """Replay one offsets partition up to its high watermark (no await inside)."""
+        part = self.get_partition(index)
+        if part is None or not part.is_leader:
+            self.loading.discard(index)
+            return
+        records, groups = replay(
+            self.machine, self.offsets, part.log, part.high_watermark, f"{OFFSETS_TOPIC}-{index}"
+        )
+        self.loading.discard(index)
+        self.loaded.add(index)
+        log.info("loaded %s-%d: %d records, %d groups", OFFSETS_TOPIC, index, records, groups)
+
+    # -- status and appends -------------------------------------------------------------------
+
+    def status(self, group_id: str | None, api: str) -> ErrorCode | None:
+        """Kafka's validateGroupStatus: valid id, active, loaded, ours."""
+        if group_id is None or (group_id == "" and api not in _EMPTY_ID_OK):
+            return ErrorCode.INVALID_GROUP_ID
+        if not self.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        index = self.partition_for(group_id)
+        if index is None:
+            return ErrorCode.NOT_COORDINATOR
+        if index in self.loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        part = self.get_partition(index)
+        if index not in self.loaded or part is None or not part.is_leader:
+            return ErrorCode.NOT_COORDINATOR
+        return None
+
+    def _append(
+        self,
+        group_id: str,
+        records: list[Record],
+        *,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        transactional: bool = False,
+    ) -> ErrorCode:
+        index = self.partition_for(group_id)
+        part = None if index is None else self.get_partition(index)
+        if part is None or index not in self.loaded:
+            return ErrorCode.NOT_COORDINATOR
+        now = self.scheduler.now_ms()
+        batch = build_batch(
+            [(k, v, (), now) for k, v in records],
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            transactional=transactional,
+        )
+        result = part.append_internal(batch)
+        error = ErrorCode(result.error)
+        if error != ErrorCode.NONE:
+            log.warning(
+                "append to %s-%d for group %s failed: %s",
+                OFFSETS_TOPIC,
+                index,
+                group_id,
+                error.name,
+            )
+            return _APPEND_ERRORS.get(error, ErrorCode.UNKNOWN_SERVER_ERROR)
+        return ErrorCode.NONE
+
+    # -- the classic protocol -----------------------------------------------------------------
+
+    async def join_group(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        require_known_member_id: bool,
+        support_skip_assignment: bool,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: Protocols,
+        reason: str | None = None,
+    ) -> JoinResult:
+        error = self.status(group_id, "join")
+        if error is not None:
+            return JoinResult.failed(member_id, error)
+        fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+        self.machine.join(
+            group_id,
+            member_id,
+            group_instance_id,
+            require_known_member_id,
+            support_skip_assignment,
+            client_id,
+            client_host,
+            rebalance_timeout_ms,
+            session_timeout_ms,
+            protocol_type,
+            protocols,
+            lambda r: fut.done() or fut.set_result(r),
+            reason,
+        )
+        return await fut
+
+    async def sync_group(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        group_instance_id: str | None,
+        assignments: dict[str, bytes],
+    ) -> SyncResult:
+        error = self.status(group_id, "sync")
+        if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            # the rebalance state was lost: have the member rejoin without a new lookup
+            return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
+        if error is not None:
+            return SyncResult(error)
+        fut: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
+        self.machine.sync(
+            group_id,
+            generation_id,
+            member_id,
+            protocol_type,
+            protocol_name,
+            group_instance_id,
+            assignments,
+            lambda r: fut.done() or fut.set_result(r),
+        )
+        return await fut
+
+    def heartbeat(
+        self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
+    ) -> ErrorCode:
+        error = self.status(group_id, "heartbeat")
+        if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            return ErrorCode.NONE  # the group is loading: answer blindly, as Kafka does
+        if error is not None:
+            return error
+        return self.machine.heartbeat(group_id, member_id, group_instance_id, generation_id)
+
+    def leave_group(
+        self, group_id: str, members: list[LeaveMember]
+    ) -> tuple[ErrorCode, list[tuple[LeaveMember, ErrorCode]]]:
+        error = self.status(group_id, "leave")
+        if error is not None:
+            return error, []
+        return self.machine.leave(group_id, members)
+
+    # -- offsets ------------------------------------------------------------------------------
+
+    def commit_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: dict[tuple[str, int], OffsetAndMetadata],
+        api_version: int,
+    ) -> dict[tuple[str, int], ErrorCode]:
+        error = self.status(group_id, "offset_commit")
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        return self.offsets.commit(
+            group_id, member_id, group_instance_id, generation_id, offsets, api_version
+        )
+
+    def txn_offset_commit(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: dict[tuple[str, int], OffsetAndMetadata],
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """TxnOffsetCommit: offsets in a transactional batch, pending until the marker.
+
+        For the transaction coordinator's handler; the marker is applied with `on_txn_marker`.
+        """
+        error = self.status(group_id, "offset_commit")
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        group = self.machine.get_or_create(group_id)
+        if generation_id >= 0 or member_id != "" or group_instance_id is not None:
+            error = self.machine.validate_member(group, member_id, group_instance_id)
+            if error is None and generation_id != group.generation_id:
+                error = ErrorCode.ILLEGAL_GENERATION
+            if error is not None:
+                return dict.fromkeys(offsets, error)
+        records = [self.offsets.offset_record(group_id, tp, om) for tp, om in offsets.items()]
+        error = self._append(
+            group_id,
+            records,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            transactional=True,
+        )
+        if error == ErrorCode.NONE:
+            self.offsets.stage_txn_offsets(group_id, producer_id, dict(offsets))
+        return dict.fromkeys(offsets, error)
+
+    def on_txn_marker(self, partition_index: int, producer_id: int, commit: bool) -> None:
+        """A COMMIT/ABORT marker was written to an offsets partition: settle its offsets."""
+        for group in list(self.machine.groups.values()):
+            if (
+                producer_id in group.pending_txn_offsets
+                and self.partition_for(group.group_id) == partition_index
+            ):
+                self.offsets.complete_txn(group.group_id, producer_id, commit)
+
+    def fetch_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]] | None, require_stable: bool
+    ) -> tuple[ErrorCode, list[FetchedOffset]]:
+        error = self.status(group_id, "offset_fetch")
+        if error is not None:
+            return error, []
+        return ErrorCode.NONE, self.offsets.fetch(group_id, partitions, require_stable)
+
+    def delete_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]]
+    ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
+        error = self.status(group_id, "offset_delete")
+        if error is not None:
+            return error, {}
+        return self.offsets.delete_offsets(group_id, partitions)
+
+    async def _expire_loop(self) -> None:
+        interval = max(self.config.retention_check_interval_ms, 1) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.expire_offsets()
+            except Exception:
+                log.exception("offset expiration failed")
+
+    def expire_offsets(self) -> int:
+        groups = [
+            g for g in self.machine.groups.values() if self.partition_for(g.group_id) in self.loaded
+        ]
+        return self.offsets.cleanup(groups, self.scheduler.now_ms())
+
+    # -- admin --------------------------------------------------------------------------------
+
+    def list_groups(
+        self, states: list[str], types: list[str]
+    ) -> tuple[ErrorCode, list[tuple[str, str, str, str]]]:
+        """(error, [(group id, protocol type, state, group type)]), Kafka's ListGroups."""
+        if not self.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.loading else ErrorCode.NONE
+        wanted_states = {s.lower() for s in states}
+        wanted_types = {t.lower() for t in types}
+        if wanted_types and GROUP_TYPE_CLASSIC not in wanted_types:
+            return error, []
+        out = []
+        for group in self.machine.groups.values():
+            if group.is_(GroupState.DEAD) or self.partition_for(group.group_id) not in self.loaded:
+                continue
+            if wanted_states and group.state.value.lower() not in wanted_states:
+                continue
+            out.append(
+                (group.group_id, group.protocol_type or "", group.state.value, GROUP_TYPE_CLASSIC)
+            )
+        return error, sorted(out)
+
+    def describe_group(self, group_id: str) -> GroupSummary:
+        error = self.status(group_id, "describe")
+        if error is not None:
+            return GroupSummary(error, group_id)
+        group = self.machine.get(group_id)
+        if group is None:
+            return GroupSummary(ErrorCode.GROUP_ID_NOT_FOUND, group_id, GroupState.DEAD.value)
+        stable = group.is_(GroupState.STABLE)
+        members = [
+            MemberSummary(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.metadata(group.protocol_name) if stable else b"",
+                m.assignment if stable else b"",
+            )
+            for m in group.members.values()
+        ]
+        return GroupSummary(
+            ErrorCode.NONE,
+            group_id,
+            group.state.value,
+            group.protocol_type or "",
+            (group.protocol_name or "") if stable else "",
+            members,
+        )
+
+    def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
+        out = {}
+        for group_id in group_ids:
+            error = self.status(group_id, "delete")
+            out[group_id] = error if error is not None else self.offsets.delete_group(group_id)
+        return out

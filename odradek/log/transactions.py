@@ -1,0 +1,107 @@
+"""Transaction markers in a partition log (KIP-98): ending a producer's transaction.
+
+Whenever a COMMIT or ABORT marker lands in a log (written as leader, replicated as a follower,
+or replayed when the log loads), the producer's open transaction in that partition ends: its
+first offset stops holding back the last stable offset, and an abort is recorded in the
+`.txnindex` of the segment holding the marker, with the LSO just after it (as Kafka's
+ProducerStateManager.lastStableOffset(completedTxn)). read_committed fetches then collect the
+aborted transactions overlapping their range (Kafka's UnifiedLog.collectAbortedTransactions).
+
+A marker batch holds one control record (see `odradek.wire.records`):
+
+    key    int16 version (0)   int16 type (0 abort, 1 commit)
+    value  int16 version (0)   int32 coordinator_epoch
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING
+
+from odradek.log.txn_index import AbortedTxn
+from odradek.wire.batch import BatchHeader, CorruptRecordError
+from odradek.wire.records import ABORT, COMMIT, decode_records
+
+if TYPE_CHECKING:
+    from odradek.log.log import Log
+    from odradek.log.segment import LogSegment
+
+_KEY = struct.Struct(">hh")
+_VALUE = struct.Struct(">hi")
+
+
+def marker_info(buf: bytes | bytearray | memoryview) -> tuple[int, int] | None:
+    """(type, coordinator epoch) of a control batch holding a transaction marker, else None."""
+    try:
+        _h, records = decode_records(buf)
+    except CorruptRecordError:
+        return None
+    if not records or records[0].key is None or len(records[0].key) < _KEY.size:
+        return None
+    _version, ctype = _KEY.unpack_from(records[0].key)
+    if ctype not in (ABORT, COMMIT):
+        return None  # another control record type (KRaft's leader change, snapshots)
+    value = records[0].value
+    coordinator_epoch = -1
+    if value is not None and len(value) >= _VALUE.size:
+        coordinator_epoch = _VALUE.unpack_from(value)[1]
+    return ctype, coordinator_epoch
+
+
+def complete_transaction(
+    log: Log,
+    seg: LogSegment,
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int,
+    marker_offset: int,
+    aborted: bool,
+) -> AbortedTxn | None:
+    """End the producer's transaction at `marker_offset`; an abort goes into seg's txn index.
+
+    A marker for a producer with no data in this partition ends an empty transaction spanning
+    only the marker itself, as Kafka does.
+    """
+    state = log.producer_state
+    first = state.complete_txn(producer_id, producer_epoch, coordinator_epoch)
+    if first < 0:
+        first = marker_offset
+    if not aborted:
+        return None
+    others = state.first_unstable_offset()
+    lso = others if others is not None else marker_offset + 1
+    entry = AbortedTxn(producer_id, first, marker_offset, lso)
+    seg.txn_index.append(entry)
+    return entry
+
+
+def replay_marker(
+    log: Log, seg: LogSegment, header: BatchHeader, buf: bytes | bytearray | memoryview
+) -> None:
+    """Apply a control batch found in the log (loading, or appended as a follower)."""
+    info = marker_info(buf)
+    if info is None:
+        return
+    ctype, coordinator_epoch = info
+    complete_transaction(
+        log,
+        seg,
+        header.producer_id,
+        header.producer_epoch,
+        coordinator_epoch,
+        header.base_offset,
+        ctype == ABORT,
+    )
+
+
+def collect_aborted(log: Log, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+    """Aborted transactions with a marker at or after `fetch_offset` that began before
+    `upper_bound`, from the segment holding `fetch_offset` onwards."""
+    out: list[AbortedTxn] = []
+    start = log._segment_for(fetch_offset)
+    for seg in log.segments[start:]:
+        found, complete = seg.txn_index.collect(fetch_offset, upper_bound)
+        out.extend(found)
+        if complete:
+            break
+    return out

@@ -1,0 +1,312 @@
+"""`Cluster`: several real brokers replicating to each other, inside the test process.
+
+    from odradek.testing import Cluster
+
+    with Cluster(brokers=3, topics={"orders": (3, 3)}) as cluster:   # 3 partitions, RF 3
+        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+        cluster.kill(cluster.leader("orders", 0))       # clients fail over to the new leader
+        cluster.wait_for_isr("orders", 0, size=2)
+        cluster.restart(killed)                          # truncates, catches up, rejoins
+
+The brokers share one event-loop thread and an in-process metadata store, each with its own
+port and data dir, and replicate over TCP (see `odradek/broker/local_cluster.py`). Fault hooks:
+`kill` / `restart` / `stop_broker` (controlled shutdown) / `start_broker`, `cut_off_peers`,
+`cut_off_clients`, `slow_follower`, `heal`, and per broker `fail` / `delay` of chosen requests by
+API key (as `odradek.testing.Broker`). The `wait_for_*` helpers poll with a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from typing import Any
+
+from odradek.broker.faults import FaultRule, api_key, error_code
+from odradek.broker.local_cluster import LocalCluster, drain_connections
+from odradek.broker.metadata_store import PartitionState
+from odradek.wire.api_keys import ApiKey
+from odradek.wire.errors import ErrorCode
+
+TIMEOUT_S = 30.0
+POLL_S = 0.02
+
+TopicSpec = int | tuple[int, int]  # partitions, or (partitions, replication factor)
+
+
+class Cluster:
+    """An in-process cluster of `brokers` brokers (ids 0..n-1). Context manager, or
+    start() / stop()."""
+
+    def __init__(
+        self,
+        brokers: int = 3,
+        topics: Mapping[str, TopicSpec] | None = None,
+        config: Mapping[str, Any] | None = None,
+        data_dir: str | None = None,
+        host: str = "127.0.0.1",
+    ) -> None:
+        self.size = brokers
+        self.topics = dict(topics or {})
+        self.config = dict(config or {})
+        self._own_dir = data_dir is None
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="odradek-cluster-")
+        self.host = host
+        self.local: LocalCluster | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> Cluster:
+        self._loop = asyncio.new_event_loop()
+        ready: Future[None] = Future()
+        self._thread = threading.Thread(
+            target=self._run, args=(ready,), daemon=True, name="odradek-cluster"
+        )
+        self._thread.start()
+        try:
+            ready.result(TIMEOUT_S)
+            for name, spec in self.topics.items():
+                partitions, rf = spec if isinstance(spec, tuple) else (spec, -1)
+                self.create_topic(name, partitions, rf)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _run(self, ready: Future[None]) -> None:
+        loop = self._loop
+        assert loop is not None
+        asyncio.set_event_loop(loop)
+
+        async def boot() -> None:
+            self.local = LocalCluster(self.size, self.data_dir, self.config, host=self.host)
+            await self.local.start()
+
+        try:
+            loop.run_until_complete(boot())
+        except BaseException as exc:
+            ready.set_exception(exc)
+            loop.run_until_complete(self._teardown())
+            loop.close()
+            return
+        ready.set_result(None)
+        loop.run_forever()
+        loop.run_until_complete(self._teardown())
+        loop.close()
+
+    async def _teardown(self) -> None:
+        if self.local is not None:
+            await self.local.stop()
+        await drain_connections()
+
+    def stop(self) -> None:
+        """Stop every broker (controlled) and remove the data dir when this object made it."""
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(TIMEOUT_S)
+        self._loop = None
+        self._thread = None
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> Cluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run `fn(local_cluster, *args)` on the cluster's loop (coroutines are awaited)."""
+        assert self._loop is not None and self.local is not None
+
+        async def runner() -> Any:
+            result = fn(self.local, *args)
+            if asyncio.iscoroutine(result):
+                result = await result
+            return result
+
+        return asyncio.run_coroutine_threadsafe(runner(), self._loop).result(TIMEOUT_S)
+
+    # -- topics and views -------------------------------------------------------------------
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int = -1,
+        config: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Create a topic and wait until every replica has taken up its role."""
+        self.call(lambda c: c.create_topic(name, partitions, replication_factor, config))
+        return name
+
+    @property
+    def bootstrap(self) -> str:
+        """Addresses of the running brokers, comma separated."""
+        return self.call(lambda c: c.bootstrap)
+
+    def address(self, node: int) -> str:
+        return self.call(lambda c: c.address(node))
+
+    def running(self) -> list[int]:
+        return self.call(lambda c: c.running())
+
+    def partition(self, topic: str, index: int = 0) -> PartitionState:
+        """The partition's state in the metadata store (a copy)."""
+
+        def read(c: LocalCluster) -> PartitionState:
+            st = c.partition_state(topic, index)
+            return PartitionState(
+                list(st.replicas), st.leader, st.leader_epoch, list(st.isr), st.partition_epoch
+            )
+
+        return self.call(read)
+
+    def leader(self, topic: str, index: int = 0) -> int:
+        return self.partition(topic, index).leader
+
+    def isr(self, topic: str, index: int = 0) -> list[int]:
+        return self.partition(topic, index).isr
+
+    def high_watermark(self, node: int, topic: str, index: int = 0) -> int:
+        def read(c: LocalCluster) -> int:
+            broker = c.brokers[node]
+            part = broker.topics.get(topic, index) if broker is not None else None
+            return -1 if part is None else part.high_watermark
+
+        return self.call(read)
+
+    def log_end_offset(self, node: int, topic: str, index: int = 0) -> int:
+        def read(c: LocalCluster) -> int:
+            broker = c.brokers[node]
+            part = broker.topics.get(topic, index) if broker is not None else None
+            return -1 if part is None else part.log.log_end_offset
+
+        return self.call(read)
+
+    # -- waiting ----------------------------------------------------------------------------
+
+    def wait_until(
+        self, predicate: Callable[[], bool], timeout: float = 15.0, what: str = ""
+    ) -> None:
+        """Poll `predicate` (called in the test's thread) until it holds, or fail."""
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"timed out after {timeout}s waiting for {what or predicate}")
+            time.sleep(POLL_S)
+
+    def wait_for_leader(
+        self, topic: str, index: int = 0, *, not_on: int | None = None, timeout: float = 15.0
+    ) -> int:
+        """Wait until the partition has a live leader (other than `not_on`), settled on every
+        running replica; return it."""
+
+        def ok(c: LocalCluster) -> bool:
+            st = c.partition_state(topic, index)
+            return st.leader != not_on and st.leader in c.running() and c.settled(topic)
+
+        self.wait_until(lambda: self.call(ok), timeout, f"a leader of {topic}-{index}")
+        return self.leader(topic, index)
+
+    def wait_for_isr(
+        self,
+        topic: str,
+        index: int = 0,
+        *,
+        size: int | None = None,
+        members: set[int] | None = None,
+        timeout: float = 15.0,
+    ) -> list[int]:
+        """Wait until the ISR has `size` members (or exactly `members`); return it."""
+
+        def ok() -> bool:
+            isr = set(self.isr(topic, index))
+            if members is not None and isr != set(members):
+                return False
+            return size is None or len(isr) == size
+
+        self.wait_until(ok, timeout, f"the ISR of {topic}-{index} ({size=}, {members=})")
+        return self.isr(topic, index)
+
+    def wait_for_replication(self, topic: str, index: int = 0, timeout: float = 15.0) -> None:
+        """Wait until every running replica's log ends where the leader's does."""
+
+        def ok(c: LocalCluster) -> bool:
+            st = c.partition_state(topic, index)
+            ends = set()
+            for node in st.replicas:
+                broker = c.brokers.get(node)
+                part = broker.topics.get(topic, index) if broker is not None else None
+                if part is not None:
+                    ends.add(part.log.log_end_offset)
+            return len(ends) == 1
+
+        self.wait_until(lambda: self.call(ok), timeout, f"replicas of {topic}-{index} to match")
+
+    # -- faults -----------------------------------------------------------------------------
+
+    def kill(self, node: int) -> None:
+        """Stop `node` as kill -9 would: no flush, no controlled shutdown; its registration
+        goes and the controller elects new leaders for what it led."""
+        self.call(lambda c: c.kill(node))
+
+    def stop_broker(self, node: int) -> None:
+        """Stop `node` cleanly, moving its leadership away first (controlled shutdown)."""
+        self.call(lambda c: c.stop_broker(node, clean=True))
+
+    def start_broker(self, node: int) -> None:
+        """Start a stopped or killed broker again on its port and data dir."""
+        self.call(lambda c: c.start_broker(node))
+
+    def restart(self, node: int, abrupt: bool = True) -> None:
+        """Stop `node` (killed unless abrupt=False) if running, and start it again."""
+        self.call(lambda c: c.restart(node, clean=not abrupt))
+
+    def cut_off_peers(self, node: int, cut: bool = True) -> None:
+        """Partition `node` from the other brokers; clients still reach it."""
+        self.call(lambda c: c.cut_off_peers(node, cut))
+
+    def cut_off_clients(self, node: int, cut: bool = True) -> None:
+        """Close `node`'s client connections and refuse new ones; peers still replicate."""
+        self.call(lambda c: c.cut_off_clients(node, cut))
+
+    def slow_follower(self, node: int, delay_ms: int) -> None:
+        """Hold each of `node`'s follower fetches for `delay_ms` (0 restores)."""
+        self.call(lambda c: c.slow_follower(node, delay_ms))
+
+    def heal(self) -> None:
+        """Undo every cut and slow-down, and clear injected request faults."""
+        self.call(lambda c: c.heal())
+        for node in self.running():
+            self.clear_faults(node)
+
+    def fail(
+        self, node: int, api: ApiKey | int | str, error: ErrorCode | int | str, count: int = 1
+    ) -> None:
+        """Answer the next `count` requests of `api` to `node` with `error`."""
+        rule = FaultRule(api_key(api), count, error_code(error))
+        self._on_broker(node, lambda b: b.faults.add(rule))
+
+    def delay(self, node: int, api: ApiKey | int | str, ms: int, count: int = 1) -> None:
+        """Hold the next `count` requests of `api` to `node` for `ms` milliseconds."""
+        rule = FaultRule(api_key(api), count, None, ms)
+        self._on_broker(node, lambda b: b.faults.add(rule))
+
+    def clear_faults(self, node: int) -> None:
+        self._on_broker(node, lambda b: b.faults.clear())
+
+    def _on_broker(self, node: int, fn: Callable[[Any], Any]) -> Any:
+        def run(c: LocalCluster) -> Any:
+            broker = c.brokers[node]
+            if broker is None:
+                raise RuntimeError(f"broker {node} is not running")
+            return fn(broker)
+
+        return self.call(run)

@@ -1,0 +1,96 @@
+"""Where the Spark Kafka connector jars come from (spark_examples/session.py); no JVM started."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from spark_examples import session
+
+pytestmark = pytest.mark.spark
+
+pytest.importorskip("pyspark", reason="pyspark is not installed (the `pipelines` extra)")
+SPARK = session.spark_version()
+
+
+def _jars(directory: Path, *names: str) -> Path:
+    directory.mkdir(exist_ok=True)
+    for name in names:
+        (directory / name).write_bytes(b"PK")
+    return directory
+
+
+FULL_SET = (
+    f"spark-sql-kafka-0-10_2.13-{SPARK}.jar",
+    f"spark-token-provider-kafka-0-10_2.13-{SPARK}.jar",
+    "kafka-clients-3.9.1.jar",
+    "commons-pool2-2.12.0.jar",
+)
+
+
+def test_pyspark_is_the_4_0_line_with_scala_2_13() -> None:
+    assert SPARK.startswith("4.0.")
+    assert session.maven_coordinates() == [f"org.apache.spark:spark-sql-kafka-0-10_2.13:{SPARK}"]
+
+
+def test_jars_dir_with_every_jar(tmp_path: Path) -> None:
+    directory = _jars(tmp_path / "jars", *FULL_SET, "unrelated-1.0.jar")
+    jars = session.find_connector_jars({session.JARS_ENV: str(directory)})
+    assert jars.origin == session.JARS_ENV
+    assert [j.name for j in jars.jars] == list(FULL_SET)
+    conf = jars.spark_conf()
+    assert conf == {"spark.jars": ",".join(str(directory / n) for n in FULL_SET)}
+    assert session.unavailable_reason({session.JARS_ENV: str(directory)}) is None
+
+
+def test_jars_dir_without_kafka_clients_uses_the_bundled_3_9_1(tmp_path: Path) -> None:
+    directory = _jars(tmp_path / "jars", *(n for n in FULL_SET if "kafka-clients" not in n))
+    jars = session.find_connector_jars({session.JARS_ENV: str(directory)})
+    clients = [j for j in jars.jars if j.name == "kafka-clients.jar"]
+    assert clients and clients[0].is_file() and "pyflink" in clients[0].parts
+
+
+def test_jars_dir_missing_the_connector_says_what_is_missing(tmp_path: Path) -> None:
+    directory = _jars(tmp_path / "jars", "commons-pool2-2.12.0.jar")
+    env = {session.JARS_ENV: str(directory)}
+    with pytest.raises(session.ConnectorJarsError, match="spark-sql-kafka-0-10"):
+        session.find_connector_jars(env)
+    reason = session.unavailable_reason(env)
+    assert reason is not None and "spark-token-provider-kafka-0-10" in reason
+
+
+def test_wrong_spark_version_is_not_picked(tmp_path: Path) -> None:
+    names = [n.replace(SPARK, "3.5.1") if "spark-" in n else n for n in FULL_SET]
+    directory = _jars(tmp_path / "jars", *names)
+    with pytest.raises(session.ConnectorJarsError):
+        session.find_connector_jars({session.JARS_ENV: str(directory)})
+
+
+def test_without_jars_dir_uses_maven_coordinates() -> None:
+    jars = session.find_connector_jars({session.REPOSITORIES_ENV: "https://mirror.example/m2"})
+    assert jars.origin == "maven" and not jars.jars
+    assert jars.spark_conf() == {
+        "spark.jars.packages": f"org.apache.spark:spark-sql-kafka-0-10_2.13:{SPARK}",
+        "spark.jars.repositories": "https://mirror.example/m2",
+    }
+
+
+def test_tests_skip_without_jars_or_online_opt_in() -> None:
+    reason = session.unavailable_reason({})
+    assert reason is not None
+    assert session.JARS_ENV in reason and session.ONLINE_ENV in reason
+    assert session.unavailable_reason({session.ONLINE_ENV: "1"}) is None
+
+
+def test_spark_ivy_cache_layout_is_accepted(tmp_path: Path) -> None:
+    names = (
+        f"org.apache.spark_spark-sql-kafka-0-10_2.13-{SPARK}.jar",
+        f"org.apache.spark_spark-token-provider-kafka-0-10_2.13-{SPARK}.jar",
+        "org.apache.kafka_kafka-clients-3.9.0.jar",
+        "org.apache.commons_commons-pool2-2.12.0.jar",
+        "org.slf4j_slf4j-api-2.0.16.jar",
+    )
+    directory = _jars(tmp_path / "ivy-jars", *names)
+    jars = session.find_connector_jars({session.JARS_ENV: str(directory)})
+    assert [j.name for j in jars.jars] == list(names[:4])
