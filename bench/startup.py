@@ -60,8 +60,10 @@ def _cell(values: list[float]) -> str:
 
 
 def render(rows: list[tuple[str, list[float], list[float]]]) -> str:
-    lines = ["| broker | ready ms, median (range) | teardown ms, median (range) |",
-             "| --- | --- | --- |"]
+    lines = [
+        "| broker | ready ms, median (range) | teardown ms, median (range) |",
+        "| --- | --- | --- |",
+    ]
     lines += [f"| {name} | {_cell(r)} | {_cell(t)} |" for name, r, t in rows]
     return "\n".join(lines)
 
@@ -70,8 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.startup", description=__doc__)
     parser.add_argument("--runs", type=int, default=RUNS)
     args = parser.parse_args(argv)
-    rows = [("in-process odradek.testing.Broker", *in_process(args.runs)),
-            ("process `odradek serve`", *as_process(args.runs))]
+    rows = [
+        ("in-process odradek.testing.Broker", *in_process(args.runs)),
+        ("process `odradek serve`", *as_process(args.runs)),
+    ]
     print(render(rows))
     return 0
 

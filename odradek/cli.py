@@ -61,15 +61,17 @@ def _skip_kafka_client_import() -> None:
     """Import kafka-python's protocol package without its client (`kafka/__init__` loads the
     whole client, ~100 ms): a broker process needs only `kafka.protocol`. Only for `serve`,
     where nothing else in the process uses the client."""
-    if "kafka" in sys.modules:
-        return
-    spec = importlib.util.find_spec("kafka")
-    if spec is None or not spec.submodule_search_locations:
-        return
-    stub = types.ModuleType("kafka")
-    stub.__path__ = list(spec.submodule_search_locations)
-    stub.__file__ = spec.origin
-    sys.modules["kafka"] = stub
+    # crc32c's package __init__ likewise only adds an importlib.metadata version lookup
+    for package in ("kafka", "crc32c"):
+        if package in sys.modules:
+            continue
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        stub = types.ModuleType(package)
+        stub.__path__ = list(spec.submodule_search_locations)
+        stub.__file__ = spec.origin
+        sys.modules[package] = stub
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -15,7 +15,6 @@ from odradek.broker import handlers  # noqa: F401  (registers every handler)
 from odradek.broker.config import BrokerConfig, Listener
 from odradek.broker.connection import Connection
 from odradek.broker.faults import FaultInjector
-from odradek.broker.metrics import BrokerMetrics
 from odradek.broker.metadata_store import LocalMetadataStore, MetadataStore
 from odradek.broker.topics import TopicManager
 from odradek.log.manager import LogManager
@@ -41,8 +40,10 @@ class Broker:
         self.services: list[Any] = []  # coordinators etc.: objects with start()/stop()
         self.extensions: dict[str, Any] = {}
         self.faults = FaultInjector()
-        self.metrics: BrokerMetrics | None = None
+        self.metrics: Any = None  # BrokerMetrics, imported only when enabled
         if config.get("metrics.listen"):
+            from odradek.broker.metrics import BrokerMetrics
+
             self.metrics = BrokerMetrics(self, config.get("metrics.listen"))
             self.services.append(self.metrics)
         if config.get("odradek.admin.listen"):  # fault-injection HTTP endpoint (admin_http.py)

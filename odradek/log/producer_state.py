@@ -25,9 +25,8 @@ import struct
 from collections import deque
 from dataclasses import dataclass, field
 
-import crc32c
 
-from odradek.wire.batch import BatchHeader
+from odradek.wire.batch import BatchHeader, crc32c
 from odradek.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -180,7 +179,7 @@ class ProducerStateManager:
             )
             for b in e.batches:
                 body += _BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset)
-        data = struct.pack(">hI", 1, crc32c.crc32c(bytes(body))) + body
+        data = struct.pack(">hI", 1, crc32c(bytes(body))) + body
         tmp = self._snapshot_path(offset) + ".tmp"
         with open(tmp, "wb") as f:
             f.write(data)
@@ -211,7 +210,7 @@ class ProducerStateManager:
         with open(path, "rb") as f:
             data = f.read()
         version, crc, count = _HEAD.unpack_from(data, 0)
-        if version != 1 or crc32c.crc32c(data[6:]) != crc:
+        if version != 1 or crc32c(data[6:]) != crc:
             raise ValueError("version or crc mismatch")
         pos = _HEAD.size
         for _ in range(count):

@@ -37,7 +37,8 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from crc32c import crc32c
+# the extension module directly: the package __init__ reads its own version via importlib.metadata
+from crc32c._crc32c import crc32c
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12
