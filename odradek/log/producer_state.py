@@ -25,7 +25,6 @@ import struct
 from collections import deque
 from dataclasses import dataclass, field
 
-
 from odradek.wire.batch import BatchHeader, crc32c
 from odradek.wire.errors import ErrorCode
 
