@@ -135,3 +135,45 @@ def test_dropped_connections_reconnect(broker):
     assert producer.flush(20) == 0
     got = consume_all(broker.bootstrap, "orders", 1, 2)
     assert [v for _, _, v in got] == [b"a", b"b"]
+
+
+def test_consumer_group_survives_dropped_connections(broker):
+    producer = ck.Producer({"bootstrap.servers": broker.bootstrap})
+    consumer = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "survivors",
+                            "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
+                            "enable.auto.commit": False})
+    consumer.subscribe(["orders"])
+    seen: list[bytes] = []
+
+    def poll_until(n: int, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while len(seen) < n and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and not msg.error():
+                seen.append(msg.value())
+                consumer.commit(msg, asynchronous=False)
+
+    try:
+        for i in range(20):
+            producer.produce("orders", value=b"g%d" % i, partition=i % 2)
+        producer.flush(10)
+        poll_until(20)
+        assert len(seen) == 20
+        for _ in range(2):
+            assert broker.drop_connections() >= 1
+            for i in range(len(seen), len(seen) + 10):
+                producer.produce("orders", value=b"g%d" % i, partition=i % 2)
+            producer.flush(20)
+            poll_until(len(seen) + 10)
+        assert sorted(seen) == sorted(b"g%d" % i for i in range(40))
+        assert consumer.assignment() and {tp.partition for tp in consumer.assignment()} == {0, 1}
+    finally:
+        consumer.close()
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        committed = admin.list_group_offsets("survivors")["survivors"]
+        assert sum(meta.offset for meta in committed.values()) == 40
+    finally:
+        admin.close()
