@@ -14,9 +14,7 @@ here are also used by test_durability.py.
 from __future__ import annotations
 
 import random
-import socket
 import struct
-import sys
 import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -31,6 +29,7 @@ from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 from kafka.record import MemoryRecords
 
 from compat_tests.harness import BrokerProcess, unique_name
+from odradek.testing.raw import Closed, RawClient, response_class
 from odradek.wire.records import build_batch
 
 pytestmark = pytest.mark.compat
@@ -53,89 +52,6 @@ _SIZE = struct.Struct(">i")
 
 
 # -- a raw Kafka connection --------------------------------------------------------------------
-
-
-class Closed(Exception):
-    """The broker closed the connection."""
-
-
-class RawClient:
-    """One TCP connection speaking Kafka frames; every read is bounded by a deadline."""
-
-    def __init__(self, bootstrap: str, timeout: float = WAIT_S) -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
-        self.timeout = timeout
-        self._correlation = 0
-
-    def __enter__(self) -> RawClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def next_id(self) -> int:
-        self._correlation += 1
-        return self._correlation
-
-    def send(self, data: bytes) -> None:
-        try:
-            self.sock.sendall(data)
-        except (BrokenPipeError, ConnectionResetError) as exc:
-            raise Closed(str(exc)) from None
-
-    def _recv_exact(self, n: int, deadline: float) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"no complete frame within {self.timeout}s")
-            self.sock.settimeout(remaining)
-            try:
-                chunk = self.sock.recv(n - len(buf))
-            except TimeoutError:
-                raise TimeoutError(f"no complete frame within {self.timeout}s") from None
-            except ConnectionResetError:
-                raise Closed("connection reset") from None
-            if not chunk:
-                raise Closed("connection closed")
-            buf += chunk
-        return bytes(buf)
-
-    def read_frame(self, timeout: float | None = None) -> bytes:
-        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
-        (size,) = _SIZE.unpack(self._recv_exact(4, deadline))
-        return self._recv_exact(size, deadline)
-
-    def outcome(self, timeout: float = 5.0) -> bytes | str:
-        """After a bad request: a response payload, "closed", or "open" (nothing in time)."""
-        try:
-            return self.read_frame(timeout)
-        except Closed:
-            return "closed"
-        except TimeoutError:
-            return "open"
-
-    def encode(self, req: Any, version: int, client_id: str = "compat-raw") -> tuple[int, bytes]:
-        cid = self.next_id()
-        req.with_header(correlation_id=cid, client_id=client_id)
-        return cid, req.encode(version=version, header=True, framed=True)
-
-    def request(self, req: Any, version: int) -> Any:
-        """Send a request, read its response, check the correlation id, decode the body."""
-        cid, data = self.encode(req, version)
-        self.send(data)
-        payload = self.read_frame()
-        assert _SIZE.unpack_from(payload)[0] == cid, "response to another request"
-        return response_class(req).decode(payload, version=version, header=True)
-
-
-def response_class(req: Any) -> Any:
-    module = sys.modules[type(req).__module__]
-    return getattr(module, type(req).__name__.removesuffix("Request") + "Response")
 
 
 # -- requests ------------------------------------------------------------------------------------

@@ -1,64 +1,100 @@
-"""A minimal blocking Kafka protocol client for tests that need exact requests.
+"""A minimal blocking Kafka protocol client for tests that need exact requests and bytes.
 
-It frames a request built from `odradek.wire.protocol` classes, sends it, and decodes the
-answer; for protocol-level tests (fetch sessions, bad input) where real clients hide the detail.
+One TCP connection speaking Kafka frames, every read bounded by a deadline; requests are built
+with `odradek.wire.protocol` classes. For protocol-level tests (fetch sessions, bad input,
+durability) where real clients hide the detail.
 """
 
 from __future__ import annotations
 
 import socket
 import struct
+import sys
+import time
 from typing import Any
 
-from odradek.wire import protocol
-from odradek.wire.header import read_uvarint
+_SIZE = struct.Struct(">i")
+WAIT_S = 20.0
+
+
+class Closed(Exception):
+    """The broker closed the connection."""
 
 
 class RawClient:
-    def __init__(self, bootstrap: str, client_id: str = "odradek-raw", timeout: float = 10.0):
-        host, _, port = bootstrap.rpartition(":")
+    """One TCP connection speaking Kafka frames; every read is bounded by a deadline."""
+
+    def __init__(self, bootstrap: str, timeout: float = WAIT_S) -> None:
+        host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
-        self.client_id = client_id
-        self._corr = 0
-
-    def send(self, request: Any, version: int) -> int:
-        self._corr += 1
-        request.with_header(correlation_id=self._corr, client_id=self.client_id)
-        self.sock.sendall(bytes(request.encode(version=version, header=True, framed=True)))
-        return self._corr
-
-    def recv_frame(self) -> bytes:
-        size = struct.unpack(">i", self._read(4))[0]
-        return self._read(size)
-
-    def request(self, request: Any, version: int) -> Any:
-        """Send and decode the matching response."""
-        corr = self.send(request, version)
-        payload = self.recv_frame()
-        (got,) = struct.unpack_from(">i", payload)
-        assert got == corr, f"correlation id {got} != {corr}"
-        key = request.API_KEY
-        cls = protocol.response_class(key)
-        offset = 4
-        if key != protocol.API_VERSIONS_KEY and cls.flexible_version_q(version):
-            count, offset = read_uvarint(payload, offset)
-            assert count == 0
-        return cls.decode(payload[offset:], version=version)
-
-    def _read(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("connection closed by broker")
-            buf += chunk
-        return bytes(buf)
-
-    def close(self) -> None:
-        self.sock.close()
+        self.timeout = timeout
+        self._correlation = 0
 
     def __enter__(self) -> RawClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def next_id(self) -> int:
+        self._correlation += 1
+        return self._correlation
+
+    def send(self, data: bytes) -> None:
+        try:
+            self.sock.sendall(data)
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            raise Closed(str(exc)) from None
+
+    def _recv_exact(self, n: int, deadline: float) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"no complete frame within {self.timeout}s")
+            self.sock.settimeout(remaining)
+            try:
+                chunk = self.sock.recv(n - len(buf))
+            except TimeoutError:
+                raise TimeoutError(f"no complete frame within {self.timeout}s") from None
+            except ConnectionResetError:
+                raise Closed("connection reset") from None
+            if not chunk:
+                raise Closed("connection closed")
+            buf += chunk
+        return bytes(buf)
+
+    def read_frame(self, timeout: float | None = None) -> bytes:
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        (size,) = _SIZE.unpack(self._recv_exact(4, deadline))
+        return self._recv_exact(size, deadline)
+
+    def outcome(self, timeout: float = 5.0) -> bytes | str:
+        """After a bad request: a response payload, "closed", or "open" (nothing in time)."""
+        try:
+            return self.read_frame(timeout)
+        except Closed:
+            return "closed"
+        except TimeoutError:
+            return "open"
+
+    def encode(self, req: Any, version: int, client_id: str = "odradek-raw") -> tuple[int, bytes]:
+        cid = self.next_id()
+        req.with_header(correlation_id=cid, client_id=client_id)
+        return cid, req.encode(version=version, header=True, framed=True)
+
+    def request(self, req: Any, version: int) -> Any:
+        """Send a request, read its response, check the correlation id, decode the body."""
+        cid, data = self.encode(req, version)
+        self.send(data)
+        payload = self.read_frame()
+        assert _SIZE.unpack_from(payload)[0] == cid, "response to another request"
+        return response_class(req).decode(payload, version=version, header=True)
+
+
+def response_class(req: Any) -> Any:
+    module = sys.modules[type(req).__module__]
+    return getattr(module, type(req).__name__.removesuffix("Request") + "Response")
