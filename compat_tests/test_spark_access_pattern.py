@@ -158,17 +158,8 @@ def test_spark_data_loss_access_pattern(
     assert "OK dataLoss seekToBeginning=10 outOfRange" in lines
 
 
-# Broker bug: Log.offset_for_timestamp looks only at the first batch whose max timestamp reaches
-# the target; when no record of that batch qualifies (all below the log start offset, or it is a
-# transaction marker) it skips the rest of the segment and answers -1. Kafka scans on to the
-# next batches. Spark's startingOffsetsByTimestamp (and Flink's timestamp start) then fail or
-# start at the end. Remove the xfail once the broker is fixed (strict: an XPASS fails the run).
-@pytest.mark.xfail(
-    reason="broker bug: ListOffsets by timestamp answers -1 when the first batch at or after the "
-    "timestamp lies below the log start offset (Log.offset_for_timestamp)",
-    raises=AssertionError,
-    strict=True,
-)
+# ListOffsets by timestamp must scan past batches below the log start offset and past
+# transaction markers, as Kafka does: Spark's startingOffsetsByTimestamp relies on it.
 def test_spark_timestamp_after_delete_records(
     broker: BrokerProcess, java: JavaPrograms, topic_name: str
 ) -> None:
@@ -176,12 +167,6 @@ def test_spark_timestamp_after_delete_records(
     assert "OK dataLoss forTimestamp=10" in lines
 
 
-@pytest.mark.xfail(
-    reason="broker bug: ListOffsets by timestamp answers -1 when the first batch at or after the "
-    "timestamp is a transaction marker (Log.offset_for_timestamp)",
-    raises=AssertionError,
-    strict=True,
-)
 def test_spark_timestamp_over_transaction_markers(
     broker: BrokerProcess, java: JavaPrograms, topic_name: str
 ) -> None:

@@ -332,19 +332,27 @@ class Log:
         return None
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record with timestamp >= `timestamp`, else None."""
+        """(offset, timestamp) of the first record with timestamp >= `timestamp`, else None.
+
+        As Kafka: the time index gives a starting batch, then batches are scanned on (across
+        segments) past control batches and records below the log start offset.
+        """
         for seg in self.segments:
-            if seg.max_timestamp < timestamp:
+            if seg.max_timestamp < timestamp or seg.next_offset <= self.log_start_offset:
                 continue
-            bp = seg.find_timestamp_position(timestamp)
-            if bp is None:
+            start = seg.find_timestamp_position(timestamp)
+            if start is None:
                 continue
-            header, records = decode_records(seg.read_bytes(bp.position, bp.size))
-            if header.is_control:
-                continue
-            for r in records:
-                if r.timestamp >= timestamp and r.offset >= self.log_start_offset:
-                    return r.offset, r.timestamp
+            for bp in seg.batches_from(start.position):
+                if bp.last_offset < self.log_start_offset:
+                    continue
+                header = seg.read_header(bp.position)
+                if header.is_control or header.max_timestamp < timestamp:
+                    continue
+                _h, records = decode_records(seg.read_bytes(bp.position, bp.size))
+                for r in records:
+                    if r.timestamp >= timestamp and r.offset >= self.log_start_offset:
+                        return r.offset, r.timestamp
         return None
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
