@@ -107,7 +107,9 @@ class Log:
                 if base.isdigit() and int(base) not in bases:
                     os.unlink(os.path.join(self.dir, name))  # orphaned index
             elif name.endswith((".cleaned", ".swap", ".deleted", ".tmp")):
-                os.unlink(os.path.join(self.dir, name))
+                path = os.path.join(self.dir, name)
+                if os.path.isfile(path):
+                    os.unlink(path)
         created = now_ms()
         for base in bases:
             seg = self._open_segment(base, created)
