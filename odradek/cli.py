@@ -47,8 +47,9 @@ async def _serve(config: BrokerConfig) -> int:
         await broker.start()
     except OSError as exc:
         await broker.stop()
-        raise SystemExit(f"odradek: cannot listen on {config.get('listeners')}: "
-                         f"{exc.strerror or exc}") from None
+        raise SystemExit(
+            f"odradek: cannot listen on {config.get('listeners')}: {exc.strerror or exc}"
+        ) from None
     listeners = ",".join(f"{b.name}://{b.host}:{b.port}" for b in broker.bound)
     print(f"odradek ready listeners={listeners} data={','.join(broker.logs.dirs)}", flush=True)
     await stop.wait()
@@ -99,10 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
     serve = sub.add_parser("serve", help="run a broker")
     serve.add_argument("config", nargs="?", help="server.properties file")
-    serve.add_argument("--override", action="append", metavar="KEY=VALUE",
-                       help="set a config key (repeatable)")
-    serve.add_argument("--metrics", metavar="HOST:PORT",
-                       help="serve Prometheus metrics here (same as metrics.listen)")
+    serve.add_argument(
+        "--override", action="append", metavar="KEY=VALUE", help="set a config key (repeatable)"
+    )
+    serve.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics here (same as metrics.listen)",
+    )
     serve.set_defaults(func=cmd_serve)
     register_all(sub)  # topics, groups, produce, consume, cluster, dev, fault
     _add_local_cluster(sub)
@@ -115,15 +120,30 @@ def _add_local_cluster(sub: argparse._SubParsersAction) -> None:
     `odradek cluster` describes a running cluster (cli_commands/cluster.py)."""
     parser = sub.choices.get("cluster") or sub.add_parser("cluster", help="run a cluster")
     describe = parser.get_default("func")
-    parser.add_argument("--brokers", type=int, metavar="N",
-                        help="start N brokers in this process and run until stopped")
-    parser.add_argument("--base-dir", default="./odradek-cluster",
-                        help="data dirs of the started brokers go under here")
-    parser.add_argument("--port", type=int, default=9092,
-                        help="first broker's port, the others follow (0: free ports)")
+    parser.add_argument(
+        "--brokers",
+        type=int,
+        metavar="N",
+        help="start N brokers in this process and run until stopped",
+    )
+    parser.add_argument(
+        "--base-dir",
+        default="./odradek-cluster",
+        help="data dirs of the started brokers go under here",
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=9092,
+        help="first broker's port, the others follow (0: free ports)",
+    )
     parser.add_argument("--listen-host", default="127.0.0.1", help="host the brokers bind")
-    parser.add_argument("--override", action="append", metavar="KEY=VALUE",
-                        help="set a broker config key on every broker (repeatable)")
+    parser.add_argument(
+        "--override",
+        action="append",
+        metavar="KEY=VALUE",
+        help="set a broker config key on every broker (repeatable)",
+    )
 
     def run(args: argparse.Namespace) -> int:
         if not args.brokers:
@@ -136,8 +156,9 @@ def _add_local_cluster(sub: argparse._SubParsersAction) -> None:
         except ConfigError as exc:
             print(f"odradek: bad configuration: {exc}", file=sys.stderr)
             return 1
-        return local_cluster.main(args.brokers, args.base_dir, overrides, args.listen_host,
-                                  args.port)
+        return local_cluster.main(
+            args.brokers, args.base_dir, overrides, args.listen_host, args.port
+        )
 
     parser.set_defaults(func=run)
 
@@ -145,9 +166,11 @@ def _add_local_cluster(sub: argparse._SubParsersAction) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -31,82 +31,146 @@ def _k(name, type_, default, doc, effective=True, choices=(), minimum=None) -> B
     return BrokerKey(name, type_, default, doc, effective, tuple(choices), minimum)
 
 
-BROKER_KEYS: dict[str, BrokerKey] = {k.name: k for k in (
-    _k("listeners", "string", "PLAINTEXT://localhost:9092", "where the broker listens"),
-    _k("advertised.listeners", "string", None, "addresses given to clients (default: listeners)"),
-    _k("log.dirs", "string", None, "data directories, comma separated"),
-    _k("log.dir", "string", "./odradek-data", "data directory when log.dirs is unset"),
-    _k("node.id", "int", 0, "this broker's id"),
-    _k("broker.id", "int", None, "synonym of node.id"),
-    _k("broker.rack", "string", None, "rack of this broker"),
-    _k("cluster.id", "string", None, "cluster id (default: generated once, kept in meta.properties)"),
-    _k("num.partitions", "int", 1, "partitions of an auto-created topic", minimum=1),
-    _k("default.replication.factor", "int", 1, "replication factor of auto-created topics",
-       minimum=1),
-    _k("auto.create.topics.enable", "boolean", True, "create a topic when a client asks for its metadata"),
-    _k("delete.topic.enable", "boolean", True, "allow DeleteTopics"),
-    _k("log.retention.hours", "int", 168, "retention in hours"),
-    _k("log.retention.minutes", "int", None, "retention in minutes (wins over hours)"),
-    _k("log.retention.ms", "long", None, "retention in ms (wins over minutes)"),
-    _k("log.roll.hours", "int", 168, "segment age that rolls a segment"),
-    _k("log.roll.ms", "long", None, "segment age in ms (wins over hours)"),
-    _k("log.roll.jitter.hours", "int", 0, "jitter in hours", effective=False),
-    _k("log.retention.check.interval.ms", "long", 300000, "how often retention runs", minimum=1),
-    _k("socket.request.max.bytes", "int", 104857600, "largest request frame accepted",
-       minimum=1),
-    _k("offsets.topic.num.partitions", "int", 50, "partitions of __consumer_offsets", minimum=1),
-    _k("offsets.topic.replication.factor", "int", 1,
-       "replication of __consumer_offsets (Kafka's default is 3; 1 suits one broker)", minimum=1),
-    _k("offsets.topic.segment.bytes", "int", 104857600, "segment size of __consumer_offsets"),
-    _k("offsets.retention.minutes", "int", 10080, "offsets of empty groups expire after this"),
-    _k("offsets.retention.check.interval.ms", "long", 600000, "how often offsets expire"),
-    _k("offsets.commit.timeout.ms", "int", 5000, "commit wait", effective=False),
-    _k("offsets.load.buffer.size", "int", 5242880, "load buffer", effective=False),
-    _k("group.initial.rebalance.delay.ms", "int", 3000, "wait for more members of a new group"),
-    _k("group.min.session.timeout.ms", "int", 6000, "smallest session timeout allowed"),
-    _k("group.max.session.timeout.ms", "int", 1800000, "largest session timeout allowed"),
-    _k("group.max.size", "int", 2147483647, "most members in a group"),
-    _k("transaction.state.log.num.partitions", "int", 50, "partitions of __transaction_state"),
-    _k("transaction.state.log.replication.factor", "int", 1,
-       "replication of __transaction_state (Kafka's default is 3)"),
-    _k("transaction.state.log.min.isr", "int", 1, "min ISR of __transaction_state"),
-    _k("transaction.state.log.segment.bytes", "int", 104857600, "segment size"),
-    _k("transaction.max.timeout.ms", "int", 900000, "largest transaction timeout"),
-    _k("transactional.id.expiration.ms", "int", 604800000, "idle transactional ids expire"),
-    _k("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000,
-       "how often timed-out transactions are aborted"),
-    _k("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000,
-       "how often expired transactional ids are removed"),
-    _k("producer.id.expiration.ms", "int", 86400000, "idle producer ids expire"),
-    _k("replica.lag.time.max.ms", "long", 30000, "a follower this far behind leaves the ISR"),
-    _k("replica.fetch.max.bytes", "int", 1048576, "bytes a follower fetches per partition"),
-    _k("replica.fetch.wait.max.ms", "int", 500, "follower long-poll wait"),
-    _k("zookeeper.connect", "string", None, "ZooKeeper for cluster metadata (unset: embedded)"),
-    _k("zookeeper.connection.timeout.ms", "int", 18000, "ZooKeeper connect timeout"),
-    _k("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout"),
-    _k("controlled.shutdown.enable", "boolean", True, "move leadership away on shutdown"),
-    _k("log.cleaner.enable", "boolean", True, "run log compaction"),
-    _k("log.cleaner.backoff.ms", "long", 15000, "compaction check interval"),
-    _k("log.cleaner.threads", "int", 1, "cleaner threads", effective=False),
-    _k("num.network.threads", "int", 3, "accepted for compatibility", effective=False),
-    _k("num.io.threads", "int", 8, "accepted for compatibility", effective=False),
-    _k("socket.send.buffer.bytes", "int", 102400, "accepted for compatibility", effective=False),
-    _k("socket.receive.buffer.bytes", "int", 102400, "accepted for compatibility",
-       effective=False),
-    _k("num.recovery.threads.per.data.dir", "int", 1, "accepted for compatibility",
-       effective=False),
-    _k("connections.max.idle.ms", "long", 600000, "close idle connections after this"),
-    _k("queued.max.requests", "int", 500, "accepted for compatibility", effective=False),
-    _k("metrics.listen", "string", None, "HOST:PORT for Prometheus metrics (unset: off)"),
-    _k("odradek.admin.listen", "string", None, "HOST:PORT of the fault-injection endpoint"),
-)}
+BROKER_KEYS: dict[str, BrokerKey] = {
+    k.name: k
+    for k in (
+        _k("listeners", "string", "PLAINTEXT://localhost:9092", "where the broker listens"),
+        _k(
+            "advertised.listeners",
+            "string",
+            None,
+            "addresses given to clients (default: listeners)",
+        ),
+        _k("log.dirs", "string", None, "data directories, comma separated"),
+        _k("log.dir", "string", "./odradek-data", "data directory when log.dirs is unset"),
+        _k("node.id", "int", 0, "this broker's id"),
+        _k("broker.id", "int", None, "synonym of node.id"),
+        _k("broker.rack", "string", None, "rack of this broker"),
+        _k(
+            "cluster.id",
+            "string",
+            None,
+            "cluster id (default: generated once, kept in meta.properties)",
+        ),
+        _k("num.partitions", "int", 1, "partitions of an auto-created topic", minimum=1),
+        _k(
+            "default.replication.factor",
+            "int",
+            1,
+            "replication factor of auto-created topics",
+            minimum=1,
+        ),
+        _k(
+            "auto.create.topics.enable",
+            "boolean",
+            True,
+            "create a topic when a client asks for its metadata",
+        ),
+        _k("delete.topic.enable", "boolean", True, "allow DeleteTopics"),
+        _k("log.retention.hours", "int", 168, "retention in hours"),
+        _k("log.retention.minutes", "int", None, "retention in minutes (wins over hours)"),
+        _k("log.retention.ms", "long", None, "retention in ms (wins over minutes)"),
+        _k("log.roll.hours", "int", 168, "segment age that rolls a segment"),
+        _k("log.roll.ms", "long", None, "segment age in ms (wins over hours)"),
+        _k("log.roll.jitter.hours", "int", 0, "jitter in hours", effective=False),
+        _k(
+            "log.retention.check.interval.ms", "long", 300000, "how often retention runs", minimum=1
+        ),
+        _k(
+            "socket.request.max.bytes",
+            "int",
+            104857600,
+            "largest request frame accepted",
+            minimum=1,
+        ),
+        _k(
+            "offsets.topic.num.partitions", "int", 50, "partitions of __consumer_offsets", minimum=1
+        ),
+        _k(
+            "offsets.topic.replication.factor",
+            "int",
+            1,
+            "replication of __consumer_offsets (Kafka's default is 3; 1 suits one broker)",
+            minimum=1,
+        ),
+        _k("offsets.topic.segment.bytes", "int", 104857600, "segment size of __consumer_offsets"),
+        _k("offsets.retention.minutes", "int", 10080, "offsets of empty groups expire after this"),
+        _k("offsets.retention.check.interval.ms", "long", 600000, "how often offsets expire"),
+        _k("offsets.commit.timeout.ms", "int", 5000, "commit wait", effective=False),
+        _k("offsets.load.buffer.size", "int", 5242880, "load buffer", effective=False),
+        _k("group.initial.rebalance.delay.ms", "int", 3000, "wait for more members of a new group"),
+        _k("group.min.session.timeout.ms", "int", 6000, "smallest session timeout allowed"),
+        _k("group.max.session.timeout.ms", "int", 1800000, "largest session timeout allowed"),
+        _k("group.max.size", "int", 2147483647, "most members in a group"),
+        _k("transaction.state.log.num.partitions", "int", 50, "partitions of __transaction_state"),
+        _k(
+            "transaction.state.log.replication.factor",
+            "int",
+            1,
+            "replication of __transaction_state (Kafka's default is 3)",
+        ),
+        _k("transaction.state.log.min.isr", "int", 1, "min ISR of __transaction_state"),
+        _k("transaction.state.log.segment.bytes", "int", 104857600, "segment size"),
+        _k("transaction.max.timeout.ms", "int", 900000, "largest transaction timeout"),
+        _k("transactional.id.expiration.ms", "int", 604800000, "idle transactional ids expire"),
+        _k(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            "int",
+            10000,
+            "how often timed-out transactions are aborted",
+        ),
+        _k(
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
+            "int",
+            3600000,
+            "how often expired transactional ids are removed",
+        ),
+        _k("producer.id.expiration.ms", "int", 86400000, "idle producer ids expire"),
+        _k("replica.lag.time.max.ms", "long", 30000, "a follower this far behind leaves the ISR"),
+        _k("replica.fetch.max.bytes", "int", 1048576, "bytes a follower fetches per partition"),
+        _k("replica.fetch.wait.max.ms", "int", 500, "follower long-poll wait"),
+        _k("zookeeper.connect", "string", None, "ZooKeeper for cluster metadata (unset: embedded)"),
+        _k("zookeeper.connection.timeout.ms", "int", 18000, "ZooKeeper connect timeout"),
+        _k("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout"),
+        _k("controlled.shutdown.enable", "boolean", True, "move leadership away on shutdown"),
+        _k("log.cleaner.enable", "boolean", True, "run log compaction"),
+        _k("log.cleaner.backoff.ms", "long", 15000, "compaction check interval"),
+        _k("log.cleaner.threads", "int", 1, "cleaner threads", effective=False),
+        _k("num.network.threads", "int", 3, "accepted for compatibility", effective=False),
+        _k("num.io.threads", "int", 8, "accepted for compatibility", effective=False),
+        _k(
+            "socket.send.buffer.bytes", "int", 102400, "accepted for compatibility", effective=False
+        ),
+        _k(
+            "socket.receive.buffer.bytes",
+            "int",
+            102400,
+            "accepted for compatibility",
+            effective=False,
+        ),
+        _k(
+            "num.recovery.threads.per.data.dir",
+            "int",
+            1,
+            "accepted for compatibility",
+            effective=False,
+        ),
+        _k("connections.max.idle.ms", "long", 600000, "close idle connections after this"),
+        _k("queued.max.requests", "int", 500, "accepted for compatibility", effective=False),
+        _k("metrics.listen", "string", None, "HOST:PORT for Prometheus metrics (unset: off)"),
+        _k("odradek.admin.listen", "string", None, "HOST:PORT of the fault-injection endpoint"),
+    )
+}
 
 for _t in TOPIC_CONFIGS.values():
-    if _t.broker_key and _t.broker_key not in BROKER_KEYS and _t.broker_key not in (
-        "log.retention.ms", "log.roll.ms"
+    if (
+        _t.broker_key
+        and _t.broker_key not in BROKER_KEYS
+        and _t.broker_key not in ("log.retention.ms", "log.roll.ms")
     ):
-        BROKER_KEYS[_t.broker_key] = BrokerKey(_t.broker_key, _t.type, _t.default, _t.doc,
-                                                 True, _t.choices, _t.minimum)
+        BROKER_KEYS[_t.broker_key] = BrokerKey(
+            _t.broker_key, _t.type, _t.default, _t.doc, True, _t.choices, _t.minimum
+        )
 
 _LISTENER = re.compile(r"^(?:([A-Za-z_][A-Za-z0-9_]*)://)?(\[[^\]]*\]|[^:]*):(\d+)$")
 
@@ -127,8 +191,9 @@ def parse_listeners(text: str) -> list[Listener]:
         m = _LISTENER.match(part)
         if not m or not 0 <= int(m.group(3)) <= 65535:
             raise ConfigError(f"Invalid listener {part!r}: expected NAME://HOST:PORT")
-        out.append(Listener((m.group(1) or "PLAINTEXT").upper(), m.group(2).strip("[]"),
-                            int(m.group(3))))
+        out.append(
+            Listener((m.group(1) or "PLAINTEXT").upper(), m.group(2).strip("[]"), int(m.group(3)))
+        )
     if not out:
         raise ConfigError("listeners is empty")
     return out
@@ -185,8 +250,9 @@ class BrokerConfig:
             self.values["node.id"] = self.get("broker.id")
 
     @classmethod
-    def load(cls, path: str | None, overrides: dict[str, str], environ: dict[str, str]
-             ) -> BrokerConfig:
+    def load(
+        cls, path: str | None, overrides: dict[str, str], environ: dict[str, str]
+    ) -> BrokerConfig:
         props: dict[str, Any] = {}
         if path:
             props.update(read_properties(path))
@@ -223,8 +289,10 @@ class BrokerConfig:
     def topic_default(self, topic_key: str) -> tuple[Any, str]:
         """The broker-level value of a topic config and its source name for DescribeConfigs."""
         if topic_key == "retention.ms":
-            explicit = any(k in self.explicit for k in ("log.retention.ms", "log.retention.minutes",
-                                                         "log.retention.hours"))
+            explicit = any(
+                k in self.explicit
+                for k in ("log.retention.ms", "log.retention.minutes", "log.retention.hours")
+            )
             return self.retention_ms(), "STATIC_BROKER_CONFIG" if explicit else "DEFAULT_CONFIG"
         if topic_key == "segment.ms":
             explicit = any(k in self.explicit for k in ("log.roll.ms", "log.roll.hours"))

@@ -27,8 +27,18 @@ class AppendResult:
 
 
 class Partition:
-    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: Log, node_id: int,
-                 replicas: list[int], leader: int, leader_epoch: int, isr: list[int]) -> None:
+    def __init__(
+        self,
+        topic: str,
+        index: int,
+        topic_id: uuid.UUID,
+        log: Log,
+        node_id: int,
+        replicas: list[int],
+        leader: int,
+        leader_epoch: int,
+        isr: list[int],
+    ) -> None:
         self.topic = topic
         self.index = index
         self.topic_id = topic_id
@@ -63,16 +73,23 @@ class Partition:
                     dup = log.producer_state.check(h)
                     if dup is not None:
                         if len(validated.batches) == 1:
-                            return AppendResult(ErrorCode.NONE, dup.first_offset, -1,
-                                                log.log_start_offset)
+                            return AppendResult(
+                                ErrorCode.NONE, dup.first_offset, -1, log.log_start_offset
+                            )
                         return AppendResult(ErrorCode.DUPLICATE_SEQUENCE_NUMBER)
         except SequenceError as exc:
             return AppendResult(exc.code, message=str(exc))
-        info = log.append_as_leader(validated.buf, validated.batches, self.leader_epoch,
-                                    validated.log_append_time)
+        info = log.append_as_leader(
+            validated.buf, validated.batches, self.leader_epoch, validated.log_append_time
+        )
         self.on_appended()
-        return AppendResult(ErrorCode.NONE, info.first_offset, info.log_append_time,
-                            log.log_start_offset, record_count=validated.record_count)
+        return AppendResult(
+            ErrorCode.NONE,
+            info.first_offset,
+            info.log_append_time,
+            log.log_start_offset,
+            record_count=validated.record_count,
+        )
 
     def on_appended(self) -> None:
         """Advance the high watermark (single replica: the log end) and wake waiting fetches."""

@@ -29,10 +29,10 @@ class Broker:
         self.config = config
         self.node_id = config.node_id
         self.logs = LogManager(config.log_dirs)
-        self.store = store or LocalMetadataStore(self.logs.dirs[0], self.node_id,
-                                                 config.get("cluster.id"))
-        self.topics = TopicManager(config, self.store, self.logs, self.node_id,
-                                   self.live_brokers)
+        self.store = store or LocalMetadataStore(
+            self.logs.dirs[0], self.node_id, config.get("cluster.id")
+        )
+        self.topics = TopicManager(config, self.store, self.logs, self.node_id, self.live_brokers)
         self.servers: list[asyncio.base_events.Server] = []
         self.bound: list[Listener] = []
         self.connections: set[Connection] = set()
@@ -67,7 +67,8 @@ class Broker:
         self.group_coordinator = GroupCoordinator(
             GroupCoordinatorConfig.from_broker(config.get),
             get_partition=lambda index: self.topics.get(OFFSETS_TOPIC, index),
-            partition_count=_offsets_partitions)
+            partition_count=_offsets_partitions,
+        )
         self.topics.listeners.append(self.group_coordinator)
         self.services.append(self.group_coordinator)
         self.extensions["group_coordinator"] = self.group_coordinator
@@ -76,7 +77,8 @@ class Broker:
         self.log_cleaner = LogCleanerService(
             lambda: [(p.log, p.last_stable_offset) for p in self.topics.partitions.values()],
             enabled=bool(config.get("log.cleaner.enable")),
-            backoff_ms=int(config.get("log.cleaner.backoff.ms")))
+            backoff_ms=int(config.get("log.cleaner.backoff.ms")),
+        )
         self.services.append(self.log_cleaner)
         # --- end group coordinator and log cleaner ----------------------------------------------
         # --- transaction coordinator, produce check, aborted txns for Fetch (issue 4) -----------
@@ -148,17 +150,20 @@ class Broker:
             await svc.start()
         for listener in self.config.listeners:
             server = await asyncio.get_running_loop().create_server(
-                lambda: Connection(self), listener.host or None, listener.port,
-                reuse_address=True)
+                lambda: Connection(self), listener.host or None, listener.port, reuse_address=True
+            )
             self.servers.append(server)
             port = server.sockets[0].getsockname()[1]
             self.bound.append(Listener(listener.name, listener.host or "0.0.0.0", port))
         if self.replication is not None:
             self.replication.on_listening()  # register with the cluster, take up replicas
         self.tasks.append(asyncio.create_task(self._housekeeping(), name="housekeeping"))
-        log.info("odradek broker %d listening on %s, data in %s", self.node_id,
-                 ", ".join(f"{b.name}://{b.host}:{b.port}" for b in self.bound),
-                 ", ".join(self.logs.dirs))
+        log.info(
+            "odradek broker %d listening on %s, data in %s",
+            self.node_id,
+            ", ".join(f"{b.name}://{b.host}:{b.port}" for b in self.bound),
+            ", ".join(self.logs.dirs),
+        )
 
     def connection_closed(self, conn: Connection) -> None:
         self.connections.discard(conn)
@@ -235,7 +240,7 @@ class Broker:
         for server in self.servers:
             try:
                 await asyncio.wait_for(server.wait_closed(), 2)
-            except (asyncio.TimeoutError, Exception):
+            except (TimeoutError, Exception):
                 pass
         if clean:
             for (topic, idx), part in self.topics.partitions.items():

@@ -32,14 +32,17 @@ class TopicError(Exception):
 
 def check_topic_name(name: str | None) -> None:
     if not name or name in (".", "..") or len(name) > MAX_NAME or not _LEGAL.match(name):
-        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                         f"Topic name {name!r} is illegal: use up to {MAX_NAME} of "
-                         "[a-zA-Z0-9._-], not '.' or '..'")
+        raise TopicError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"Topic name {name!r} is illegal: use up to {MAX_NAME} of "
+            "[a-zA-Z0-9._-], not '.' or '..'",
+        )
 
 
 class TopicManager:
-    def __init__(self, config: Any, store: MetadataStore, logs: LogManager, node_id: int,
-                 live_brokers) -> None:
+    def __init__(
+        self, config: Any, store: MetadataStore, logs: LogManager, node_id: int, live_brokers
+    ) -> None:
         self.config = config
         self.store = store
         self.logs = logs
@@ -68,8 +71,17 @@ class TopicManager:
         if self.node_id not in state.replicas:
             return None
         lg = self.logs.get_or_create(info.name, idx, info.topic_id, self.log_config(info.name))
-        part = Partition(info.name, idx, info.topic_id, lg, self.node_id, state.replicas,
-                         state.leader, state.leader_epoch, state.isr or list(state.replicas))
+        part = Partition(
+            info.name,
+            idx,
+            info.topic_id,
+            lg,
+            self.node_id,
+            state.replicas,
+            state.leader,
+            state.leader_epoch,
+            state.isr or list(state.replicas),
+        )
         hw = self.logs.high_watermarks.get((info.name, idx))
         if not part.is_leader and hw is not None:
             part.high_watermark = min(hw, lg.log_end_offset)
@@ -136,19 +148,28 @@ class TopicManager:
         """Replica placement for new partitions `start..start+num_partitions-1`."""
         brokers = sorted(self.live_brokers())
         if rf > len(brokers):
-            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             f"Unable to replicate the partition {rf} time(s): The target "
-                             f"replication factor of {rf} cannot be reached because only "
-                             f"{len(brokers)} broker(s) are registered.")
+            raise TopicError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {rf} time(s): The target "
+                f"replication factor of {rf} cannot be reached because only "
+                f"{len(brokers)} broker(s) are registered.",
+            )
         out = []
         for p in range(start, start + num_partitions):
             replicas = [brokers[(p + r) % len(brokers)] for r in range(rf)]
             out.append(PartitionState(replicas, replicas[0], 0, list(replicas)))
         return out
 
-    def create_topic(self, name: str, num_partitions: int, rf: int,
-                     configs: dict[str, str] | None = None, *, validate_only: bool = False,
-                     internal: bool = False) -> TopicInfo:
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        rf: int,
+        configs: dict[str, str] | None = None,
+        *,
+        validate_only: bool = False,
+        internal: bool = False,
+    ) -> TopicInfo:
         check_topic_name(name)
         if name in self.store.topics:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
@@ -157,34 +178,40 @@ class TopicManager:
         if rf == -1:
             rf = int(self.config.get("default.replication.factor"))
         if num_partitions <= 0:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                             "Number of partitions must be larger than 0.")
+            raise TopicError(
+                ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
+            )
         if rf <= 0:
-            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             "Replication factor must be larger than 0.")
+            raise TopicError(
+                ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
+            )
         clean = {k: v for k, v in (configs or {}).items() if v is not None}
         try:
             validate_topic_configs(clean)
         except ConfigError as exc:
             raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         assignment = self.plan(num_partitions, rf)
-        info = TopicInfo(name, uuid.uuid4(), assignment, {k: str(v) for k, v in clean.items()},
-                         internal)
+        info = TopicInfo(
+            name, uuid.uuid4(), assignment, {k: str(v) for k, v in clean.items()}, internal
+        )
         if validate_only:
             return info
         self.store.create_topic(info)
         self.by_id[info.topic_id] = name
         for idx in range(num_partitions):
             self._open_partition(info, idx)
-        log.info("created topic %s with %d partitions, replication factor %d", name,
-                 num_partitions, rf)
+        log.info(
+            "created topic %s with %d partitions, replication factor %d", name, num_partitions, rf
+        )
         return info
 
     def delete_topic(self, name: str) -> None:
         info = self.store.topics.get(name)
         if info is None:
-            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                             "This server does not host this topic-partition.")
+            raise TopicError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                "This server does not host this topic-partition.",
+            )
         self.store.delete_topic(name)
         self.by_id.pop(info.topic_id, None)
         for idx in range(len(info.partitions)):
@@ -201,13 +228,16 @@ class TopicManager:
     def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
         info = self.store.topics.get(name)
         if info is None:
-            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                             f"The topic '{name}' does not exist.")
+            raise TopicError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+            )
         current = len(info.partitions)
         if count <= current:
-            raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                             f"Topic currently has {current} partitions, which is higher than "
-                             f"or equal to the requested {count}.")
+            raise TopicError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"Topic currently has {current} partitions, which is higher than "
+                f"or equal to the requested {count}.",
+            )
         added = self.plan(count - current, len(info.partitions[0].replicas), current)
         if validate_only:
             return
@@ -217,12 +247,12 @@ class TopicManager:
             self._open_partition(info, idx)
         log.info("topic %s now has %d partitions", name, count)
 
-    def set_configs(self, name: str, configs: dict[str, str], validate_only: bool = False
-                    ) -> None:
+    def set_configs(self, name: str, configs: dict[str, str], validate_only: bool = False) -> None:
         info = self.store.topics.get(name)
         if info is None:
-            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                             f"The topic '{name}' does not exist.")
+            raise TopicError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+            )
         try:
             validate_topic_configs(configs)
         except ConfigError as exc:

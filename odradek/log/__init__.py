@@ -1,1 +1,4 @@
-"""The storage engine: segments, indexes, recovery, retention, compaction (Kafka's storage module)."""
+"""The storage engine: segments, indexes, recovery, retention, compaction.
+
+Kafka's storage module, in Python.
+"""

@@ -16,6 +16,11 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from odradek.log.config import LONG_MAX, LogConfig
+from odradek.log.leader_epoch import LeaderEpochCache
+from odradek.log.producer_state import ProducerStateManager
+from odradek.log.segment import LogSegment
+from odradek.log.transactions import replay_marker
 from odradek.wire.batch import (
     BatchHeader,
     set_base_offset,
@@ -23,12 +28,6 @@ from odradek.wire.batch import (
     set_partition_leader_epoch,
 )
 from odradek.wire.records import decode_records
-
-from odradek.log.config import LONG_MAX, LogConfig
-from odradek.log.leader_epoch import LeaderEpochCache
-from odradek.log.producer_state import ProducerStateManager
-from odradek.log.segment import LogSegment
-from odradek.log.transactions import replay_marker
 from odradek.wire.regions import FileRegion
 
 log = logging.getLogger(__name__)
@@ -78,9 +77,17 @@ def read_partition_metadata(directory: str) -> uuid.UUID | None:
 class Log:
     """Segments of one topic-partition in `directory` (named `<topic>-<partition>`)."""
 
-    def __init__(self, directory: str, topic: str, partition: int, config: LogConfig,
-                 *, recovery_point: int = 0, log_start_offset: int = 0,
-                 clean_shutdown: bool = True) -> None:
+    def __init__(
+        self,
+        directory: str,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        clean_shutdown: bool = True,
+    ) -> None:
         self.dir = directory
         self.topic = topic
         self.partition = partition
@@ -99,8 +106,9 @@ class Log:
     # -- loading --------------------------------------------------------------------------------
 
     def _load(self, clean_shutdown: bool) -> None:
-        bases = sorted(int(n[:-4]) for n in os.listdir(self.dir)
-                       if n.endswith(".log") and n[:-4].isdigit())
+        bases = sorted(
+            int(n[:-4]) for n in os.listdir(self.dir) if n.endswith(".log") and n[:-4].isdigit()
+        )
         for name in os.listdir(self.dir):
             if name.endswith((".index", ".timeindex", ".txnindex")):
                 base = name.split(".")[0]
@@ -125,8 +133,13 @@ class Log:
         self._rebuild_producer_state()
 
     def _open_segment(self, base: int, created: int) -> LogSegment:
-        return LogSegment(self.dir, base, self.config.segment_index_bytes,
-                          self.config.index_interval_bytes, created)
+        return LogSegment(
+            self.dir,
+            base,
+            self.config.segment_index_bytes,
+            self.config.index_interval_bytes,
+            created,
+        )
 
     def _recover(self, clean_shutdown: bool) -> None:
         """Recover every segment that may hold unflushed data; load the others' tails."""
@@ -137,8 +150,13 @@ class Log:
             if needs or seg.index.entries == 0 and seg.size > 0:
                 truncated, _ = seg.recover(max_batch)
                 if truncated:
-                    log.warning("%s-%d: truncated %d bytes of torn or corrupt data in %s",
-                                self.topic, self.partition, truncated, seg.path)
+                    log.warning(
+                        "%s-%d: truncated %d bytes of torn or corrupt data in %s",
+                        self.topic,
+                        self.partition,
+                        truncated,
+                        seg.path,
+                    )
                     # everything after a corrupt batch is suspect: drop later segments
                     for later in self.segments[i + 1 :]:
                         later.delete()
@@ -187,8 +205,13 @@ class Log:
 
     # -- appending ------------------------------------------------------------------------------
 
-    def append_as_leader(self, buf: bytes | bytearray, batches: list[tuple[int, BatchHeader]],
-                         leader_epoch: int, log_append_time: bool) -> AppendInfo:
+    def append_as_leader(
+        self,
+        buf: bytes | bytearray,
+        batches: list[tuple[int, BatchHeader]],
+        leader_epoch: int,
+        log_append_time: bool,
+    ) -> AppendInfo:
         """Assign offsets to validated batches in `buf` and write them in one call.
 
         A bytearray is patched in place; immutable request bytes are not copied: each batch's
@@ -226,8 +249,9 @@ class Log:
             position_offset += h.last_offset_delta + 1
         return AppendInfo(first, offset - 1, now if log_append_time else -1, max_ts)
 
-    def append_as_follower(self, buf: bytes | bytearray | memoryview,
-                           batches: list[tuple[int, BatchHeader]]) -> None:
+    def append_as_follower(
+        self, buf: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]]
+    ) -> None:
         """Append batches that already carry offsets (replication); they must follow the end."""
         if not batches:
             return
@@ -254,8 +278,14 @@ class Log:
         self._write(buf, offset, offset, header.max_timestamp, offset)
         return offset
 
-    def _write(self, data: bytes | bytearray | memoryview | list, first: int, last: int,
-               max_ts: int, off_max: int) -> None:
+    def _write(
+        self,
+        data: bytes | bytearray | memoryview | list,
+        first: int,
+        last: int,
+        max_ts: int,
+        off_max: int,
+    ) -> None:
         size = sum(len(p) for p in data) if isinstance(data, list) else len(data)
         self._maybe_roll(size, max_ts, last)
         self.active.append(data, first, last, max_ts, off_max)
@@ -271,12 +301,16 @@ class Log:
         if seg.size == 0:
             return
         cfg = self.config
-        age_ms = now_ms() - (seg.created_ms if seg.max_timestamp < 0 else
-                             min(seg.created_ms, seg.max_timestamp))
-        if (seg.size + incoming > cfg.segment_bytes
-                or age_ms > cfg.segment_ms - cfg.segment_jitter_ms
-                or seg.index.full or seg.time_index.full
-                or last_offset - seg.base_offset > INT32_MAX):
+        age_ms = now_ms() - (
+            seg.created_ms if seg.max_timestamp < 0 else min(seg.created_ms, seg.max_timestamp)
+        )
+        if (
+            seg.size + incoming > cfg.segment_bytes
+            or age_ms > cfg.segment_ms - cfg.segment_jitter_ms
+            or seg.index.full
+            or seg.time_index.full
+            or last_offset - seg.base_offset > INT32_MAX
+        ):
             self.roll()
 
     def roll(self) -> LogSegment:
@@ -287,8 +321,7 @@ class Log:
         seg.seal()
         self.producer_state.write_snapshot(self.log_end_offset)
         new = self._new_segment(self.log_end_offset)
-        log.debug("%s-%d: rolled segment at offset %d", self.topic, self.partition,
-                  new.base_offset)
+        log.debug("%s-%d: rolled segment at offset %d", self.topic, self.partition, new.base_offset)
         return new
 
     def _new_segment(self, base: int) -> LogSegment:
@@ -313,8 +346,9 @@ class Log:
 
     # -- reading --------------------------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int, max_offset: int, min_one: bool
-             ) -> FileRegion | None:
+    def read(
+        self, offset: int, max_bytes: int, max_offset: int, min_one: bool
+    ) -> FileRegion | None:
         """Batches from `offset` bounded by `max_offset` (exclusive: high watermark or LSO)."""
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise OffsetOutOfRange(offset)
@@ -424,10 +458,16 @@ class Log:
             if self.active.size and 0 <= self.active.max_timestamp < limit:
                 self.roll()
             deleted += self._delete_segments(
-                lambda seg, nxt: nxt is not None and 0 <= seg.max_timestamp < limit
-                or nxt is not None and seg.size and seg.max_timestamp < 0
-                and seg.created_ms < limit,
-                "retention.ms")
+                lambda seg, nxt: (
+                    nxt is not None
+                    and 0 <= seg.max_timestamp < limit
+                    or nxt is not None
+                    and seg.size
+                    and seg.max_timestamp < 0
+                    and seg.created_ms < limit
+                ),
+                "retention.ms",
+            )
         if cfg.retention_bytes >= 0:
             excess = self.size_bytes - cfg.retention_bytes
 
@@ -451,8 +491,13 @@ class Log:
             self._bases.pop(0)
             seg.delete()
             count += 1
-            log.info("%s-%d: deleted segment %d (%s)", self.topic, self.partition,
-                     seg.base_offset, reason)
+            log.info(
+                "%s-%d: deleted segment %d (%s)",
+                self.topic,
+                self.partition,
+                seg.base_offset,
+                reason,
+            )
         if count:
             self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
             self.epochs.truncate_from_start(self.log_start_offset)

@@ -21,6 +21,9 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from odradek.log.offset_index import OffsetIndex
+from odradek.log.time_index import TimeIndex
+from odradek.log.txn_index import TransactionIndex
 from odradek.wire.batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -28,10 +31,6 @@ from odradek.wire.batch import (
     crc_ok,
     parse_header,
 )
-
-from odradek.log.offset_index import OffsetIndex
-from odradek.log.time_index import TimeIndex
-from odradek.log.txn_index import TransactionIndex
 from odradek.wire.regions import FileRegion
 
 log = logging.getLogger(__name__)
@@ -57,8 +56,14 @@ class BatchPos:
 class LogSegment:
     """A `.log` file with its indexes; appended to only while it is the active segment."""
 
-    def __init__(self, directory: str, base_offset: int, index_bytes: int, index_interval: int,
-                 created_ms: int) -> None:
+    def __init__(
+        self,
+        directory: str,
+        base_offset: int,
+        index_bytes: int,
+        index_interval: int,
+        created_ms: int,
+    ) -> None:
         self.dir = directory
         self.base_offset = base_offset
         self.path = os.path.join(directory, file_name(base_offset, ".log"))
@@ -66,12 +71,15 @@ class LogSegment:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         self.file = os.fdopen(fd, "r+b", buffering=0)
         self.size = os.fstat(fd).st_size
-        self.index = OffsetIndex(os.path.join(directory, file_name(base_offset, ".index")),
-                                 base_offset, index_bytes)
-        self.time_index = TimeIndex(os.path.join(directory, file_name(base_offset, ".timeindex")),
-                                    base_offset, index_bytes)
-        self.txn_index = TransactionIndex(os.path.join(directory,
-                                                       file_name(base_offset, ".txnindex")))
+        self.index = OffsetIndex(
+            os.path.join(directory, file_name(base_offset, ".index")), base_offset, index_bytes
+        )
+        self.time_index = TimeIndex(
+            os.path.join(directory, file_name(base_offset, ".timeindex")), base_offset, index_bytes
+        )
+        self.txn_index = TransactionIndex(
+            os.path.join(directory, file_name(base_offset, ".txnindex"))
+        )
         self.created_ms = created_ms
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
@@ -80,8 +88,14 @@ class LogSegment:
 
     # -- writing ------------------------------------------------------------------------------
 
-    def append(self, data: bytes | bytearray | memoryview | list, first_offset: int,
-               last_offset: int, max_timestamp: int, offset_of_max_timestamp: int) -> int:
+    def append(
+        self,
+        data: bytes | bytearray | memoryview | list,
+        first_offset: int,
+        last_offset: int,
+        max_timestamp: int,
+        offset_of_max_timestamp: int,
+    ) -> int:
         """Write batches (one buffer, or pieces written with one pwritev) at the end of the
         file; returns the position they start at."""
         position = self.size
@@ -171,8 +185,9 @@ class LogSegment:
         b = self.translate(offset)
         return self.size if b is None else b.position
 
-    def read(self, offset: int, max_bytes: int, max_position: int, min_one: bool
-             ) -> FileRegion | None:
+    def read(
+        self, offset: int, max_bytes: int, max_position: int, min_one: bool
+    ) -> FileRegion | None:
         """Up to `max_bytes` from the batch holding `offset`, never past `max_position`.
 
         As Kafka (KIP-74): when `min_one` and the first batch is larger than `max_bytes`, the
@@ -225,8 +240,11 @@ class LogSegment:
                 break
             _base, length = struct.unpack(">qi", raw)
             total = length + LOG_OVERHEAD
-            if length < HEADER_SIZE - LOG_OVERHEAD or total > max_batch + LOG_OVERHEAD + 1024 * 1024 \
-                    or position + total > self.size:
+            if (
+                length < HEADER_SIZE - LOG_OVERHEAD
+                or total > max_batch + LOG_OVERHEAD + 1024 * 1024
+                or position + total > self.size
+            ):
                 break
             data = os.pread(fd, total, position)
             try:
@@ -268,7 +286,10 @@ class LogSegment:
             for b in self.batches_from(0):
                 h = self.read_header(b.position)
                 if h.max_timestamp > self.max_timestamp:
-                    self.max_timestamp, self.offset_of_max_timestamp = h.max_timestamp, b.last_offset
+                    self.max_timestamp, self.offset_of_max_timestamp = (
+                        h.max_timestamp,
+                        b.last_offset,
+                    )
 
     def truncate_to(self, offset: int) -> int:
         """Drop every batch at or after `offset`; returns bytes removed."""

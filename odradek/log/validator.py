@@ -44,15 +44,18 @@ class ValidatedBatches:
 ZSTD = 4
 
 
-def validate(records: bytes | None, config: LogConfig, now: int,
-             produce_version: int | None = None) -> ValidatedBatches:
+def validate(
+    records: bytes | None, config: LogConfig, now: int, produce_version: int | None = None
+) -> ValidatedBatches:
     """Check a Produce partition's records; raise ValidationError with Kafka's error code.
 
     From Produce v3 Kafka takes exactly one magic-2 batch per partition (INVALID_RECORD
     otherwise) and zstd only from v7 (UNSUPPORTED_COMPRESSION_TYPE).
     """
-    one_batch = (f"Produce requests with version {produce_version} are only allowed to contain "
-                 "exactly one record batch")
+    one_batch = (
+        f"Produce requests with version {produce_version} are only allowed to contain "
+        "exactly one record batch"
+    )
     if not records:
         raise ValidationError(ErrorCode.INVALID_RECORD, one_batch)
     # the request's bytes are written as they are (the log patches offsets in a copy of each
@@ -61,9 +64,11 @@ def validate(records: bytes | None, config: LogConfig, now: int,
     try:
         batches = list(iter_batches(buf))
     except UnsupportedMagicError as exc:
-        raise ValidationError(ErrorCode.INVALID_RECORD,
-                              f"Produce requests with version {produce_version} are only allowed "
-                              f"to contain record batches with magic version 2 ({exc})") from None
+        raise ValidationError(
+            ErrorCode.INVALID_RECORD,
+            f"Produce requests with version {produce_version} are only allowed "
+            f"to contain record batches with magic version 2 ({exc})",
+        ) from None
     except CorruptRecordError as exc:
         raise ValidationError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
     if not batches:
@@ -72,8 +77,10 @@ def validate(records: bytes | None, config: LogConfig, now: int,
         if len(batches) != 1:
             raise ValidationError(ErrorCode.INVALID_RECORD, one_batch)
         if produce_version < 7 and batches[0][1].compression == ZSTD:
-            raise ValidationError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
-                                  "Produce requests with version < 7 may not use zstd")
+            raise ValidationError(
+                ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                "Produce requests with version < 7 may not use zstd",
+            )
     log_append = config.message_timestamp_type == "LogAppendTime"
     for pos, h in batches:
         if h.size > config.max_message_bytes:

@@ -139,9 +139,15 @@ def test_dropped_connections_reconnect(broker):
 
 def test_consumer_group_survives_dropped_connections(broker):
     producer = ck.Producer({"bootstrap.servers": broker.bootstrap})
-    consumer = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "survivors",
-                            "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
-                            "enable.auto.commit": False})
+    consumer = ck.Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "survivors",
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000,
+            "enable.auto.commit": False,
+        }
+    )
     consumer.subscribe(["orders"])
     seen: list[bytes] = []
 

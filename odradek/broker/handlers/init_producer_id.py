@@ -18,15 +18,22 @@ async def init_producer_id(ctx: RequestContext, req) -> object:
         txn = broker.extensions.get("txn_coordinator")
         if txn is None:
             return protocol.InitProducerIdResponse(
-                throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                producer_id=-1, producer_epoch=-1)
+                throttle_time_ms=0,
+                error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                producer_id=-1,
+                producer_epoch=-1,
+            )
         code, pid, epoch = await txn.init_producer_id(
-            req.transactional_id, req.transaction_timeout_ms, req.producer_id,
-            req.producer_epoch)
+            req.transactional_id, req.transaction_timeout_ms, req.producer_id, req.producer_epoch
+        )
         if code == ErrorCode.PRODUCER_FENCED and ctx.api_version < 4:
             code = ErrorCode.INVALID_PRODUCER_EPOCH  # KIP-588: older clients know this one
-        return protocol.InitProducerIdResponse(throttle_time_ms=0, error_code=code,
-                                               producer_id=pid, producer_epoch=epoch)
-    return protocol.InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
-                                           producer_id=broker.next_producer_id(),
-                                           producer_epoch=0)
+        return protocol.InitProducerIdResponse(
+            throttle_time_ms=0, error_code=code, producer_id=pid, producer_epoch=epoch
+        )
+    return protocol.InitProducerIdResponse(
+        throttle_time_ms=0,
+        error_code=ErrorCode.NONE,
+        producer_id=broker.next_producer_id(),
+        producer_epoch=0,
+    )

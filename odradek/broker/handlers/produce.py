@@ -47,8 +47,7 @@ def _produce_one(
                 return AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return AppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     try:
-        validated = validate(records, part.log.config, int(time.time() * 1000),
-                             ctx.api_version)
+        validated = validate(records, part.log.config, int(time.time() * 1000), ctx.api_version)
     except ValidationError as exc:
         log.info(
             "produce to %s-%d from %s rejected: %s (%s)",
