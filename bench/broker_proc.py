@@ -64,6 +64,7 @@ class OdradekProcess:
         overrides: dict[str, str] | None = None,
         profile_to: Path | None = None,
         keep_data: bool = False,
+        brokers: int = 1,
     ) -> None:
         self.python = python
         self.host = host
@@ -71,6 +72,9 @@ class OdradekProcess:
         self.overrides = dict(overrides or {})
         self.profile_to = profile_to
         self.keep_data = keep_data
+        # brokers > 1: `odradek cluster --brokers N`, replicating brokers in one process; the
+        # bootstrap is the first broker, whose port is read from the ready line
+        self.brokers = brokers
         self.data_dir = Path(tempfile.mkdtemp(prefix="odradek-bench-"))
         self._proc: subprocess.Popen[bytes] | None = None
         self._reader: threading.Thread | None = None
@@ -96,6 +100,24 @@ class OdradekProcess:
         return "\n".join(self._lines)
 
     def command(self) -> list[str]:
+        if self.brokers > 1:
+            cmd = [
+                self.python,
+                "-m",
+                "odradek",
+                "cluster",
+                "--brokers",
+                str(self.brokers),
+                "--port",
+                "0",
+                "--listen-host",
+                self.host,
+                "--base-dir",
+                str(self.data_dir / "data"),
+            ]
+            for key, value in self.overrides.items():
+                cmd += ["--override", f"{key}={value}"]
+            return cmd
         overrides = {
             "listeners": f"PLAINTEXT://{self.host}:{self.port}",
             "log.dirs": str(self.data_dir / "data"),
@@ -128,6 +150,11 @@ class OdradekProcess:
         self._reader = threading.Thread(target=self._read_output, name="broker-output", daemon=True)
         self._reader.start()
         try:
+            if self.brokers > 1:  # ports are free ones: learn the first from the ready line
+                if not self._ready.wait(timeout):
+                    raise BrokerStartError(f"no {READY_MARKER!r} line within {timeout:.0f} s")
+                ready = next(line for line in self._lines if READY_MARKER in line)
+                self.port = int(ready.split("listeners=", 1)[1].split(",", 1)[0].rsplit(":", 1)[1])
             answered_at = wait_for_api_versions(
                 self.host, self.port, timeout=timeout, alive=self.alive
             )

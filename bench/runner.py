@@ -52,6 +52,7 @@ class Options:
     broker_pid: int | None
     partitions: int
     replication_factor: int
+    brokers: int
     acks: str
     compression: str
     linger_ms: int
@@ -112,6 +113,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="partitions per benchmark topic (default %(default)s)",
     )
     p.add_argument("--replication-factor", type=_positive, default=1)
+    p.add_argument(
+        "--brokers",
+        type=_positive,
+        default=1,
+        help="spawn `odradek cluster --brokers N` (one process) instead of one broker; "
+        "use with --replication-factor",
+    )
     p.add_argument("--acks", choices=("0", "1", "all"), default="all")
     p.add_argument(
         "--compression", choices=("none", "gzip", "snappy", "lz4", "zstd"), default="none"
@@ -173,6 +181,7 @@ def parse_options(argv: list[str] | None) -> Options:
         broker_pid=a.broker_pid,
         partitions=a.partitions,
         replication_factor=a.replication_factor,
+        brokers=a.brokers,
         acks=a.acks,
         compression=a.compression,
         linger_ms=a.linger_ms,
@@ -364,7 +373,10 @@ def run(opts: Options) -> Report:
         report.startup_api_versions_ms.append(timing.api_versions_ms)
         report.startup_ready_line_ms.append(timing.ready_line_ms)
     broker = OdradekProcess(
-        overrides=opts.broker_overrides, profile_to=opts.profile_broker, keep_data=opts.keep_data
+        overrides=opts.broker_overrides,
+        profile_to=opts.profile_broker,
+        keep_data=opts.keep_data,
+        brokers=opts.brokers,
     )
     try:
         timing = broker.start()
@@ -372,7 +384,12 @@ def run(opts: Options) -> Report:
             report.startup_api_versions_ms.append(timing.api_versions_ms)
             report.startup_ready_line_ms.append(timing.ready_line_ms)
         report.settings["broker"] = (
-            f"odradek {source_revision()} (spawned, {broker.bootstrap}, python -m odradek serve)"
+            f"odradek {source_revision()} (spawned, {broker.bootstrap}, "
+            + (
+                "python -m odradek serve)"
+                if opts.brokers == 1
+                else f"odradek cluster --brokers {opts.brokers}, one process)"
+            )
         )
         Bench(opts, broker.bootstrap, broker.pid, report).run()
     except Exception:
