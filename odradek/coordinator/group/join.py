@@ -13,6 +13,7 @@ that do not rejoin within the rebalance timeout are removed (static ones are kep
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from odradek.coordinator.group.metadata import (
     ClassicGroup,
@@ -33,6 +34,23 @@ Preparing = GroupState.PREPARING_REBALANCE
 Completing = GroupState.COMPLETING_REBALANCE
 Stable = GroupState.STABLE
 Dead = GroupState.DEAD
+
+
+@dataclass(slots=True)
+class JoinParams:
+    """What a JoinGroup request says about the joining member, passed through the join steps."""
+
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocol_type: str
+    protocols: Protocols
+    callback: JoinCallback
+    reason: str
+    require_known: bool
+    support_skip: bool
 
 
 class JoinGroupMixin:
@@ -67,35 +85,24 @@ class JoinGroupMixin:
         if not self._accept_joining_member(group, member_id):
             group.remove(member_id)
             callback(JoinResult.failed("", ErrorCode.GROUP_MAX_SIZE_REACHED))
-        elif unknown:
-            self._new_member_join(
-                group,
+        else:
+            params = JoinParams(
                 group_instance_id,
+                client_id,
+                client_host,
+                rebalance_timeout_ms,
+                session_timeout_ms,
+                protocol_type,
+                protocols,
+                callback,
+                why,
                 require_known_member_id,
                 support_skip_assignment,
-                client_id,
-                client_host,
-                rebalance_timeout_ms,
-                session_timeout_ms,
-                protocol_type,
-                protocols,
-                callback,
-                why,
             )
-        else:
-            self._current_member_join(
-                group,
-                member_id,
-                group_instance_id,
-                client_id,
-                client_host,
-                rebalance_timeout_ms,
-                session_timeout_ms,
-                protocol_type,
-                protocols,
-                callback,
-                why,
-            )
+            if unknown:
+                self._new_member_join(group, params)
+            else:
+                self._current_member_join(group, member_id, params)
         if group.is_(Preparing):
             self._check_join(group)
 
@@ -108,28 +115,15 @@ class JoinGroupMixin:
             return (member is not None and member.awaiting_join) or group.num_awaiting_join < limit
         return group.has(member_id) or group.size < limit
 
-    def _new_member_join(
-        self,
-        group: ClassicGroup,
-        instance_id: str | None,
-        require_known: bool,
-        support_skip: bool,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: Protocols,
-        callback: JoinCallback,
-        reason: str,
-    ) -> None:
+    def _new_member_join(self, group: ClassicGroup, p: JoinParams) -> None:
+        callback, instance_id = p.callback, p.instance_id
         if group.is_(Dead):
             callback(JoinResult.failed("", ErrorCode.COORDINATOR_NOT_AVAILABLE))
             return
-        if not group.supports_protocols(protocol_type, [n for n, _ in protocols]):
+        if not group.supports_protocols(p.protocol_type, [n for n, _ in p.protocols]):
             callback(JoinResult.failed("", ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
             return
-        new_id = group.generate_member_id(client_id, instance_id)
+        new_id = group.generate_member_id(p.client_id, instance_id)
         if instance_id is not None:
             old_id = group.static_member_id(instance_id)
             if old_id is not None:
@@ -141,20 +135,9 @@ class JoinGroupMixin:
                     new_id,
                     old_id,
                 )
-                self._update_static_member(
-                    group,
-                    old_id,
-                    new_id,
-                    instance_id,
-                    protocols,
-                    rebalance_timeout_ms,
-                    session_timeout_ms,
-                    callback,
-                    reason,
-                    support_skip,
-                )
+                self._update_static_member(group, old_id, new_id, instance_id, p)
                 return
-        elif require_known:
+        elif p.require_known:
             log.debug(
                 "dynamic member joins group %s in state %s: member id %s required",
                 group.group_id,
@@ -162,41 +145,17 @@ class JoinGroupMixin:
                 new_id,
             )
             group.pending_members.add(new_id)
-            self._schedule_pending_expiry(group, new_id, session_timeout_ms)
+            self._schedule_pending_expiry(group, new_id, p.session_timeout_ms)
             callback(JoinResult.failed(new_id, ErrorCode.MEMBER_ID_REQUIRED))
             return
-        self._add_member_and_rebalance(
-            group,
-            new_id,
-            instance_id,
-            client_id,
-            client_host,
-            rebalance_timeout_ms,
-            session_timeout_ms,
-            protocol_type,
-            protocols,
-            callback,
-            reason,
-        )
+        self._add_member_and_rebalance(group, new_id, p)
 
-    def _current_member_join(
-        self,
-        group: ClassicGroup,
-        member_id: str,
-        instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: Protocols,
-        callback: JoinCallback,
-        reason: str,
-    ) -> None:
+    def _current_member_join(self, group: ClassicGroup, member_id: str, p: JoinParams) -> None:
+        callback, instance_id, protocols, reason = p.callback, p.instance_id, p.protocols, p.reason
         if group.is_(Dead):
             callback(JoinResult.failed(member_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
             return
-        if not group.supports_protocols(protocol_type, [n for n, _ in protocols]):
+        if not group.supports_protocols(p.protocol_type, [n for n, _ in protocols]):
             callback(JoinResult.failed(member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
             return
         if group.is_pending_member(member_id):
@@ -209,19 +168,7 @@ class JoinGroupMixin:
                 group.group_id,
                 group.state.value,
             )
-            self._add_member_and_rebalance(
-                group,
-                member_id,
-                None,
-                client_id,
-                client_host,
-                rebalance_timeout_ms,
-                session_timeout_ms,
-                protocol_type,
-                protocols,
-                callback,
-                reason,
-            )
+            self._add_member_and_rebalance(group, member_id, p)  # p.instance_id is None here
             return
         error = self.validate_member(group, member_id, instance_id)
         if error is not None:
@@ -232,10 +179,7 @@ class JoinGroupMixin:
             self._update_member_and_rebalance(
                 group,
                 member,
-                protocols,
-                rebalance_timeout_ms,
-                session_timeout_ms,
-                callback,
+                p,
                 f"member {member_id} joining group during {group.state.value}; "
                 f"client reason: {reason}",
             )
@@ -247,10 +191,7 @@ class JoinGroupMixin:
                 self._update_member_and_rebalance(
                     group,
                     member,
-                    protocols,
-                    rebalance_timeout_ms,
-                    session_timeout_ms,
-                    callback,
+                    p,
                     f"updating metadata for member {member_id} during "
                     f"{group.state.value}; client reason: {reason}",
                 )
@@ -260,10 +201,7 @@ class JoinGroupMixin:
                 self._update_member_and_rebalance(
                     group,
                     member,
-                    protocols,
-                    rebalance_timeout_ms,
-                    session_timeout_ms,
-                    callback,
+                    p,
                     f"{'leader' if group.is_leader(member_id) else 'member'} "
                     f"{member_id} re-joining group during Stable; client reason: {reason}",
                 )
@@ -297,74 +235,50 @@ class JoinGroupMixin:
             members=group.current_member_metadata() if with_members else [],
         )
 
-    def _add_member_and_rebalance(
-        self,
-        group: ClassicGroup,
-        member_id: str,
-        instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: Protocols,
-        callback: JoinCallback,
-        reason: str,
-    ) -> None:
+    def _add_member_and_rebalance(self, group: ClassicGroup, member_id: str, p: JoinParams) -> None:
+        instance_id = p.instance_id
         member = Member(
             member_id,
             instance_id,
-            client_id,
-            client_host,
-            rebalance_timeout_ms,
-            session_timeout_ms,
-            protocol_type,
-            protocols,
+            p.client_id,
+            p.client_host,
+            p.rebalance_timeout_ms,
+            p.session_timeout_ms,
+            p.protocol_type,
+            p.protocols,
         )
         member.is_new = True
         if group.is_(Preparing) and group.generation_id == 0:
             group.new_member_added = True
-        group.add(member, callback)
+        group.add(member, p.callback)
         # a new member cannot heartbeat until its join completes; time the join out instead
         self._schedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
         self._maybe_prepare_rebalance(
             group,
             f"adding new member {member_id} with group instance id {instance_id}; "
-            f"client reason: {reason}",
+            f"client reason: {p.reason}",
         )
 
     def _update_member_and_rebalance(
-        self,
-        group: ClassicGroup,
-        member: Member,
-        protocols: Protocols,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        callback: JoinCallback,
-        reason: str,
+        self, group: ClassicGroup, member: Member, p: JoinParams, reason: str
     ) -> None:
-        group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, callback)
+        group.update_member(
+            member, p.protocols, p.rebalance_timeout_ms, p.session_timeout_ms, p.callback
+        )
         self._maybe_prepare_rebalance(group, reason)
 
     def _update_static_member(
-        self,
-        group: ClassicGroup,
-        old_id: str,
-        new_id: str,
-        instance_id: str,
-        protocols: Protocols,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        callback: JoinCallback,
-        reason: str,
-        support_skip: bool,
+        self, group: ClassicGroup, old_id: str, new_id: str, instance_id: str, p: JoinParams
     ) -> None:
+        callback, reason = p.callback, p.reason
         current_leader = group.leader_id
         self._cancel_heartbeat(group, old_id)
         member = group.replace_static_member(instance_id, old_id, new_id)
         self._schedule_heartbeat(group, member)
         old = (list(member.protocols), member.rebalance_timeout_ms, member.session_timeout_ms)
-        group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, callback)
+        group.update_member(
+            member, p.protocols, p.rebalance_timeout_ms, p.session_timeout_ms, callback
+        )
         if group.is_(Stable):
             if group.select_protocol() != group.protocol_name:
                 self._maybe_prepare_rebalance(
@@ -397,7 +311,7 @@ class JoinGroupMixin:
                     )
                 )
                 return
-            if support_skip:
+            if p.support_skip:
                 is_leader = group.is_leader(new_id)
                 result = self._join_result(group, member, is_leader, skip=is_leader)
             else:
