@@ -206,8 +206,10 @@ def test_static_member_restarts_without_rebalance(
     group.consumed(values, [again, b])
     # the other member never rebalanced
     assert len([e for e in b.events if e["e"] in ("assigned", "revoked")]) == b_events
+    # kafka-python's leader may rejoin on its own after a metadata refresh: wait for the group
+    # to settle (the member-side check above is what proves the restart caused no rebalance)
+    group.until(lambda: describe(broker, group.group)["group_state"] == "Stable", "Stable")
     after = describe(broker, group.group)
-    assert after["group_state"] == "Stable"
     ids = {m["group_instance_id"]: m["member_id"] for m in after["members"]}
     old = {m["group_instance_id"]: m["member_id"] for m in before["members"]}
     assert ids["inst-b"] == old["inst-b"] and ids["inst-a"] != old["inst-a"]
