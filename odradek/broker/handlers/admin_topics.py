@@ -176,24 +176,25 @@ def _created(broker: Any, info: Any, version: int) -> Any:
     )
 
 
+def _unique_topics(topics: list, results: list, result_cls: Any) -> list:
+    """Topics named once; a name given twice is answered INVALID_REQUEST once, as Kafka does."""
+    counts = Counter(t.name for t in topics)
+    for name in dict.fromkeys(t.name for t in topics if counts[t.name] > 1):
+        results.append(
+            result_cls(
+                name=name,
+                error_code=ErrorCode.INVALID_REQUEST,
+                error_message="Duplicate topic name.",
+            )
+        )
+    return [t for t in topics if counts[t.name] == 1]
+
+
 @handles(ApiKey.CREATE_TOPICS, versions=(2, 7))
 async def create_topics(ctx: RequestContext, req) -> object:
     broker = ctx.broker
-    counts = Counter(t.name for t in req.topics)
-    results = []
-    reported: set[str] = set()
-    for topic in req.topics:
-        if counts[topic.name] > 1:
-            if topic.name not in reported:
-                reported.add(topic.name)
-                results.append(
-                    CResult(
-                        name=topic.name,
-                        error_code=ErrorCode.INVALID_REQUEST,
-                        error_message="Duplicate topic name.",
-                    )
-                )
-            continue
+    results: list = []
+    for topic in _unique_topics(req.topics, results, CResult):
         try:
             info = _create_one(broker, topic, bool(req.validate_only))
         except TopicError as exc:
@@ -372,21 +373,8 @@ def _grow_one(broker: Any, topic: Any, validate_only: bool) -> None:
 @handles(ApiKey.CREATE_PARTITIONS, versions=(0, 3))
 async def create_partitions(ctx: RequestContext, req) -> object:
     broker = ctx.broker
-    counts = Counter(t.name for t in req.topics)
-    results = []
-    reported: set[str] = set()
-    for topic in req.topics:
-        if counts[topic.name] > 1:
-            if topic.name not in reported:
-                reported.add(topic.name)
-                results.append(
-                    PResult(
-                        name=topic.name,
-                        error_code=ErrorCode.INVALID_REQUEST,
-                        error_message="Duplicate topic name.",
-                    )
-                )
-            continue
+    results: list = []
+    for topic in _unique_topics(req.topics, results, PResult):
         try:
             _grow_one(broker, topic, bool(req.validate_only))
         except TopicError as exc:
