@@ -2,7 +2,8 @@
 # Idempotent, cached set-up of everything `make run`, `make test` and `make bench` need, for a
 # fresh Debian 12 machine (as root, or with sudo otherwise):
 #   .venv/                  the project installed editable with its `test` extra
-#   kcat, java, javac       from Debian's packages, installed only when missing
+#   kcat, java, javac,      from Debian's packages, installed only when missing
+#   zookeeper
 #   .cache/java-classpath   the Java kafka-clients jar and its compression jars (one line,
 #                           ':'-separated), taken from the shigawire-apache-flink-libraries wheel
 # Everything downloaded lands in .venv/ or .cache/ (both git-ignored), apart from apt's own
@@ -55,6 +56,9 @@ command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 if ! command -v java >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
     missing+=(default-jdk-headless)
 fi
+# Apache ZooKeeper for clusters of separate broker processes (zookeeper.connect); tests start
+# their own server from its jar (odradek/testing/zookeeper.py), never the system service.
+[ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 if [ ${#missing[@]} -gt 0 ]; then
     apt_install "${missing[@]}"
 fi
@@ -136,4 +140,4 @@ PY
     say "wrote $CLASSPATH_FILE"
 fi
 
-say "ready (.venv, kcat, java, .cache/java-classpath)"
+say "ready (.venv, kcat, java, zookeeper, .cache/java-classpath)"

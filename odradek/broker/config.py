@@ -90,7 +90,7 @@ BROKER_KEYS: dict[str, BrokerKey] = {
             "offsets.topic.replication.factor",
             "int",
             1,
-            "replication of __consumer_offsets (Kafka's default is 3; 1 suits one broker)",
+            "replication of __consumer_offsets (3 with zookeeper.connect, as Kafka's default)",
             minimum=1,
         ),
         _k("offsets.topic.segment.bytes", "int", 104857600, "segment size of __consumer_offsets"),
@@ -107,7 +107,7 @@ BROKER_KEYS: dict[str, BrokerKey] = {
             "transaction.state.log.replication.factor",
             "int",
             1,
-            "replication of __transaction_state (Kafka's default is 3)",
+            "replication of __transaction_state (3 with zookeeper.connect, as Kafka's default)",
         ),
         _k("transaction.state.log.min.isr", "int", 1, "min ISR of __transaction_state"),
         _k("transaction.state.log.segment.bytes", "int", 104857600, "segment size"),
@@ -231,6 +231,14 @@ def env_properties(environ: dict[str, str]) -> dict[str, str]:
     return out
 
 
+# With zookeeper.connect (brokers in separate processes), Kafka's own defaults for the internal
+# topics apply: their partitions wait for three brokers, as in Kafka.
+ZOOKEEPER_DEFAULTS = {
+    "offsets.topic.replication.factor": 3,
+    "transaction.state.log.replication.factor": 3,
+}
+
+
 class BrokerConfig:
     """Parsed, validated broker settings; `get(key)` returns the typed value."""
 
@@ -248,6 +256,9 @@ class BrokerConfig:
         self.advertised = parse_listeners(adv) if adv else self.listeners
         if self.get("broker.id") is not None and "node.id" not in self.explicit:
             self.values["node.id"] = self.get("broker.id")
+        if self.get("zookeeper.connect"):  # a real cluster: Kafka's replicated internal topics
+            for key in ZOOKEEPER_DEFAULTS:
+                self.values.setdefault(key, ZOOKEEPER_DEFAULTS[key])
 
     @classmethod
     def load(

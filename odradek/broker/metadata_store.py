@@ -79,12 +79,17 @@ class TopicInfo:
     internal: bool = False
 
 
+class TopicExistsError(Exception):
+    """create_topic found the topic already there (another broker created it meanwhile)."""
+
+
 class MetadataStore:
     """What brokers need to agree on. Implementations persist every change before returning."""
 
     cluster_id: str
     topics: dict[str, TopicInfo]
     clustered: bool = False  # True: brokers replicate through it (registrations, controller)
+    _subscribers: list[Subscriber]
 
     def create_topic(self, info: TopicInfo) -> None:
         raise NotImplementedError
@@ -128,11 +133,38 @@ class MetadataStore:
         moved on. The store sets the new state's partition epoch."""
         raise NotImplementedError
 
+    def close(self) -> None:
+        """Release connections (a ZooKeeper session); the in-process store has none."""
+
+    # -- change notification, shared by the implementations ---------------------------------
+
     def subscribe(self, fn: Subscriber) -> None:
-        raise NotImplementedError
+        self._subscribers.append(fn)
 
     def unsubscribe(self, fn: Subscriber) -> None:
-        raise NotImplementedError
+        if fn in self._subscribers:
+            self._subscribers.remove(fn)
+
+    def _notify(self, change: MetadataChange) -> None:
+        if not self._subscribers:
+            return
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        for fn in list(self._subscribers):
+            if loop is None:
+                self._deliver(fn, change)
+            else:
+                loop.call_soon(self._deliver, fn, change)
+
+    def _deliver(self, fn: Subscriber, change: MetadataChange) -> None:
+        if fn not in self._subscribers:
+            return
+        try:
+            fn(change)
+        except Exception:
+            log.exception("metadata subscriber failed on %s", change)
 
 
 def _load_or_create_cluster_id(data_dir: str, configured: str | None, node_id: int | None) -> str:
@@ -291,31 +323,3 @@ class LocalMetadataStore(MetadataStore):
             for topic, index in changed:
                 self._notify(MetadataChange("partition", topic, index))
         return results
-
-    def subscribe(self, fn: Subscriber) -> None:
-        self._subscribers.append(fn)
-
-    def unsubscribe(self, fn: Subscriber) -> None:
-        if fn in self._subscribers:
-            self._subscribers.remove(fn)
-
-    def _notify(self, change: MetadataChange) -> None:
-        if not self._subscribers:
-            return
-        try:
-            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            loop = None
-        for fn in list(self._subscribers):
-            if loop is None:
-                self._deliver(fn, change)
-            else:
-                loop.call_soon(self._deliver, fn, change)
-
-    def _deliver(self, fn: Subscriber, change: MetadataChange) -> None:
-        if fn not in self._subscribers:
-            return
-        try:
-            fn(change)
-        except Exception:
-            log.exception("metadata subscriber failed on %s", change)

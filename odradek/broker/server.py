@@ -29,6 +29,11 @@ class Broker:
         self.config = config
         self.node_id = config.node_id
         self.logs = LogManager(config.log_dirs)
+        self._owns_store = store is None
+        if store is None and config.get("zookeeper.connect"):
+            from odradek.broker.zk_store import ZooKeeperMetadataStore
+
+            store = ZooKeeperMetadataStore.from_config(config)
         self.store = store or LocalMetadataStore(
             self.logs.dirs[0], self.node_id, config.get("cluster.id")
         )
@@ -248,5 +253,7 @@ class Broker:
             self.logs.close()
         else:
             self.logs.abandon()
+        if self._owns_store:
+            self.store.close()  # a ZooKeeper session ends here: its ephemeral nodes go
         self.stopped.set()
         log.info("odradek broker %d stopped%s", self.node_id, "" if clean else " (unclean)")

@@ -11,7 +11,12 @@ import re
 import uuid
 from typing import Any
 
-from odradek.broker.metadata_store import MetadataStore, PartitionState, TopicInfo
+from odradek.broker.metadata_store import (
+    MetadataStore,
+    PartitionState,
+    TopicExistsError,
+    TopicInfo,
+)
 from odradek.broker.partition import Partition
 from odradek.log.config import ConfigError, validate_topic_configs
 from odradek.log.manager import LogManager
@@ -196,7 +201,12 @@ class TopicManager:
         )
         if validate_only:
             return info
-        self.store.create_topic(info)
+        try:
+            self.store.create_topic(info)
+        except TopicExistsError:  # another broker created it meanwhile
+            raise TopicError(
+                ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
+            ) from None
         self.by_id[info.topic_id] = name
         for idx in range(num_partitions):
             self._open_partition(info, idx)
