@@ -1,0 +1,314 @@
+"""Real clients against three separate `odradek serve` processes sharing a real ZooKeeper.
+
+The brokers find each other, elect a controller and keep topics and partition state in
+ZooKeeper (Kafka's classic layout); they replicate over TCP. Brokers die by SIGKILL, so
+ZooKeeper notices only when the session expires, as with Kafka. Each test gets its own cluster
+under its own chroot of one ZooKeeper server for the module.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka as ck
+import pytest
+from confluent_kafka.admin import AdminClient
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.errors import NotEnoughReplicasError
+from kazoo.client import KazooClient
+
+from compat_tests.harness import unique_name
+from compat_tests.zk_harness import WAIT_S, ZkCluster
+from odradek.coordinator.group.records import partition_for as group_partition
+from odradek.coordinator.txn.config import partition_for as txn_partition
+from odradek.testing.zookeeper import ZooKeeperServer
+
+pytestmark = [pytest.mark.compat, pytest.mark.cluster]
+
+OFFSETS_PARTITIONS = 6  # zk_harness.FAST
+MIN_ISR = {"min.insync.replicas": "2"}
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    with ZooKeeperServer(str(tmp_path_factory.mktemp("zookeeper"))) as server:
+        yield server
+
+
+@pytest.fixture
+def cluster(zookeeper: ZooKeeperServer, tmp_path: Path, request) -> Iterator[ZkCluster]:
+    chroot = "/" + unique_name(request.node.name, 60)
+    with ZkCluster(tmp_path, zookeeper.connect(chroot)) as c:
+        yield c
+        statuses = c.stop()
+    assert all(s in (0, None, -9) for s in statuses), c.log_tails()
+
+
+def consume_all(bootstrap: str, topic: str, want: int, **config: Any) -> list[bytes]:
+    """Everything in partition 0 of `topic` from the beginning, up to `want` records."""
+    consumer = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": unique_name("reader"),
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            **config,
+        }
+    )
+    got: list[bytes] = []
+    try:
+        consumer.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
+        deadline = time.monotonic() + WAIT_S
+        while len(got) < want and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and not msg.error():
+                got.append(msg.value())
+    finally:
+        consumer.close()
+    return got
+
+
+def test_brokers_form_one_cluster_and_keep_kafkas_layout(cluster, zookeeper) -> None:
+    desc = cluster.describe_cluster()
+    assert cluster.registered() == [0, 1, 2]
+    for proc in cluster.brokers:  # every broker tells the same story
+        other = cluster.describe_cluster(proc.bootstrap)
+        assert other["controller_id"] == desc["controller_id"]
+        assert other["cluster_id"] == desc["cluster_id"]
+    topic = unique_name("layout")
+    cluster.create_topic(topic, partitions=3, rf=3, configs={"retention.ms": "3600000"})
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+    for i in range(30):
+        producer.send(topic, b"v%d" % i, partition=i % 3)
+    producer.flush(WAIT_S)
+    producer.close()
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=cluster.bootstrap,
+        group_id=topic,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=10000,
+    )
+    got = sorted(m.value for m in consumer)
+    consumer.close()
+    assert got == sorted(b"v%d" % i for i in range(30))
+
+    chroot = cluster.zookeeper_connect[len(zookeeper.address) :]
+    zk = KazooClient(hosts=zookeeper.address + chroot)
+    zk.start(10)
+    try:
+        assert sorted(zk.get_children("/brokers/ids")) == ["0", "1", "2"]
+        assert json.loads(zk.get("/controller")[0])["brokerid"] == desc["controller_id"]
+        assert json.loads(zk.get("/cluster/id")[0])["id"] == desc["cluster_id"]
+        doc = json.loads(zk.get(f"/brokers/topics/{topic}")[0])
+        assert sorted(doc["partitions"]) == ["0", "1", "2"]
+        assert all(len(r) == 3 for r in doc["partitions"].values())
+        state = json.loads(zk.get(f"/brokers/topics/{topic}/partitions/0/state")[0])
+        assert state["leader"] == cluster.leader(topic, 0) and len(state["isr"]) == 3
+        config = json.loads(zk.get(f"/config/topics/{topic}")[0])
+        assert config["config"] == {"retention.ms": "3600000"}
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def test_leader_kill_during_idempotent_acks_all_produce_loses_nothing(cluster) -> None:
+    topic = unique_name("orders")
+    cluster.create_topic(topic, partitions=1, rf=3, configs=MIN_ISR)
+    first = cluster.partition(topic)
+    producer = ck.Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "message.timeout.ms": 60000,
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
+    )
+    acked: list[bytes] = []
+    errors: list[Any] = []
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is None:
+            acked.append(msg.value())
+        else:
+            errors.append(err)
+
+    victim = first["leader_id"]
+    killed = restarted = False
+    deadline = time.monotonic() + 3 * WAIT_S
+    sent = 0
+    while len(acked) < 3000:
+        assert time.monotonic() < deadline, f"{len(acked)} acknowledged, errors {errors[:3]}"
+        if sent - len(acked) < 500:
+            for _ in range(50):
+                producer.produce(topic, value=b"m%06d" % sent, partition=0, on_delivery=delivered)
+                sent += 1
+        producer.poll(0.05)
+        if len(acked) >= 1000 and not killed:
+            cluster.kill(victim)
+            killed = True
+        if len(acked) >= 2000 and not restarted:
+            cluster.restart(victim)
+            restarted = True
+    assert producer.flush(WAIT_S) == 0
+    assert errors == []
+    after = cluster.partition(topic)
+    assert after["leader_epoch"] > first["leader_epoch"]
+    got = consume_all(cluster.bootstrap, topic, len(acked))
+    assert got == acked  # every acknowledged record, exactly once, in order
+    cluster.wait_for_isr(topic, 0, 3)  # the killed broker caught up and rejoined
+
+
+def test_isr_shrinks_to_not_enough_replicas_and_recovers(cluster) -> None:
+    topic = unique_name("guarded")
+    cluster.create_topic(topic, partitions=1, rf=3, configs=MIN_ISR)
+    leader = cluster.leader(topic)
+    followers = [n for n in range(3) if n != leader]
+    producer = KafkaProducer(
+        bootstrap_servers=cluster.bootstrap, acks="all", retries=0, request_timeout_ms=10000
+    )
+    try:
+        producer.send(topic, b"before").get(WAIT_S)
+        for node in followers:
+            cluster.kill(node)
+        cluster.wait_for_isr(topic, 0, 1)
+        with pytest.raises(NotEnoughReplicasError):
+            producer.send(topic, b"refused").get(WAIT_S)
+        cluster.restart(followers[0])
+        cluster.wait_for_isr(topic, 0, 2)
+        producer.send(topic, b"after").get(WAIT_S)
+    finally:
+        producer.close()
+    assert consume_all(cluster.bootstrap, topic, 2) == [b"before", b"after"]
+
+
+def test_group_and_transactions_survive_their_coordinators_broker(cluster) -> None:
+    topic = unique_name("pipeline")
+    group = unique_name("group")
+    cluster.create_topic(topic, partitions=1, rf=3, configs=MIN_ISR)
+    # one broker coordinates both the group and the transactional id: that one dies
+    txn_id = next(
+        t
+        for t in (f"{group}-txn-{i}" for i in range(100))
+        if txn_partition(t, OFFSETS_PARTITIONS) % 3
+        == group_partition(group, OFFSETS_PARTITIONS) % 3
+    )
+    producer = ck.Producer(
+        {"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id, "acks": "all"}
+    )
+    producer.init_transactions(WAIT_S)
+
+    def transaction(values: list[bytes], commit: bool) -> None:
+        producer.begin_transaction()
+        for value in values:
+            producer.produce(topic, value=value, partition=0)
+        if commit:
+            producer.commit_transaction(WAIT_S)
+        else:
+            producer.abort_transaction(WAIT_S)
+
+    transaction([b"a1", b"a2"], commit=True)
+    consumer = _group_consumer(cluster.bootstrap, group, topic)
+    try:
+        assert _poll_values(consumer, 2) == [b"a1", b"a2"]
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+
+    victim = cluster.leader("__consumer_offsets", group_partition(group, OFFSETS_PARTITIONS))
+    assert (
+        cluster.leader("__transaction_state", txn_partition(txn_id, OFFSETS_PARTITIONS)) == victim
+    )
+    cluster.kill(victim)
+    cluster.wait_until(lambda: victim not in cluster.registered())
+
+    transaction([b"b1", b"b2"], commit=True)  # the client finds the new coordinator
+    transaction([b"aborted"], commit=False)
+    transaction([b"c1"], commit=True)
+    producer.flush(WAIT_S)
+    consumer = _group_consumer(cluster.bootstrap, group, topic)
+    try:  # resumes after the committed offset, sees only committed records
+        assert _poll_values(consumer, 3) == [b"b1", b"b2", b"c1"]
+    finally:
+        consumer.close()
+
+
+def _group_consumer(bootstrap: str, group: str, topic: str) -> ck.Consumer:
+    consumer = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "session.timeout.ms": 6000,
+        }
+    )
+    consumer.subscribe([topic])
+    return consumer
+
+
+def _poll_values(consumer: ck.Consumer, want: int) -> list[bytes]:
+    got: list[bytes] = []
+    deadline = time.monotonic() + WAIT_S
+    while len(got) < want and time.monotonic() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is not None and not msg.error():
+            got.append(msg.value())
+    extra_until = time.monotonic() + 1.0  # nothing more may follow
+    while time.monotonic() < extra_until:
+        msg = consumer.poll(0.2)
+        if msg is not None and not msg.error():
+            got.append(msg.value())
+    return got
+
+
+def test_controlled_shutdown_moves_leadership_then_preferred_election(cluster) -> None:
+    topic = unique_name("handover")
+    cluster.create_topic(topic, partitions=1, rf=3, configs=MIN_ISR)
+    leader = cluster.leader(topic)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", retries=5)
+    stop = threading.Event()
+    acked: list[bytes] = []
+    failures: list[BaseException] = []
+
+    def keep_producing() -> None:
+        i = 0
+        while not stop.is_set() and i < 5000:
+            try:
+                producer.send(topic, b"p%05d" % i, partition=0).get(WAIT_S)
+                acked.append(b"p%05d" % i)
+            except Exception as exc:  # recorded: a clean handover fails no send
+                failures.append(exc)
+            i += 1
+
+    worker = threading.Thread(target=keep_producing, daemon=True)
+    worker.start()
+    try:
+        cluster.wait_until(lambda: len(acked) >= 100)
+        assert cluster.brokers[leader].stop() == 0  # SIGTERM: controlled shutdown
+        moved = cluster.partition(topic)
+        assert moved["leader_id"] != leader and leader not in moved["isr_nodes"]
+        count = len(acked)
+        cluster.wait_until(lambda: len(acked) >= count + 100)  # writes go on meanwhile
+    finally:
+        stop.set()
+        worker.join(WAIT_S)
+        producer.close()
+    assert failures == []
+    cluster.restart(leader)
+    cluster.wait_for_isr(topic, 0, 3)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    from confluent_kafka import ElectionType
+
+    futures = admin.elect_leaders(ElectionType.PREFERRED, [ck.TopicPartition(topic, 0)])
+    futures.result(WAIT_S)
+    cluster.wait_until(lambda: cluster.leader(topic) == leader)
+    assert consume_all(cluster.bootstrap, topic, len(acked)) == acked
