@@ -103,8 +103,9 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._seen_topic_czxid: dict[str, int] = {}  # callback thread only
         self._closed = False
         self._session_lost = False
+        hosts, slash, chroot = connect.partition("/")
         self.zk = KazooClient(
-            hosts=connect,
+            hosts=hosts,
             timeout=self.session_timeout_s,
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
             command_retry=KazooRetry(max_tries=5, delay=0.1, max_delay=1.0),
@@ -118,6 +119,9 @@ class ZooKeeperMetadataStore(MetadataStore):
                 f"cannot connect to ZooKeeper at {connect} within {connection_timeout_ms} ms "
                 f"({exc.__class__.__name__})"
             ) from None
+        if slash and chroot.strip("/"):  # Kafka creates its chroot path on first start
+            self.zk.ensure_path("/" + chroot.strip("/"))
+            self.zk.chroot = "/" + chroot.strip("/")
         self.zk.add_listener(self._on_session_state)
         for path in zl.PERSISTENT_PATHS:
             self.zk.ensure_path(path)

@@ -1,0 +1,215 @@
+"""`ZooKeeperMetadataStore` against a real ZooKeeper: two stores stand for two brokers in
+separate processes and must see each other's changes through watches."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+
+import pytest
+
+from odradek.broker.metadata_store import (
+    BrokerRegistration,
+    MetadataChange,
+    PartitionState,
+    TopicExistsError,
+    TopicInfo,
+)
+from odradek.broker.zk_store import ZooKeeperError, ZooKeeperMetadataStore
+from odradek.testing.zookeeper import ZooKeeperServer
+
+SESSION_MS = 2000
+_chroots = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    with ZooKeeperServer(str(tmp_path_factory.mktemp("zookeeper"))) as server:
+        yield server
+
+
+@pytest.fixture
+def connect(zookeeper: ZooKeeperServer) -> str:
+    return zookeeper.connect(f"/store-test-{next(_chroots)}")
+
+
+def open_store(connect: str, node: int, **kwargs) -> ZooKeeperMetadataStore:
+    return ZooKeeperMetadataStore(connect, node, session_timeout_ms=SESSION_MS, **kwargs)
+
+
+def topic(name: str, partitions: int = 2) -> TopicInfo:
+    states = [PartitionState([0, 1], p % 2, 0, [0, 1]) for p in range(partitions)]
+    return TopicInfo(name, uuid.uuid4(), states, {"retention.ms": "1000"})
+
+
+async def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "the change did not arrive"
+        await asyncio.sleep(0.01)
+
+
+def run(body: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(asyncio.wait_for(body(), 60))
+
+
+def test_a_topic_and_its_changes_reach_the_other_broker(connect: str) -> None:
+    async def body() -> None:
+        a, b = open_store(connect, 0), open_store(connect, 1)
+        heard: list[MetadataChange] = []
+        try:
+            a.subscribe(lambda change: None)
+            b.subscribe(heard.append)
+            a.create_topic(topic("orders"))
+            await eventually(lambda: "orders" in b.topics)
+            seen = b.topics["orders"]
+            assert seen.topic_id == a.topics["orders"].topic_id
+            assert seen.configs == {"retention.ms": "1000"}
+            assert [p.leader for p in seen.partitions] == [0, 1]
+            assert MetadataChange("topic", "orders") in heard
+
+            st = a.topics["orders"].partitions[0]
+            new = PartitionState([0, 1], 1, st.leader_epoch + 1, [1])
+            assert a.update_partitions([("orders", 0, new, st.leader_epoch, st.partition_epoch)])
+            # the same expectation again is stale now: refused, whoever asks
+            again = PartitionState([0, 1], 0, st.leader_epoch + 1, [0])
+            stale = ("orders", 0, again, st.leader_epoch, st.partition_epoch)
+            assert a.update_partitions([stale]) == [False]
+            await eventually(lambda: b.topics["orders"].partitions[0].leader == 1)
+            assert b.update_partitions([stale]) == [False]
+            assert b.topics["orders"].partitions[0].isr == [1]
+
+            info = a.topics["orders"]
+            info.configs = {"cleanup.policy": "compact"}
+            info.partitions.append(PartitionState([1, 0], 1, 0, [1, 0]))
+            a.update_topic(info)
+            await eventually(lambda: len(b.topics["orders"].partitions) == 3)
+            await eventually(lambda: b.topics["orders"].configs == {"cleanup.policy": "compact"})
+        finally:
+            a.close()
+            b.close()
+
+    run(body)
+
+
+def test_deleted_and_recreated_topic_is_the_new_one_everywhere(connect: str) -> None:
+    async def body() -> None:
+        a, b = open_store(connect, 0), open_store(connect, 1)
+        try:
+            a.subscribe(lambda change: None)
+            b.subscribe(lambda change: None)
+            a.create_topic(topic("t"))
+            await eventually(lambda: "t" in b.topics)
+            a.delete_topic("t")
+            await eventually(lambda: "t" not in b.topics)
+            second = topic("t", partitions=3)
+            a.create_topic(second)
+            await eventually(lambda: "t" in b.topics and len(b.topics["t"].partitions) == 3)
+            assert b.topics["t"].topic_id == second.topic_id
+            with pytest.raises(TopicExistsError):
+                b.create_topic(topic("t"))
+        finally:
+            a.close()
+            b.close()
+
+    run(body)
+
+
+def test_the_first_broker_is_controller_and_a_survivor_takes_over(connect: str) -> None:
+    async def body() -> None:
+        a, b = open_store(connect, 0), open_store(connect, 1)
+        try:
+            a.subscribe(lambda change: None)
+            b.subscribe(lambda change: None)
+            a.register_broker(BrokerRegistration(0, "127.0.0.1", 9001))
+            b.register_broker(BrokerRegistration(1, "127.0.0.1", 9002))
+            await eventually(lambda: b.live_brokers() == [0, 1] and a.live_brokers() == [0, 1])
+            assert a.controller_id() == b.controller_id() == 0
+            assert b.broker(0) == a.broker(0)
+            assert b.broker(0).broker_epoch > 0  # the registration's creation zxid
+
+            a.set_shutting_down(0)
+            await eventually(lambda: b.broker(0).shutting_down)
+            a.close()  # the session ends: its ephemeral nodes go at once
+            await eventually(lambda: b.live_brokers() == [1] and b.controller_id() == 1)
+        finally:
+            a.close()
+            b.close()
+
+    run(body)
+
+
+def test_a_broker_id_waits_for_its_previous_session(connect: str) -> None:
+    async def body() -> None:
+        old, new = open_store(connect, 3), open_store(connect, 3)
+        try:
+            old.subscribe(lambda change: None)
+            new.subscribe(lambda change: None)
+            old.register_broker(BrokerRegistration(3, "127.0.0.1", 9003))
+            timer = threading.Timer(0.5, old.close)  # the old process goes away meanwhile
+            timer.start()
+            new.register_broker(BrokerRegistration(3, "127.0.0.1", 9004))
+            timer.join()
+            await eventually(lambda: new.broker(3) is not None and new.broker(3).port == 9004)
+        finally:
+            old.close()
+            new.close()
+
+    run(body)
+
+
+def test_producer_id_blocks_never_overlap(connect: str) -> None:
+    a, b = open_store(connect, 0), open_store(connect, 1)
+    try:
+        blocks = [s.allocate_producer_ids() for s in (a, b, a, b)]
+    finally:
+        a.close()
+        b.close()
+    ids = [set(range(start, end)) for start, end in blocks]
+    assert all(len(block) == 1000 for block in ids)
+    assert len(set().union(*ids)) == 4000
+
+
+def test_cluster_id_is_shared_and_checked(connect: str) -> None:
+    a = open_store(connect, 0)
+    b = open_store(connect, 1)
+    try:
+        assert a.cluster_id == b.cluster_id
+        with pytest.raises(ZooKeeperError, match="does not match"):
+            open_store(connect, 2, cluster_id="not-this-cluster").close()
+    finally:
+        a.close()
+        b.close()
+
+
+def test_serve_without_a_reachable_zookeeper_exits_with_one_line(tmp_path) -> None:
+    from odradek.testing.zookeeper import _free_port
+
+    port = _free_port("127.0.0.1")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "odradek",
+            "serve",
+            "--override",
+            f"log.dirs={tmp_path}",
+            "--override",
+            "listeners=PLAINTEXT://127.0.0.1:0",
+            "--override",
+            f"zookeeper.connect=127.0.0.1:{port}/odradek",
+            "--override",
+            "zookeeper.connection.timeout.ms=1000",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1
+    assert f"cannot connect to ZooKeeper at 127.0.0.1:{port}/odradek" in proc.stderr
