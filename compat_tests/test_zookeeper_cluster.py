@@ -9,9 +9,11 @@ under its own chroot of one ZooKeeper server for the module.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +43,27 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperSer
 
 
 @pytest.fixture
-def cluster(zookeeper: ZooKeeperServer, tmp_path: Path, request) -> Iterator[ZkCluster]:
-    chroot = "/" + unique_name(request.node.name, 60)
-    with ZkCluster(tmp_path, zookeeper.connect(chroot)) as c:
-        yield c
+def cluster_factory(
+    zookeeper: ZooKeeperServer, tmp_path: Path, request
+) -> Iterator[Callable[..., ZkCluster]]:
+    """`cluster_factory(overrides)`: three brokers under a chroot of their own, started."""
+    started: list[ZkCluster] = []
+
+    def make(overrides: dict[str, str] | None = None) -> ZkCluster:
+        chroot = "/" + unique_name(request.node.name, 60)
+        c = ZkCluster(tmp_path / f"cluster-{len(started)}", zookeeper.connect(chroot), 3, overrides)
+        started.append(c)
+        return c.start()
+
+    yield make
+    for c in started:
         statuses = c.stop()
-    assert all(s in (0, None, -9) for s in statuses), c.log_tails()
+        assert all(s in (0, None, -9) for s in statuses), c.log_tails()
+
+
+@pytest.fixture
+def cluster(cluster_factory: Callable[..., ZkCluster]) -> ZkCluster:
+    return cluster_factory()
 
 
 def consume_all(bootstrap: str, topic: str, want: int, **config: Any) -> list[bytes]:
@@ -312,3 +329,43 @@ def test_controlled_shutdown_moves_leadership_then_preferred_election(cluster) -
     futures.result(WAIT_S)
     cluster.wait_until(lambda: cluster.leader(topic) == leader)
     assert consume_all(cluster.bootstrap, topic, len(acked)) == acked
+
+
+def test_a_frozen_follower_leaves_the_isr_and_returns(cluster_factory) -> None:
+    # the follower is frozen (SIGSTOP) longer than replica.lag.time.max.ms but shorter than
+    # its ZooKeeper session: it stays registered, only the leader's ISR rules apply
+    cluster = cluster_factory(
+        {"zookeeper.session.timeout.ms": "5000", "replica.lag.time.max.ms": "1000"}
+    )
+    topic = unique_name("lagging")
+    cluster.create_topic(topic, partitions=1, rf=3, configs=MIN_ISR)
+    leader = cluster.leader(topic)
+    frozen = next(n for n in range(3) if n != leader)
+    others = sorted(n for n in range(3) if n != frozen)
+    # librdkafka keeps one connection per broker: a frozen one stalls only its own
+    producer = ck.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    errors: list[Any] = []
+
+    def produce(values: list[bytes]) -> None:
+        for value in values:
+            producer.produce(
+                topic, value, partition=0, on_delivery=lambda e, m: e and errors.append(e)
+            )
+        assert producer.flush(WAIT_S) == 0 and errors == []
+
+    sent = [b"x%03d" % i for i in range(40)]
+    produce(sent[:5])
+    pid = cluster.brokers[frozen].pid
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        # as in Kafka, a follower that stops fetching falls out of sync only once the leader
+        # has records it lacks: these acks=all writes wait until the ISR drops it
+        produce(sent[5:20])
+        assert cluster.isr_seen_by(leader, topic) == others
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert frozen in cluster.registered()  # it never left the cluster, only the ISR
+    cluster.wait_until(lambda: cluster.isr_seen_by(leader, topic) == [0, 1, 2])
+    produce(sent[20:])
+    assert consume_all(cluster.bootstrap, topic, len(sent)) == sent

@@ -118,6 +118,22 @@ class ZkCluster:
                 return part
         raise KeyError(f"{topic}-{index}")
 
+    def isr_seen_by(self, node: int, topic: str, index: int = 0) -> list[int]:
+        """The ISR in broker `node`'s own Metadata answer (one connection to it alone: the
+        admin client may pick any broker, a frozen one included)."""
+        from kafka.protocol.metadata import MetadataRequest
+
+        from odradek.testing.raw import RawClient
+
+        request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)])
+        with RawClient(self.brokers[node].bootstrap) as client:
+            response = client.request(request, 12)
+        (found,) = response.topics
+        for part in found.partitions:
+            if part.partition_index == index:
+                return sorted(part.isr_nodes)
+        raise KeyError(f"{topic}-{index}")
+
     def leader(self, topic: str, index: int = 0) -> int:
         return int(self.partition(topic, index)["leader_id"])
 

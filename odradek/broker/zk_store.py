@@ -643,7 +643,10 @@ class ZooKeeperMetadataStore(MetadataStore):
         if reg is None or reg.node_id != node_id or reg.shutting_down:
             return
         reg.shutting_down = True
-        self.zk.set(zl.broker_path(node_id), zl.encode_broker(reg))
+        try:
+            self.zk.set(zl.broker_path(node_id), zl.encode_broker(reg))
+        except Exception as exc:  # e.g. the session just expired: the shutdown goes on
+            log.warning("could not mark broker %d as shutting down: %r", node_id, exc)
         self._brokers[node_id] = reg
         self._notify(MetadataChange("broker", node_id=node_id))
 
