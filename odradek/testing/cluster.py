@@ -37,6 +37,14 @@ POLL_S = 0.02
 
 TopicSpec = int | tuple[int, int]  # partitions, or (partitions, replication factor)
 
+# Replication timings for tests that fail brokers over: followers long-poll for 100 ms and leave
+# the ISR after 1 s without catching up; groups rebalance without the initial delay.
+FAST_FAILOVER: dict[str, str] = {
+    "replica.lag.time.max.ms": "1000",
+    "replica.fetch.wait.max.ms": "100",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
 
 class Cluster:
     """An in-process cluster of `brokers` brokers (ids 0..n-1). Context manager, or

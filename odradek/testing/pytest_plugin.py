@@ -4,10 +4,22 @@ Fixtures:
     odradek_broker           one in-process broker for the whole session (per xdist worker)
     odradek_topic            factory: odradek_topic(partitions=1, config=None) -> unique name
     odradek_broker_factory   factory for extra brokers of your own, stopped after the test
+    odradek_cluster          factory for replicating clusters, stopped after the test:
+                             odradek_cluster(brokers=3, topics=None, config=None) -> Cluster
 
     def test_orders(odradek_broker, odradek_topic):
         topic = odradek_topic(partitions=3)
         producer = KafkaProducer(bootstrap_servers=odradek_broker.bootstrap)
+
+    def test_failover(odradek_cluster):
+        cluster = odradek_cluster(brokers=3, topics={"orders": (3, 3)})  # 3 partitions, RF 3
+        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+        cluster.kill(cluster.leader("orders", 0))
+
+A cluster from `odradek_cluster` fails over quickly: unless `config` says otherwise, followers
+long-poll for 100 ms (`replica.fetch.wait.max.ms`), leave the ISR after 1 s without catching up
+(`replica.lag.time.max.ms`) and groups rebalance without the initial delay
+(`group.initial.rebalance.delay.ms=0`); see `odradek.testing.cluster.FAST_FAILOVER`.
 """
 
 from __future__ import annotations
@@ -21,6 +33,7 @@ from typing import Any
 import pytest
 
 from odradek.testing.broker import Broker
+from odradek.testing.cluster import FAST_FAILOVER, Cluster, TopicSpec
 
 _counter = itertools.count()
 
@@ -62,3 +75,26 @@ def odradek_broker_factory() -> Iterator[Callable[..., Broker]]:
     yield start
     for broker in started:
         broker.stop()
+
+
+@pytest.fixture
+def odradek_cluster() -> Iterator[Callable[..., Cluster]]:
+    """Start replicating clusters of your own, each stopped after the test:
+    `odradek_cluster(brokers=3, topics={"t": (3, 3)}, config={"min.insync.replicas": 2})`.
+    `config` is laid over `FAST_FAILOVER`; other keyword arguments go to `Cluster`."""
+    started: list[Cluster] = []
+
+    def start(
+        brokers: int = 3,
+        topics: dict[str, TopicSpec] | None = None,
+        config: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Cluster:
+        cluster = Cluster(brokers, topics, {**FAST_FAILOVER, **(config or {})}, **kwargs)
+        cluster.start()
+        started.append(cluster)
+        return cluster
+
+    yield start
+    for cluster in reversed(started):
+        cluster.stop()

@@ -99,3 +99,60 @@ def test_each_xdist_worker_gets_its_own_broker(
     assert seen["a-gw0"][0] != seen["a-gw1"][0]
     # topic names never collide
     assert len({v[1] for v in seen.values()}) == 4
+
+
+CLUSTER_TESTS = """
+import os
+import socket
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+STARTED = []
+
+
+def test_cluster_fails_over(odradek_cluster):
+    cluster = odradek_cluster(
+        brokers=3, topics={"orders": (1, 3)}, config={"min.insync.replicas": 2}
+    )
+    STARTED.append((cluster.data_dir, cluster.bootstrap))
+    assert cluster.running() == [0, 1, 2]
+    assert len(cluster.partition("orders").replicas) == 3
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", retries=20)
+    producer.send("orders", b"before").get(timeout=30)
+    leader = cluster.leader("orders")
+    cluster.kill(leader)
+    cluster.wait_for_leader("orders", not_on=leader)
+    producer.send("orders", b"after").get(timeout=30)
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, consumer_timeout_ms=3000)
+    consumer.assign([TopicPartition("orders", 0)])
+    consumer.seek_to_beginning()
+    got = [m.value for m in consumer]
+    consumer.close()
+    assert got == [b"before", b"after"]
+
+
+def test_fast_failover_unless_configured(odradek_cluster):
+    cluster = odradek_cluster(brokers=2, config={"replica.lag.time.max.ms": 2500})
+    STARTED.append((cluster.data_dir, cluster.bootstrap))
+    get = lambda key: cluster.call(lambda c: c.brokers[1].config.get(key))
+    assert get("replica.lag.time.max.ms") == 2500
+    assert get("replica.fetch.wait.max.ms") == 100
+    assert get("group.initial.rebalance.delay.ms") == 0
+
+
+def test_clusters_are_stopped_after_their_test():
+    assert len(STARTED) == 2
+    for data_dir, bootstrap in STARTED:
+        assert not os.path.exists(data_dir)
+        for address in bootstrap.split(","):
+            host, port = address.rsplit(":", 1)
+            with socket.socket() as s:
+                assert s.connect_ex((host, int(port))) != 0
+"""
+
+
+def test_cluster_fixture_in_a_user_project(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_cluster=CLUSTER_TESTS)
+    result = pytester.runpytest_subprocess("-q", "-p", "no:randomly")
+    result.assert_outcomes(passed=3)
