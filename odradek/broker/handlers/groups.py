@@ -20,9 +20,10 @@ from __future__ import annotations
 import logging
 
 from odradek.broker.dispatch import RequestContext
+from odradek.broker.partition import AppendResult
 from odradek.broker.registry import handles
 from odradek.broker.topics import TopicError
-from odradek.coordinator.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
+from odradek.coordinator.group.coordinator import OFFSETS_TOPIC, GroupCoordinator, append_error
 from odradek.coordinator.group.state import LeaveMember
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
@@ -40,6 +41,25 @@ NO_OPERATIONS = None
 
 def coordinator(ctx: RequestContext) -> GroupCoordinator | None:
     return ctx.broker.extensions.get("group_coordinator")
+
+
+async def replicated(ctx: RequestContext, group_id: str) -> ErrorCode:
+    """Wait until the ISR holds everything appended so far to the group's `__consumer_offsets`
+    partition. Kafka answers the coordinator's writes (OffsetCommit, TxnOffsetCommit, the
+    assignment of SyncGroup) only once they are replicated (acks=-1 within
+    `offsets.commit.timeout.ms`), so what a client saw succeed survives the coordinator's death.
+    Call it right after the write, with no await in between. Returns the client's error."""
+    waiter = ctx.broker.extensions.get("acks_all_wait")
+    coord = coordinator(ctx)
+    if waiter is None or coord is None:
+        return ErrorCode.NONE  # a single broker: an append is as safe as it gets
+    part = coord.offsets_partition(group_id)
+    if part is None or not part.is_leader:
+        return ErrorCode.NONE
+    result = AppendResult(ErrorCode.NONE)
+    await waiter([(part, result)], int(ctx.broker.config.get("offsets.commit.timeout.ms")))
+    error = ErrorCode(result.error)
+    return error if error == ErrorCode.NONE else append_error(error)
 
 
 def client_host(ctx: RequestContext) -> str:
@@ -239,12 +259,15 @@ async def sync_group(ctx: RequestContext, req) -> object:
         req.group_instance_id if version >= 3 else None,
         {a.member_id: bytes(a.assignment) for a in req.assignments},
     )
+    error = result.error
+    if error == ErrorCode.NONE:
+        error = await replicated(ctx, req.group_id)
     return Resp(
         throttle_time_ms=0,
-        error_code=result.error,
+        error_code=error,
         protocol_type=result.protocol_type,
         protocol_name=result.protocol_name,
-        assignment=result.assignment,
+        assignment=result.assignment if error == ErrorCode.NONE else b"",
     )
 
 

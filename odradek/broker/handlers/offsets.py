@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 
 from odradek.broker.dispatch import RequestContext
-from odradek.broker.handlers.groups import coordinator
+from odradek.broker.handlers.groups import coordinator, replicated
 from odradek.broker.registry import handles
 from odradek.coordinator.group.metadata import OffsetAndMetadata
 from odradek.wire import protocol
@@ -70,6 +70,10 @@ async def offset_commit(ctx: RequestContext, req) -> object:
                     version,
                 )
             )
+            if any(errors[tp] == ErrorCode.NONE for tp in valid):
+                error = await replicated(ctx, req.group_id)
+                if error != ErrorCode.NONE:
+                    errors.update({tp: error for tp in valid if errors[tp] == ErrorCode.NONE})
     return Resp(
         throttle_time_ms=0,
         topics=[

@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from odradek.broker.dispatch import RequestContext
+from odradek.broker.handlers.groups import replicated
 from odradek.broker.registry import handles
 from odradek.broker.txn_markers import OFFSETS_TOPIC, write_local_markers
 from odradek.coordinator.group.metadata import OffsetAndMetadata
@@ -229,12 +230,21 @@ def _txn_offset_errors(ctx: RequestContext, req: Any) -> dict[tuple[str, int], E
     return errors
 
 
+async def _replicated(ctx: RequestContext, req: Any, errors: dict) -> None:
+    """Answer the staged offsets only once the ISR has them (see groups.replicated)."""
+    if any(e == ErrorCode.NONE for e in errors.values()):
+        error = await replicated(ctx, req.group_id)
+        if error != ErrorCode.NONE:
+            errors.update({tp: error for tp, e in errors.items() if e == ErrorCode.NONE})
+
+
 @handles(ApiKey.TXN_OFFSET_COMMIT, versions=(0, 4))
 async def txn_offset_commit(ctx: RequestContext, req: Any) -> object:
     Resp = protocol.TxnOffsetCommitResponse
     Topic = Resp.TxnOffsetCommitResponseTopic
     Part = Topic.TxnOffsetCommitResponsePartition
     errors = _txn_offset_errors(ctx, req)
+    await _replicated(ctx, req, errors)
     return Resp(
         throttle_time_ms=0,
         topics=[

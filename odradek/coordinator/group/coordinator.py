@@ -57,6 +57,12 @@ _APPEND_ERRORS = {
     ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
 }
 
+
+def append_error(error: ErrorCode) -> ErrorCode:
+    """An offsets-topic append (or its replication) error as the client should see it."""
+    return _APPEND_ERRORS.get(error, ErrorCode.UNKNOWN_SERVER_ERROR)
+
+
 # APIs that accept the empty group id (Kafka's isValidGroupId)
 _EMPTY_ID_OK = frozenset({"offset_commit", "offset_fetch", "describe", "delete"})
 
@@ -257,13 +263,19 @@ class GroupCoordinator:
             await asyncio.sleep(0)
 
     def load_partition(self, index: int) -> None:
-        """Replay one offsets partition up to its high watermark (no await inside)."""
+        """Replay one offsets partition up to its log end (no await inside), as Kafka's
+        GroupMetadataManager: a new leader's high watermark may still trail commits that the
+        previous leader acknowledged once this replica had them."""
         part = self.get_partition(index)
         if part is None or not part.is_leader:
             self.loading.discard(index)
             return
         records, groups = replay(
-            self.machine, self.offsets, part.log, part.high_watermark, f"{OFFSETS_TOPIC}-{index}"
+            self.machine,
+            self.offsets,
+            part.log,
+            part.log.log_end_offset,
+            f"{OFFSETS_TOPIC}-{index}",
         )
         self.loading.discard(index)
         self.loaded.add(index)
@@ -286,6 +298,11 @@ class GroupCoordinator:
         if index not in self.loaded or part is None or not part.is_leader:
             return ErrorCode.NOT_COORDINATOR
         return None
+
+    def offsets_partition(self, group_id: str) -> Any:
+        """The local `__consumer_offsets` partition holding `group_id` (None if unknown)."""
+        index = self.partition_for(group_id)
+        return None if index is None else self.get_partition(index)
 
     def _append(
         self,
@@ -317,7 +334,7 @@ class GroupCoordinator:
                 group_id,
                 error.name,
             )
-            return _APPEND_ERRORS.get(error, ErrorCode.UNKNOWN_SERVER_ERROR)
+            return append_error(error)
         return ErrorCode.NONE
 
     # -- the classic protocol -----------------------------------------------------------------

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 
 def batches(log_: Any, max_offset: int) -> Iterator[bytes]:
-    """The bytes of every batch of a log below `max_offset` (the high watermark), in order."""
+    """The bytes of every batch of a log below `max_offset` (its end), in order."""
     for seg in list(log_.segments):
         for bp in seg.batches_from(0):
             if bp.base_offset >= max_offset:
