@@ -318,6 +318,11 @@ class ReplicaFetcher:
         assert self.client is not None
         timeout = mgr.fetch_wait_ms / 1000 + REQUEST_TIMEOUT_S
         resp = await self.client.request(ApiKey.FETCH, FETCH_VERSION, req, timeout)
+        if not mgr.can_reach(self.leader_id):
+            # the link was cut while the fetch was out (a long poll): its answer is dropped,
+            # as a network partition would drop it
+            self._disconnect()
+            return False
         if resp.error_code:
             log.debug("fetch from %d failed: %s", self.leader_id, ErrorCode(resp.error_code).name)
             return False
