@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
@@ -284,8 +285,11 @@ def produce(
     topic: str,
     values: list[str],
     partition_of: Callable[[int], int] | None = None,
+    **config: Any,
 ) -> None:
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=5)
+    """Write `values` (record i to partition `partition_of(i)`, else i % PARTITIONS); `config`
+    goes to kafka-python's KafkaProducer (e.g. acks="all")."""
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=5, **config)
     try:
         for i, v in enumerate(values):
             part = partition_of(i) if partition_of else i % PARTITIONS
