@@ -19,6 +19,7 @@ from typing import Any
 
 import confluent_kafka as ck
 import pytest
+from confluent_kafka import ElectionType
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import NotEnoughReplicasError
@@ -67,7 +68,8 @@ def cluster(cluster_factory: Callable[..., ZkCluster]) -> ZkCluster:
 
 
 def consume_all(bootstrap: str, topic: str, want: int, **config: Any) -> list[bytes]:
-    """Everything in partition 0 of `topic` from the beginning, up to `want` records."""
+    """Partition 0 of `topic` from the beginning: `want` records, and whatever follows them
+    within a second (so a test sees records that should not be there)."""
     consumer = ck.Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -81,10 +83,12 @@ def consume_all(bootstrap: str, topic: str, want: int, **config: Any) -> list[by
     try:
         consumer.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
         deadline = time.monotonic() + WAIT_S
-        while len(got) < want and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
             msg = consumer.poll(0.2)
             if msg is not None and not msg.error():
                 got.append(msg.value())
+            if len(got) == want:
+                deadline = min(deadline, time.monotonic() + 1.0)
     finally:
         consumer.close()
     return got
@@ -323,8 +327,6 @@ def test_controlled_shutdown_moves_leadership_then_preferred_election(cluster) -
     cluster.restart(leader)
     cluster.wait_for_isr(topic, 0, 3)
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    from confluent_kafka import ElectionType
-
     futures = admin.elect_leaders(ElectionType.PREFERRED, [ck.TopicPartition(topic, 0)])
     futures.result(WAIT_S)
     cluster.wait_until(lambda: cluster.leader(topic) == leader)
@@ -369,3 +371,43 @@ def test_a_frozen_follower_leaves_the_isr_and_returns(cluster_factory) -> None:
     cluster.wait_until(lambda: cluster.isr_seen_by(leader, topic) == [0, 1, 2])
     produce(sent[20:])
     assert consume_all(cluster.bootstrap, topic, len(sent)) == sent
+
+
+def test_a_deposed_leader_truncates_what_it_alone_had(cluster) -> None:
+    topic = unique_name("diverged")
+    cluster.create_topic(topic, partitions=1, rf=3)
+    leader = cluster.leader(topic)
+    followers = [n for n in range(3) if n != leader]
+    safe = ck.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(10):
+        safe.produce(topic, b"base-%d" % i, partition=0)
+    assert safe.flush(WAIT_S) == 0
+    cluster.wait_for_isr(topic, 0, 3)
+
+    # the followers freeze (for less than replica.lag.time.max.ms, so they stay in the ISR)
+    # while the leader takes acks=1 writes only it will ever have, then the leader dies
+    hasty = ck.Producer({"bootstrap.servers": cluster.brokers[leader].bootstrap, "acks": 1})
+    hasty.list_topics(topic, timeout=WAIT_S)
+    pids = [cluster.brokers[n].pid for n in followers]
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        for i in range(5):
+            hasty.produce(topic, b"lost-%d" % i, partition=0)
+        assert hasty.flush(WAIT_S) == 0
+        cluster.kill(leader)
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+    cluster.wait_until(lambda: cluster.leader(topic) in followers)
+    for i in range(10):
+        safe.produce(topic, b"new-%d" % i, partition=0)
+    assert safe.flush(WAIT_S) == 0
+
+    cluster.restart(leader)  # truncates to the new leader's epoch, then catches up
+    cluster.wait_for_isr(topic, 0, 3)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.elect_leaders(ElectionType.PREFERRED, [ck.TopicPartition(topic, 0)]).result(WAIT_S)
+    cluster.wait_until(lambda: cluster.leader(topic) == leader)  # reads now come from it
+    want = [b"base-%d" % i for i in range(10)] + [b"new-%d" % i for i in range(10)]
+    assert consume_all(cluster.bootstrap, topic, len(want)) == want
