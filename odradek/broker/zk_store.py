@@ -484,14 +484,8 @@ class ZooKeeperMetadataStore(MetadataStore):
         txn.create(zl.config_path(name), zl.encode_config(info.configs))
         txn.create(zl.topic_path(name), zl.encode_topic(info.topic_id, info.partitions))
         txn.create(zl.partitions_path(name), b"")
-        for idx, state in enumerate(info.partitions):
-            txn.create(zl.partition_path(name, idx), b"")
-            txn.create(zl.state_path(name, idx), zl.encode_state(state, self._controller_epoch))
-        results = txn.commit()
-        failed = [r for r in results if isinstance(r, Exception)]
-        read = self._read_topic(name)
-        if read is not None:
-            self._put_topic(read)
+        self._add_partition_nodes(txn, info, 0)
+        failed, read = self._commit_and_read(txn, name)
         if failed:
             if any(isinstance(r, NodeExistsError) for r in failed):
                 raise TopicExistsError(name)
@@ -500,6 +494,20 @@ class ZooKeeperMetadataStore(MetadataStore):
             info.partitions[:] = read.info.partitions  # partition epochs are znode versions
             self.topics[name] = info
         self._notify(MetadataChange("topic", name))
+
+    def _add_partition_nodes(self, txn: Any, info: TopicInfo, start: int) -> None:
+        for idx in range(start, len(info.partitions)):
+            state = zl.encode_state(info.partitions[idx], self._controller_epoch)
+            txn.create(zl.partition_path(info.name, idx), b"")
+            txn.create(zl.state_path(info.name, idx), state)
+
+    def _commit_and_read(self, txn: Any, name: str) -> tuple[list[Exception], _TopicRead | None]:
+        """Commit a topic transaction, then read the topic back into the cache (whoever won)."""
+        failed = [r for r in txn.commit() if isinstance(r, Exception)]
+        read = self._read_topic(name)
+        if read is not None:
+            self._put_topic(read)
+        return failed, read
 
     def delete_topic(self, name: str) -> None:
         from kazoo.exceptions import NoNodeError
@@ -521,10 +529,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         _, assignment = zl.decode_topic(data)
         txn = self.zk.transaction()
         if len(info.partitions) > len(assignment):
-            for idx in range(len(assignment), len(info.partitions)):
-                state = info.partitions[idx]
-                txn.create(zl.partition_path(name, idx), b"")
-                txn.create(zl.state_path(name, idx), zl.encode_state(state, self._controller_epoch))
+            self._add_partition_nodes(txn, info, len(assignment))
             txn.set_data(
                 zl.topic_path(name),
                 zl.encode_topic(info.topic_id, info.partitions),
@@ -536,11 +541,7 @@ class ZooKeeperMetadataStore(MetadataStore):
                 txn.set_data(zl.config_path(name), zl.encode_config(info.configs))
         except NoNodeError:
             txn.create(zl.config_path(name), zl.encode_config(info.configs))
-        results = txn.commit()
-        failed = [r for r in results if isinstance(r, Exception)]
-        read = self._read_topic(name)
-        if read is not None:
-            self._put_topic(read)
+        failed, _ = self._commit_and_read(txn, name)
         if failed:
             raise ZooKeeperError(f"updating topic {name} in ZooKeeper failed: {failed[0]!r}")
         self._notify(MetadataChange("topic", name))
