@@ -13,17 +13,24 @@ work:
   confluent-kafka (and a Java) transactional producer: that transaction and the next commit, an
   aborted one before the kill stays invisible, and a read_committed consumer reads exactly the
   committed records;
+- a partition leader is stopped cleanly (controlled shutdown) under a confluent-kafka idempotent
+  and a kafka-python producer (both acks=all, min.insync.replicas=2) and a group consumer: they
+  carry on, every acknowledged record is read (the idempotent producer's exactly once, both in
+  order), and the broker, started again, rejoins every ISR;
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient
-from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 
 from compat_tests.group_harness import Group, assert_exactly_once, committed, produce
 from compat_tests.harness import unique_name
@@ -195,3 +202,174 @@ def test_transactions_survive_the_kill_of_their_coordinator(
         assert not set(keys) & set(aborted)
     finally:
         drv.close()
+
+
+# -- controlled shutdown of a leader -----------------------------------------------------------
+
+
+class Writer:
+    """A thread writing numbered records (`tag-i` to partition i % partitions) in chunks until
+    stopped; `acked` is every value acknowledged, in acknowledgement order."""
+
+    CHUNK = 20
+
+    def __init__(self, tag: str, send: Callable[[list[tuple[int, bytes]]], list[bytes]]) -> None:
+        self.tag = tag
+        self.send = send
+        self.acked: list[bytes] = []
+        self.failed: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name=f"writer-{tag}")
+        self._thread.start()
+
+    def _run(self, partitions: int = 3) -> None:
+        i = 0
+        while not self._stop.is_set():
+            chunk = [
+                (n % partitions, b"%s-%06d" % (self.tag.encode(), n))
+                for n in range(i, i + self.CHUNK)
+            ]
+            i += self.CHUNK
+            try:
+                self.acked += self.send(chunk)
+            except Exception as exc:  # a failure the test reports
+                self.failed.append(repr(exc))
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(WAIT_S)
+        assert not self._thread.is_alive(), f"{self.tag} writer stuck"
+
+
+def confluent_writer(bootstrap: str, topic: str) -> tuple[Writer, Callable[[], None]]:
+    producer = ck.Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5}
+    )
+
+    def send(chunk: list[tuple[int, bytes]]) -> list[bytes]:
+        acked: list[bytes] = []
+        errors: list[str] = []
+
+        def report(err, msg) -> None:
+            (errors.append(str(err)) if err else acked.append(msg.value()))
+
+        for partition, value in chunk:
+            producer.produce(topic, value, partition=partition, on_delivery=report)
+        assert producer.flush(WAIT_S) == 0 and not errors, errors
+        return acked
+
+    return Writer("ck", send), lambda: producer.flush(5)
+
+
+def kafka_python_writer(bootstrap: str, topic: str) -> tuple[Writer, Callable[[], None]]:
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap,
+        acks="all",
+        linger_ms=5,
+        retries=100,
+        retry_backoff_ms=50,
+        max_in_flight_requests_per_connection=1,  # retries keep the order
+    )
+
+    def send(chunk: list[tuple[int, bytes]]) -> list[bytes]:
+        futures = [(v, producer.send(topic, v, partition=p)) for p, v in chunk]
+        producer.flush(WAIT_S)
+        return [v for v, f in futures if f.get(0) is not None]
+
+    return Writer("kp", send), lambda: producer.close(5)
+
+
+class Reader:
+    """A confluent-kafka group consumer in a thread; `seen` is (partition, offset, value)."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
+        self.consumer = ck.Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "auto.offset.reset": "earliest",
+                "auto.commit.interval.ms": 200,
+            }
+        )
+        self.consumer.subscribe([topic])
+        self.seen: list[tuple[int, int, bytes]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="reader")
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for m in self.consumer.consume(200, 0.1):
+                if not m.error():
+                    self.seen.append((m.partition(), m.offset(), m.value()))
+
+    def values(self) -> set[bytes]:
+        return {v for _p, _o, v in list(self.seen)}
+
+    def log(self) -> dict[int, list[bytes]]:
+        """Each partition's records by offset, re-deliveries folded."""
+        by_offset = {(p, o): v for p, o, v in list(self.seen)}
+        out: dict[int, list[bytes]] = {}
+        for (p, _o), v in sorted(by_offset.items()):
+            out.setdefault(p, []).append(v)
+        return out
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(WAIT_S)
+        self.consumer.close()
+
+
+def per_partition(values: list[bytes], partitions: int = 3) -> dict[int, list[bytes]]:
+    out: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    for v in values:
+        out[int(v.rsplit(b"-", 1)[1]) % partitions].append(v)
+    return out
+
+
+def test_clients_ride_through_a_controlled_shutdown(cluster: Cluster) -> None:
+    topic = unique_name("stream")
+    cluster.create_topic(topic, 3, BROKERS)
+    reader = Reader(cluster.bootstrap, topic, unique_name("group"))
+    ck_writer, ck_close = confluent_writer(cluster.bootstrap, topic)
+    kp_writer, kp_close = kafka_python_writer(cluster.bootstrap, topic)
+    writers = [ck_writer, kp_writer]
+    try:
+
+        def carry_on(what: str, more: int = 200) -> None:
+            marks = [len(w.acked) + more for w in writers]
+            wait_for(
+                lambda: all(
+                    len(w.acked) >= m or w.failed for w, m in zip(writers, marks, strict=True)
+                ),
+                f"both producers to carry on ({what})",
+            )
+            assert not any(w.failed for w in writers), [w.failed for w in writers]
+
+        carry_on("before")
+        victim = cluster.leader(topic, 0)
+        cluster.stop_broker(victim)
+        carry_on("with the leader stopped")
+        cluster.start_broker(victim)
+        for p in range(3):
+            cluster.wait_for_isr(topic, p, size=BROKERS)
+        carry_on("after the restart")
+    finally:
+        for w in writers:
+            w.stop()
+        ck_close()
+        kp_close()
+    try:
+        acked = {v for w in writers for v in w.acked}
+        wait_for(lambda: acked <= reader.values(), "every acknowledged record to be read")
+    finally:
+        reader.stop()
+    assert not any(w.failed for w in writers), [w.failed for w in writers]
+    for p, records in reader.log().items():
+        mine = [v for v in records if v.startswith(b"ck-")]
+        assert mine == per_partition(ck_writer.acked)[p]  # exactly once, in order
+        theirs = [v for v in records if v.startswith(b"kp-")]
+        assert list(dict.fromkeys(theirs)) == per_partition(kp_writer.acked)[p]  # in order
+    for p in range(INTERNAL_PARTITIONS):
+        cluster.wait_for_isr(OFFSETS_TOPIC, p, size=BROKERS)
