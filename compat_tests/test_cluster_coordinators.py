@@ -17,10 +17,14 @@ work:
   and a kafka-python producer (both acks=all, min.insync.replicas=2) and a group consumer: they
   carry on, every acknowledged record is read (the idempotent producer's exactly once, both in
   order), and the broker, started again, rejoins every ISR;
+- the Java producer (kafka-clients, idempotent, acks=all; compat_tests/java/FailoverProducer.java)
+  keeps writing to an RF=3 topic with min.insync.replicas=2 while its leader is killed, then reads
+  the topic back: every record exactly once, in order.
 """
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -373,3 +377,91 @@ def test_clients_ride_through_a_controlled_shutdown(cluster: Cluster) -> None:
         assert list(dict.fromkeys(theirs)) == per_partition(kp_writer.acked)[p]  # in order
     for p in range(INTERNAL_PARTITIONS):
         cluster.wait_for_isr(OFFSETS_TOPIC, p, size=BROKERS)
+
+
+# -- Java: an idempotent producer through a leader kill ----------------------------------------
+
+
+class JavaProcess:
+    """A Java program whose stdout lines are collected by a thread, fed lines on stdin."""
+
+    def __init__(self, java: JavaPrograms, name: str, args: list[str], log: Path) -> None:
+        classes = java.compile(name)
+        cmd = [java._tool("java"), *java.jvm_args, "-cp", java._cp(classes), name, *args]
+        self._stderr = open(log, "wb")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True
+        )
+        self.lines: list[str] = []
+        self.log = log
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def last(self, word: str) -> list[str]:
+        """The words of the last line starting with `word` ([] if none)."""
+        for line in reversed(list(self.lines)):
+            if line.startswith(word + " "):
+                return line.split(" ")
+        return []
+
+    def tell(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def finish(self, timeout: float) -> int:
+        try:
+            code = self.proc.wait(timeout)
+        finally:
+            self.close()
+        self._reader.join(5)
+        return code
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self._stderr.close()
+
+    def describe(self) -> str:
+        return "\n".join(self.lines[-20:]) + "\n" + self.log.read_text(errors="replace")[-3000:]
+
+
+def test_java_idempotent_producer_rides_through_a_leader_kill(
+    cluster: Cluster, java: JavaPrograms, tmp_path: Path
+) -> None:
+    topic = unique_name("java")
+    cluster.create_topic(topic, 3, BROKERS)
+    program = JavaProcess(
+        java, "FailoverProducer", [cluster.bootstrap, topic, "3"], tmp_path / "java.stderr"
+    )
+    try:
+
+        def acked() -> int:
+            assert program.proc.poll() is None, program.describe()
+            words = program.last("ACKED")
+            return int(words[1]) if words else 0
+
+        wait_for(lambda: acked() >= 500, "the Java producer to get going", timeout=60)
+        victim = cluster.leader(topic, 0)
+        cluster.kill(victim)
+        at_kill = acked()
+        wait_for(lambda: acked() >= at_kill + 500, "the Java producer to carry on")
+        program.tell("stop")
+        assert program.finish(90) == 0, program.describe()
+    finally:
+        program.close()
+    assert program.lines[-1] == "DONE", program.describe()
+    produced = int(program.last("PRODUCED")[1])
+    got: dict[int, list[str]] = {p: [] for p in range(3)}
+    for line in program.lines:
+        if line.startswith("REC "):
+            _rec, partition, _offset, value = line.split(" ")
+            got[int(partition)].append(value)
+    want = {p: [f"j-{n:06d}" for n in range(p, produced, 3)] for p in range(3)}
+    assert got == want  # every acknowledged record, exactly once, in order
