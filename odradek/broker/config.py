@@ -96,7 +96,12 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         _k("offsets.topic.segment.bytes", "int", 104857600, "segment size of __consumer_offsets"),
         _k("offsets.retention.minutes", "int", 10080, "offsets of empty groups expire after this"),
         _k("offsets.retention.check.interval.ms", "long", 600000, "how often offsets expire"),
-        _k("offsets.commit.timeout.ms", "int", 5000, "commit wait", effective=False),
+        _k(
+            "offsets.commit.timeout.ms",
+            "int",
+            5000,
+            "how long a coordinator write waits for the ISR",
+        ),
         _k("offsets.load.buffer.size", "int", 5242880, "load buffer", effective=False),
         _k("group.initial.rebalance.delay.ms", "int", 3000, "wait for more members of a new group"),
         _k("group.min.session.timeout.ms", "int", 6000, "smallest session timeout allowed"),
