@@ -411,3 +411,33 @@ def test_a_deposed_leader_truncates_what_it_alone_had(cluster) -> None:
     cluster.wait_until(lambda: cluster.leader(topic) == leader)  # reads now come from it
     want = [b"base-%d" % i for i in range(10)] + [b"new-%d" % i for i in range(10)]
     assert consume_all(cluster.bootstrap, topic, len(want)) == want
+
+
+def test_a_topic_written_to_zookeeper_by_kafkas_tools_is_served(cluster, zookeeper) -> None:
+    # kafka-topics.sh --zookeeper (Kafka 2.x) writes only the assignment, without a topic id
+    # and without partition states: the controller elects the leaders
+    topic = unique_name("legacy")
+    chroot = cluster.zookeeper_connect[len(zookeeper.address) :]
+    zk = KazooClient(hosts=zookeeper.address + chroot)
+    zk.start(10)
+    try:
+        zk.create(f"/config/topics/{topic}", json.dumps({"version": 1, "config": {}}).encode())
+        assignment = {"0": [2, 0, 1], "1": [0, 1, 2]}
+        zk.create(
+            f"/brokers/topics/{topic}",
+            json.dumps({"version": 2, "partitions": assignment}).encode(),
+        )
+        for index in (0, 1):
+            cluster.wait_for_isr(topic, index, 3)
+        state = json.loads(zk.get(f"/brokers/topics/{topic}/partitions/0/state")[0])
+    finally:
+        zk.stop()
+        zk.close()
+    assert state["leader"] == 2 and sorted(state["isr"]) == [0, 1, 2]
+    ids = {cluster.metadata_from(node, topic).topic_id for node in range(3)}
+    assert len(ids) == 1  # every broker derives the same topic id
+    producer = ck.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(10):
+        producer.produce(topic, b"legacy-%d" % i, partition=0)
+    assert producer.flush(WAIT_S) == 0
+    assert consume_all(cluster.bootstrap, topic, 10) == [b"legacy-%d" % i for i in range(10)]

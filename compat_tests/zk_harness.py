@@ -118,8 +118,8 @@ class ZkCluster:
                 return part
         raise KeyError(f"{topic}-{index}")
 
-    def isr_seen_by(self, node: int, topic: str, index: int = 0) -> list[int]:
-        """The ISR in broker `node`'s own Metadata answer (one connection to it alone: the
+    def metadata_from(self, node: int, topic: str) -> Any:
+        """`topic` in broker `node`'s own Metadata answer (one connection to it alone: the
         admin client may pick any broker, a frozen one included)."""
         from kafka.protocol.metadata import MetadataRequest
 
@@ -129,7 +129,10 @@ class ZkCluster:
         with RawClient(self.brokers[node].bootstrap) as client:
             response = client.request(request, 12)
         (found,) = response.topics
-        for part in found.partitions:
+        return found
+
+    def isr_seen_by(self, node: int, topic: str, index: int = 0) -> list[int]:
+        for part in self.metadata_from(node, topic).partitions:
             if part.partition_index == index:
                 return sorted(part.isr_nodes)
         raise KeyError(f"{topic}-{index}")

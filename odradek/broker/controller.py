@@ -18,6 +18,9 @@ ElectLeaders), which are conditional updates on the store and so safe from any b
   as led by it are elected again in a new epoch.
 - Controlled shutdown: leadership of the broker's partitions moves to another ISR member, and
   it leaves the ISR of the partitions it follows, before it stops.
+- A partition without any state yet (created in ZooKeeper by another tool) gets its first live
+  replica as leader, with every live replica in the ISR, as Kafka's controller does for new
+  partitions.
 - ElectLeaders (KIP-460): preferred (the first assigned replica, when live and in the ISR) or
   unclean (any live replica, for a partition without a live leader).
 """
@@ -97,6 +100,11 @@ class Controller:
     def _offline_leader(
         self, topic: str, idx: int, st: PartitionState, live: set[int]
     ) -> PartitionState | None:
+        if st.partition_epoch < 0 and not st.isr:
+            # a new partition whose state nobody wrote yet (a topic created in ZooKeeper by
+            # Kafka's own tools leaves that to the controller): every live replica is in sync
+            isr = [r for r in st.replicas if self._eligible(r)]
+            return PartitionState(list(st.replicas), isr[0], 0, isr) if isr else None
         candidates = [r for r in st.replicas if r in st.isr and self._eligible(r)]
         if candidates:
             isr = [r for r in st.isr if r in live]

@@ -161,14 +161,16 @@ def encode_topic(topic_id: uuid.UUID, partitions: list[PartitionState]) -> bytes
     )
 
 
-def decode_topic(data: bytes) -> tuple[uuid.UUID, list[list[int]]]:
-    """The topic id (a name-derived one for topics written without an id) and the replica
-    assignment, partition by partition."""
+def decode_topic(data: bytes, name: str, czxid: int) -> tuple[uuid.UUID, list[list[int]]]:
+    """The topic id and the replica assignment, partition by partition. A topic written
+    without an id (version 1-2, e.g. by Kafka 2.x's kafka-topics.sh) gets one derived from its
+    name and creation zxid, the same on every broker."""
     doc = json.loads(data)
     parts = doc.get("partitions", {})
     assignment = [list(map(int, parts[str(i)])) for i in range(len(parts))]
     raw_id = doc.get("topic_id")
-    return (decode_uuid(raw_id) if raw_id else uuid.uuid4()), assignment
+    topic_id = decode_uuid(raw_id) if raw_id else uuid.uuid5(uuid.NAMESPACE_URL, f"{name}/{czxid}")
+    return topic_id, assignment
 
 
 def encode_state(state: PartitionState, controller_epoch: int) -> bytes:

@@ -184,7 +184,7 @@ class ZooKeeperMetadataStore(MetadataStore):
             data, stat = topic_async.get(timeout=self.session_timeout_s)
         except NoNodeError:
             return None
-        topic_id, assignment = zl.decode_topic(data)
+        topic_id, assignment = zl.decode_topic(data, name, stat.czxid)
         try:
             config_data, config_stat = config_async.get(timeout=self.session_timeout_s)
             configs, config_key = zl.decode_config(config_data), _key(config_stat)
@@ -526,7 +526,7 @@ class ZooKeeperMetadataStore(MetadataStore):
 
         name = info.name
         data, stat = self.zk.get(zl.topic_path(name))
-        _, assignment = zl.decode_topic(data)
+        _, assignment = zl.decode_topic(data, name, stat.czxid)
         txn = self.zk.transaction()
         if len(info.partitions) > len(assignment):
             self._add_partition_nodes(txn, info, len(assignment))
