@@ -14,14 +14,9 @@ from typing import Any
 import pytest
 
 from odradek.testing import Cluster
+from odradek.testing.cluster import FAST_FAILOVER
 
 _HERE = Path(__file__).resolve().parent
-
-FAST = {
-    "replica.lag.time.max.ms": "1000",
-    "replica.fetch.wait.max.ms": "100",
-    "group.initial.rebalance.delay.ms": "0",
-}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -36,7 +31,8 @@ def make_cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
 
     def make(brokers: int = 3, config: dict[str, Any] | None = None, **kwargs: Any) -> Cluster:
         data = tmp_path / f"cluster-{len(started)}"
-        cluster = Cluster(brokers, config={**FAST, **(config or {})}, data_dir=str(data), **kwargs)
+        config = {**FAST_FAILOVER, **(config or {})}
+        cluster = Cluster(brokers, config=config, data_dir=str(data), **kwargs)
         started.append(cluster.start())
         return cluster
 
