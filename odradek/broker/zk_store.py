@@ -41,10 +41,10 @@ from odradek.broker.metadata_store import (
     TopicExistsError,
     TopicInfo,
 )
+from odradek.broker.topics import INTERNAL_TOPICS
 
 log = logging.getLogger(__name__)
 
-INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 Key = tuple[int, int]  # (czxid, version) of a znode: which of two reads is newer
 NO_KEY: Key = (-1, -1)
 REGISTRATION_POLL_S = 0.2
