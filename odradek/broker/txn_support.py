@@ -94,6 +94,18 @@ class BrokerTxnHost:
         if part is None or not part.is_leader:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         batch = build_batch([(key, value, (), int(time.time() * 1000))])
+        limit = part.log.config.max_message_bytes
+        if len(batch) > limit:
+            # refused, not written, as Kafka's log append; the coordinator answers
+            # UNKNOWN_SERVER_ERROR (TransactionStateManager.appendTransactionToLog)
+            log.error(
+                "a %d-byte record for %s-%d is over its max.message.bytes %d; not written",
+                len(batch),
+                STATE_TOPIC,
+                partition,
+                limit,
+            )
+            return ErrorCode.MESSAGE_TOO_LARGE
         result = part.append_internal(batch)
         if result.error != ErrorCode.NONE:
             return ErrorCode(result.error)

@@ -1,7 +1,15 @@
 """Produce (key 0), v3-11 served; advertised from v0 because librdkafka needs to see it, while
 v0-2 (message formats 0/1) are rejected as KIP-896 does. v5 log start offset; v8 record errors
 and error message; v9 flexible; v10 current leader (KIP-951). Batches are validated as bytes
-and appended whole; acks=0 gets no response."""
+and appended whole; acks=0 gets no response.
+
+Clients may not write to the internal topics (`__consumer_offsets`, `__transaction_state`):
+INVALID_TOPIC_EXCEPTION, as Kafka's ReplicaManager.appendToLocalLog ("Cannot append to internal
+topic"). The coordinators append their records directly to their partitions and followers
+replicate through Fetch, so neither passes through here. Kafka lets a client whose id is
+`__admin_client` through; we do not, since any client can claim that id and one forged record
+there could stop a coordinator from loading.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +19,7 @@ import time
 from odradek.broker.dispatch import RequestContext
 from odradek.broker.partition import AppendResult
 from odradek.broker.registry import handles
-from odradek.broker.topics import TopicError, check_topic_name
+from odradek.broker.topics import INTERNAL_TOPICS, TopicError, check_topic_name
 from odradek.log.validator import ValidationError, validate
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
@@ -22,6 +30,13 @@ log = logging.getLogger(__name__)
 Resp = protocol.ProduceResponse
 TopicResp = Resp.TopicProduceResponse
 PartResp = TopicResp.PartitionProduceResponse
+
+
+def _is_internal(ctx: RequestContext, topic: str) -> bool:
+    if topic in INTERNAL_TOPICS:
+        return True
+    info = ctx.broker.topics.info(topic)
+    return info is not None and bool(info.internal)
 
 
 def _produce_one(
@@ -39,6 +54,13 @@ def _produce_one(
         check_topic_name(topic)
     except TopicError as exc:
         return AppendResult(exc.code)
+    if _is_internal(ctx, topic):
+        log.info("produce to internal topic %s-%d from %s rejected", topic, index, ctx.client_id)
+        if broker.metrics is not None:
+            broker.metrics.error(ApiKey.PRODUCE, ErrorCode.INVALID_TOPIC_EXCEPTION)
+        return AppendResult(
+            ErrorCode.INVALID_TOPIC_EXCEPTION, message=f"Cannot append to internal topic {topic}"
+        )
     part = broker.topics.get(topic, index)
     if part is None:
         if broker.topics.info(topic) is not None:

@@ -324,6 +324,20 @@ class GroupCoordinator:
             producer_epoch=producer_epoch,
             transactional=transactional,
         )
+        limit = part.log.config.max_message_bytes
+        if len(batch) > limit:
+            # as Kafka's log append (RecordTooLargeException): a record the offsets topic
+            # cannot hold is refused, not written (a batch over the limit in the log would be
+            # refused again by every fetcher and replica)
+            log.error(
+                "group %s: a %d-byte batch for %s-%d is over its max.message.bytes %d; not written",
+                group_id,
+                len(batch),
+                OFFSETS_TOPIC,
+                index,
+                limit,
+            )
+            return append_error(ErrorCode.MESSAGE_TOO_LARGE)
         result = part.append_internal(batch)
         error = ErrorCode(result.error)
         if error != ErrorCode.NONE:

@@ -133,7 +133,14 @@ class GroupStateMachine(JoinGroupMixin, SyncGroupMixin):
         return rec.group_key(group.group_id), rec.group_value(value)
 
     def store_group(self, group: ClassicGroup, assignment: dict[str, bytes]) -> ErrorCode:
-        return self.append(group.group_id, [self.group_record(group, assignment)])
+        """Append the group's metadata record. A record too large for the offsets topic is
+        UNKNOWN_SERVER_ERROR here, as Kafka's GroupMetadataManager.storeGroup answers for
+        MESSAGE_TOO_LARGE / RECORD_LIST_TOO_LARGE / INVALID_FETCH_SIZE (the appender reports
+        them as offset commits see them, INVALID_COMMIT_OFFSET_SIZE)."""
+        error = self.append(group.group_id, [self.group_record(group, assignment)])
+        if error == ErrorCode.INVALID_COMMIT_OFFSET_SIZE:
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+        return error
 
     def load_group(self, group_id: str, value: rec.GroupValue) -> ClassicGroup:
         """A group as its last GroupMetadataValue left it: Stable with members, else Empty."""
