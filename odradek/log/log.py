@@ -17,6 +17,7 @@ import uuid
 from dataclasses import dataclass
 
 from odradek.log.config import LONG_MAX, LogConfig
+from odradek.log.disk_faults import LogDir, storage_op
 from odradek.log.leader_epoch import LeaderEpochCache
 from odradek.log.producer_state import ProducerStateManager
 from odradek.log.segment import LogSegment
@@ -87,8 +88,10 @@ class Log:
         recovery_point: int = 0,
         log_start_offset: int = 0,
         clean_shutdown: bool = True,
+        log_dir: LogDir | None = None,
     ) -> None:
         self.dir = directory
+        self.log_dir = log_dir  # health of the data dir holding this log (disk_faults.py)
         self.topic = topic
         self.partition = partition
         self.config = config
@@ -139,6 +142,7 @@ class Log:
             self.config.segment_index_bytes,
             self.config.index_interval_bytes,
             created,
+            self.log_dir,
         )
 
     def _recover(self, clean_shutdown: bool) -> None:
@@ -189,6 +193,11 @@ class Log:
     # -- offsets --------------------------------------------------------------------------------
 
     @property
+    def offline(self) -> bool:
+        """The data dir failed (Kafka's offline log dir): no reads or writes until a restart."""
+        return self.log_dir is not None and self.log_dir.offline
+
+    @property
     def active(self) -> LogSegment:
         return self.segments[-1]
 
@@ -205,6 +214,7 @@ class Log:
 
     # -- appending ------------------------------------------------------------------------------
 
+    @storage_op
     def append_as_leader(
         self,
         buf: bytes | bytearray,
@@ -249,6 +259,7 @@ class Log:
             position_offset += h.last_offset_delta + 1
         return AppendInfo(first, offset - 1, now if log_append_time else -1, max_ts)
 
+    @storage_op
     def append_as_follower(
         self, buf: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]]
     ) -> None:
@@ -269,6 +280,7 @@ class Log:
             else:
                 self.producer_state.apply(h, h.base_offset, h.last_offset)
 
+    @storage_op
     def append_control(self, buf: bytearray, header: BatchHeader, leader_epoch: int) -> int:
         """Append one control batch (transaction marker); returns its offset."""
         offset = self.log_end_offset
@@ -313,6 +325,7 @@ class Log:
         ):
             self.roll()
 
+    @storage_op
     def roll(self) -> LogSegment:
         """Seal the active segment and start a new one at the log end offset."""
         seg = self.active
@@ -331,6 +344,7 @@ class Log:
         self._bases.append(base)
         return seg
 
+    @storage_op
     def flush(self) -> None:
         self.active.flush()
         self.recovery_point = self.log_end_offset
@@ -411,6 +425,7 @@ class Log:
 
     # -- deleting -------------------------------------------------------------------------------
 
+    @storage_op
     def truncate_to(self, offset: int) -> None:
         """Remove everything at or after `offset` (a follower's diverged tail)."""
         if offset >= self.log_end_offset:
@@ -428,6 +443,7 @@ class Log:
         self._rebuild_producer_state()
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
 
+    @storage_op
     def truncate_fully_and_start_at(self, offset: int) -> None:
         for seg in self.segments:
             seg.delete()
@@ -439,6 +455,7 @@ class Log:
         self.log_start_offset = offset
         self.recovery_point = offset
 
+    @storage_op
     def advance_log_start(self, offset: int) -> None:
         """DeleteRecords: move the log start offset and drop segments wholly below it."""
         if offset <= self.log_start_offset:
@@ -450,7 +467,7 @@ class Log:
     def apply_retention(self, now: int) -> int:
         """Delete whole segments past retention.ms / retention.bytes; returns how many."""
         cfg = self.config
-        if not cfg.delete:
+        if not cfg.delete or self.offline:
             return 0
         deleted = 0
         if cfg.retention_ms >= 0:

@@ -21,6 +21,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from odradek.log.disk_faults import FSYNC, WRITE, LogDir
 from odradek.log.offset_index import OffsetIndex
 from odradek.log.time_index import TimeIndex
 from odradek.log.txn_index import TransactionIndex
@@ -63,8 +64,10 @@ class LogSegment:
         index_bytes: int,
         index_interval: int,
         created_ms: int,
+        log_dir: LogDir | None = None,
     ) -> None:
         self.dir = directory
+        self.log_dir = log_dir  # the data dir's health and injected faults (disk_faults.py)
         self.base_offset = base_offset
         self.path = os.path.join(directory, file_name(base_offset, ".log"))
         self.index_interval = index_interval
@@ -97,21 +100,17 @@ class LogSegment:
         offset_of_max_timestamp: int,
     ) -> int:
         """Write batches (one buffer, or pieces written with one pwritev) at the end of the
-        file; returns the position they start at."""
+        file; returns the position they start at.
+
+        A failed write (ENOSPC, EIO) is rolled back: the file is cut to its size before the
+        call, so it still ends in a complete batch and the indexes are never ahead of it.
+        """
         position = self.size
-        fd = self.file.fileno()
-        if isinstance(data, list):
-            total = sum(len(p) for p in data)
-            written = os.pwritev(fd, data, position)
-            if written < total:  # rare short write: finish the rest as one buffer
-                joined = memoryview(b"".join(data))
-                while written < total:
-                    written += os.pwrite(fd, joined[written:], position + written)
-        else:
-            total = len(data)
-            written = os.pwrite(fd, data, position)
-            while written < total:
-                written += os.pwrite(fd, memoryview(data)[written:], position + written)
+        try:
+            total = self._write_at(data, position)
+        except OSError:
+            self._roll_back(position)
+            raise
         self.size += total
         if self._bytes_since_index >= self.index_interval or position == 0:
             self.index.append(last_offset, position)
@@ -125,7 +124,45 @@ class LogSegment:
         self.next_offset = last_offset + 1
         return position
 
+    def _write_at(self, data: bytes | bytearray | memoryview | list, position: int) -> int:
+        fd = self.file.fileno()
+        ld = self.log_dir
+        if ld is not None and ld.write_errno is not None:
+            self._injected_short_write(data, position, ld)
+        if isinstance(data, list):
+            total = sum(len(p) for p in data)
+            written = os.pwritev(fd, data, position)
+            if written < total:  # rare short write: finish the rest as one buffer
+                joined = memoryview(b"".join(data))
+                while written < total:
+                    written += os.pwrite(fd, joined[written:], position + written)
+        else:
+            total = len(data)
+            written = os.pwrite(fd, data, position)
+            while written < total:
+                written += os.pwrite(fd, memoryview(data)[written:], position + written)
+        return total
+
+    def _injected_short_write(
+        self, data: bytes | bytearray | memoryview | list, position: int, ld: LogDir
+    ) -> None:
+        """A test's disk fault: write half the bytes, as a filling disk does, then fail."""
+        joined = b"".join(data) if isinstance(data, list) else bytes(data)
+        os.pwrite(self.file.fileno(), joined[: len(joined) // 2], position)
+        raise ld.injected_error(WRITE)
+
+    def _roll_back(self, position: int) -> None:
+        try:
+            os.ftruncate(self.file.fileno(), position)
+        except OSError as exc:  # recovery cuts the torn tail at the next start
+            log.warning(
+                "%s: cannot cut a failed write back to %d: %s", self.path, position, exc.strerror
+            )
+
     def flush(self) -> None:
+        ld = self.log_dir
+        if ld is not None and ld.fsync_errno is not None:
+            raise ld.injected_error(FSYNC)
         os.fsync(self.file.fileno())
         self.index.flush()
         self.time_index.flush()
