@@ -1,25 +1,46 @@
 """Produce-time batch validation, as Kafka's LogValidator, working on bytes.
 
-Each batch's header is read in place; records are decoded only when the topic's
-`compression.type` asks the broker to recompress. Checks: magic 2, CRC32C, size against
+Each batch's header is read in place. Checks: magic 2, CRC32C, size against
 `max.message.bytes`, record count against the last offset delta, no control batches from
-clients, and CreateTime timestamps within `message.timestamp.{before,after}.max.ms`.
+clients, CreateTime timestamps within `message.timestamp.{before,after}.max.ms`, and the
+framing of every record (Kafka's DefaultRecord.readFrom): lengths that fit exactly, offset
+deltas 0..n-1, the declared count and no trailing bytes. An uncompressed records section is
+walked where it lies; a compressed one is decompressed, bounded by
+`compression.max_decompressed_size(max.message.bytes)`, and walked. No record object is built.
+
+Errors, as Kafka: a bad CRC, an unreadable or over-large compressed stream -> CORRUPT_MESSAGE;
+bad record framing -> INVALID_RECORD (InvalidRecordException).
+
+When the topic's `compression.type` differs from the batch's codec, the decompressed section
+is compressed again with the topic's codec under a copy of the original header.
 """
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 from odradek.log.config import LogConfig
 from odradek.wire.batch import (
+    ATTRIBUTES_OFFSET,
+    BATCH_LENGTH_OFFSET,
+    COMPRESSION_MASK,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
     BatchHeader,
     CorruptRecordError,
+    InvalidRecordError,
     UnsupportedMagicError,
     crc_ok,
     iter_batches,
+    write_crc,
 )
+from odradek.wire.compression import compress, decompress, max_decompressed_size
 from odradek.wire.errors import ErrorCode
-from odradek.wire.records import build_batch, decode_records
+from odradek.wire.records import check_framing
+
+_INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
 
 CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
@@ -82,6 +103,10 @@ def validate(
                 "Produce requests with version < 7 may not use zstd",
             )
     log_append = config.message_timestamp_type == "LogAppendTime"
+    target = CODECS.get(config.compression_type)
+    bound = max_decompressed_size(config.max_message_bytes)
+    # decompressed sections, kept for recompression: (position, header, section)
+    sections: list[tuple[int, BatchHeader, bytes]] = []
     for pos, h in batches:
         if h.size > config.max_message_bytes:
             raise ValidationError(
@@ -100,12 +125,32 @@ def validate(
             )
         if not log_append and h.timestamp_type == 0:
             _check_timestamp(h, config, now)
+        section = _check_records(buf, pos, h, bound)
+        if section is not None and target is not None and h.compression != target:
+            sections.append((pos, h, section))
     if log_append:
         buf = bytearray(buf)
-    target = CODECS.get(config.compression_type)
     if target is not None and any(h.compression != target for _p, h in batches):
-        buf, batches = _recompress(buf, batches, target)
+        buf, batches = _recompress(buf, batches, sections, target)
     return ValidatedBatches(buf, batches, log_append)
+
+
+def _check_records(buf: bytes | bytearray, pos: int, h: BatchHeader, bound: int) -> bytes | None:
+    """Walk the batch's records; returns the decompressed section of a compressed batch."""
+    start = pos + HEADER_SIZE
+    end = pos + h.size
+    try:
+        if not h.compression:
+            check_framing(buf, start, end, h.records_count)
+            return None
+        try:
+            section = decompress(h.compression, memoryview(buf)[start:end], bound)
+        except CorruptRecordError as exc:
+            raise ValidationError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
+        check_framing(section, 0, len(section), h.records_count)
+        return section
+    except InvalidRecordError as exc:
+        raise ValidationError(ErrorCode.INVALID_RECORD, f"batch at {pos}: {exc}") from None
 
 
 def _check_timestamp(h: BatchHeader, config: LogConfig, now: int) -> None:
@@ -120,22 +165,29 @@ def _check_timestamp(h: BatchHeader, config: LogConfig, now: int) -> None:
 
 
 def _recompress(
-    buf: bytearray, batches: list[tuple[int, BatchHeader]], codec: int
+    buf: bytes | bytearray,
+    batches: list[tuple[int, BatchHeader]],
+    sections: list[tuple[int, BatchHeader, bytes]],
+    codec: int,
 ) -> tuple[bytearray, list[tuple[int, BatchHeader]]]:
-    """Rebuild every batch with the topic's codec, keeping producer id, epoch and sequence."""
+    """Every batch with the topic's codec; header fields (producer id, epoch, sequence,
+    timestamps, offset deltas, flags) kept, as the records' bytes are unchanged."""
+    decompressed = {pos: section for pos, _h, section in sections}
     out = bytearray()
     for pos, h in batches:
-        try:
-            _h, records = decode_records(buf, pos)
-        except CorruptRecordError as exc:
-            raise ValidationError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
-        out += build_batch(
-            [(r.key, r.value, r.headers, r.timestamp) for r in records],
-            compression=codec,
-            producer_id=h.producer_id,
-            producer_epoch=h.producer_epoch,
-            base_sequence=h.base_sequence,
-            transactional=h.is_transactional,
-            timestamp_type=h.timestamp_type,
+        start = len(out)
+        if h.compression == codec:
+            out += memoryview(buf)[pos : pos + h.size]
+            continue
+        section = decompressed.get(pos)
+        if section is None:  # uncompressed: the records lie in place
+            section = bytes(memoryview(buf)[pos + HEADER_SIZE : pos + h.size])
+        payload = compress(codec, section) if codec else section
+        out += memoryview(buf)[pos : pos + HEADER_SIZE]
+        out += payload
+        _INT32.pack_into(
+            out, start + BATCH_LENGTH_OFFSET, HEADER_SIZE - LOG_OVERHEAD + len(payload)
         )
+        _INT16.pack_into(out, start + ATTRIBUTES_OFFSET, (h.attributes & ~COMPRESSION_MASK) | codec)
+        write_crc(out, start)
     return out, list(iter_batches(out))

@@ -84,6 +84,15 @@ class CorruptRecordError(ValueError):
     """Malformed or truncated record batch data (Kafka's CorruptRecordException)."""
 
 
+class InvalidRecordError(CorruptRecordError):
+    """Records whose framing inside a batch is wrong (Kafka's InvalidRecordException).
+
+    Kafka answers INVALID_RECORD for it, and CORRUPT_MESSAGE for a bad CRC or a compressed
+    stream that cannot be read; readers that only care whether a batch can be decoded catch
+    CorruptRecordError, which covers both.
+    """
+
+
 class UnsupportedMagicError(CorruptRecordError):
     """A batch in an older message format (magic 0 or 1), which this broker does not accept."""
 

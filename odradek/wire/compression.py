@@ -30,13 +30,23 @@ LZ4 frame (as Kafka writes it; any valid frame is read):
     end     4     end mark         0x00000000
 
 Java's LZ4 reader decompresses each block on its own, so blocks must be independent.
+
+Decompression is bounded (issue 11, decompression bombs): every codec is read as a stream and
+stops with CorruptRecordError as soon as the output would pass the caller's `max_size`, so a
+35 KB batch declaring gigabytes costs at most `max_size` bytes, never the declared size. Kafka
+streams records out of a compressed batch one at a time inside a bounded JVM heap; we hold a
+batch's records section whole, so the bound is explicit: `max_decompressed_size` derives it from
+`max.message.bytes`.
 """
 
 from __future__ import annotations
 
 import struct
+import zlib
 
 import cramjam
+import lz4.frame
+import zstandard
 
 from odradek.wire.batch import CorruptRecordError
 
@@ -76,6 +86,29 @@ _UINT32_LE = struct.Struct("<I")
 _SNAPPY_MAX_RATIO = 22
 
 
+# Bound on a decompressed records section: 16 times the larger of max.message.bytes and 1 MiB.
+# librdkafka caps a batch's *uncompressed* size at message.max.bytes (1 MB) and the Java producer
+# fills batch.size (16 KiB) by an estimated compression ratio, so real batches sit far below;
+# 16x a full-size batch is beyond what text or JSON reach (5-10x) and still caps what one
+# hostile batch can make the broker allocate at 16 MiB with the defaults.
+DECOMPRESSION_RATIO = 16
+_MIN_BOUND_BASE = 1 << 20
+# For callers that know no topic config (coordinator loaders): 32 MiB.
+DEFAULT_MAX_DECOMPRESSED = 32 << 20
+
+# Output is produced in chunks of at most this much, so a lying size field allocates no more.
+_CHUNK = 1 << 20
+# zstd's decoder keeps a window of history; its default limit is 128 MiB (windowLog 27).
+_ZSTD_MAX_WINDOW_LOG = 27
+_ZSTD_MIN_WINDOW_LOG = 20
+_GZIP_WBITS = 16 + zlib.MAX_WBITS
+
+
+def max_decompressed_size(max_message_bytes: int) -> int:
+    """The largest records section a batch may inflate to, for a topic's max.message.bytes."""
+    return DECOMPRESSION_RATIO * max(max_message_bytes, _MIN_BOUND_BASE)
+
+
 def compress(codec: int, data: bytes | bytearray | memoryview, level: int | None = None) -> bytes:
     """Compress a records section with `codec`; `level` overrides the codec's default."""
     if codec == NONE:
@@ -91,22 +124,107 @@ def compress(codec: int, data: bytes | bytearray | memoryview, level: int | None
     raise CorruptRecordError(f"unknown compression codec {codec}")
 
 
-def decompress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
-    """Decompress a records section; any malformed input raises CorruptRecordError."""
+def decompress(
+    codec: int, data: bytes | bytearray | memoryview, max_size: int = DEFAULT_MAX_DECOMPRESSED
+) -> bytes:
+    """Decompress a records section of at most `max_size` bytes.
+
+    Malformed input, or output that would pass `max_size`, raises CorruptRecordError; no more
+    than about `max_size` bytes are ever allocated for the output.
+    """
     if codec == NONE:
         return bytes(data)
+    if codec not in (GZIP, SNAPPY, LZ4, ZSTD):
+        raise CorruptRecordError(f"unknown compression codec {codec}")
+    if not len(data):
+        return b""  # a batch emptied by compaction keeps its codec bits but no stream
     try:
         if codec == GZIP:
-            return bytes(cramjam.gzip.decompress(data))
+            return _gzip_decode(data, max_size)
         if codec == SNAPPY:
-            return _snappy_decode(data)
+            return _snappy_decode(data, max_size)
         if codec == LZ4:
-            return bytes(cramjam.lz4.decompress(data))
-        if codec == ZSTD:
-            return bytes(cramjam.zstd.decompress(data))
-    except cramjam.DecompressionError as exc:
+            return _lz4_decode(data, max_size)
+        return _zstd_decode(data, max_size)
+    except (cramjam.DecompressionError, zlib.error, zstandard.ZstdError, RuntimeError) as exc:
         raise CorruptRecordError(f"cannot decompress codec {codec}: {exc}") from None
-    raise CorruptRecordError(f"unknown compression codec {codec}")
+
+
+def _over(max_size: int) -> CorruptRecordError:
+    return CorruptRecordError(f"decompressed records exceed {max_size} bytes")
+
+
+def _gzip_decode(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
+    """One or more gzip members (Java's GZIPInputStream reads concatenated members too)."""
+    chunks: list[bytes] = []
+    total = 0
+    pending: bytes | bytearray | memoryview = data
+    d = zlib.decompressobj(_GZIP_WBITS)
+    while True:
+        want = min(_CHUNK, max_size + 1 - total)
+        chunk = d.decompress(pending, want)
+        total += len(chunk)
+        if total > max_size:
+            raise _over(max_size)
+        chunks.append(chunk)
+        if d.eof:
+            if not d.unused_data:
+                return b"".join(chunks)
+            pending = d.unused_data
+            d = zlib.decompressobj(_GZIP_WBITS)
+        elif d.unconsumed_tail or len(chunk) == want:
+            pending = d.unconsumed_tail
+        else:
+            raise CorruptRecordError("truncated gzip stream")
+
+
+def _lz4_decode(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
+    """One or more LZ4 frames, independent or linked blocks, with or without checksums."""
+    chunks: list[bytes] = []
+    total = 0
+    pending: bytes | bytearray | memoryview = data
+    d = lz4.frame.LZ4FrameDecompressor()
+    while True:
+        want = min(_CHUNK, max_size + 1 - total)
+        chunk = d.decompress(pending, max_length=want)
+        total += len(chunk)
+        if total > max_size:
+            raise _over(max_size)
+        chunks.append(chunk)
+        if d.eof:
+            if not d.unused_data:
+                return b"".join(chunks)
+            pending = d.unused_data
+            d = lz4.frame.LZ4FrameDecompressor()
+        elif d.needs_input:
+            raise CorruptRecordError("truncated lz4 frame")
+        else:
+            pending = b""
+
+
+def _zstd_decode(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
+    """One or more zstd frames; a frame wanting a window larger than the bound is refused."""
+    window_log = min(max(max_size.bit_length(), _ZSTD_MIN_WINDOW_LOG), _ZSTD_MAX_WINDOW_LOG)
+    dctx = zstandard.ZstdDecompressor(max_window_size=1 << window_log)
+    reader = dctx.stream_reader(data, read_across_frames=True)
+    try:
+        declared = zstandard.frame_content_size(data)
+    except zstandard.ZstdError:
+        declared = -1
+    chunks: list[bytes] = []
+    total = 0
+    # a size from the frame header is only a hint: one read of it (+1 to see an overrun)
+    want = declared + 1 if 0 <= declared <= max_size else min(_CHUNK, max_size + 1)
+    while True:
+        chunk = reader.read(want)
+        if not chunk:
+            # the reader ends quietly on a cut-off frame: the record walk catches the shortfall
+            return b"".join(chunks)
+        total += len(chunk)
+        if total > max_size:
+            raise _over(max_size)
+        chunks.append(chunk)
+        want = min(_CHUNK, max_size + 1 - total)
 
 
 def _xerial_encode(data: bytes | bytearray | memoryview) -> bytes:
@@ -123,13 +241,14 @@ def _xerial_encode(data: bytes | bytearray | memoryview) -> bytes:
     return bytes(out)
 
 
-def _snappy_decode(data: bytes | bytearray | memoryview) -> bytes:
+def _snappy_decode(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
     view = memoryview(data)
     if view[: len(XERIAL_MAGIC)] != XERIAL_MAGIC:
-        return _snappy_raw(view)
+        return _snappy_raw(view, max_size)
     if len(view) < _XERIAL_HEADER_SIZE:
         raise CorruptRecordError("truncated xerial snappy header")
-    out = bytearray()
+    chunks: list[bytes] = []
+    total = 0
     pos = _XERIAL_HEADER_SIZE
     end = len(view)
     while pos < end:
@@ -139,13 +258,18 @@ def _snappy_decode(data: bytes | bytearray | memoryview) -> bytes:
         pos += 4
         if length < 0 or length > end - pos:
             raise CorruptRecordError(f"xerial snappy block of {length} bytes overruns the data")
-        out += _snappy_raw(view[pos : pos + length])
+        block = _snappy_raw(view[pos : pos + length], max_size - total)
+        total += len(block)
+        chunks.append(block)
         pos += length
-    return bytes(out)
+    return b"".join(chunks)
 
 
-def _snappy_raw(block: memoryview) -> bytes:
+def _snappy_raw(block: memoryview, max_size: int) -> bytes:
+    # a raw snappy block starts with its uncompressed length: checked before allocating it
     claimed = cramjam.snappy.decompress_raw_len(block)
+    if claimed > max_size:
+        raise _over(max_size)
     if claimed > _SNAPPY_MAX_RATIO * len(block) + 64:
         raise CorruptRecordError(f"snappy block claims {claimed} bytes from {len(block)}")
     return bytes(cramjam.snappy.decompress_raw(block))

@@ -50,10 +50,11 @@ from odradek.wire.batch import (
     BatchHeader,
     Buffer,
     CorruptRecordError,
+    InvalidRecordError,
     parse_header,
     write_crc,
 )
-from odradek.wire.compression import compress, decompress
+from odradek.wire.compression import DEFAULT_MAX_DECOMPRESSED, compress, decompress
 
 ABORT = 0
 COMMIT = 1
@@ -186,17 +187,20 @@ def _read_record(
     return record, end
 
 
-def decode_records(buf: Buffer, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
+def decode_records(
+    buf: Buffer, pos: int = 0, *, max_size: int = DEFAULT_MAX_DECOMPRESSED
+) -> tuple[BatchHeader, list[Record]]:
     """Decode the batch at `pos` and every record in it, decompressing as needed.
 
     Does not check the CRC (see batch.crc_ok). Raises CorruptRecordError for a truncated batch,
-    bad varints, lengths that overrun, or a record count that does not match the data.
+    bad varints, lengths that overrun, a record count that does not match the data, or a
+    compressed records section that would inflate past `max_size` bytes.
     """
     header = parse_header(buf, pos)
     if len(buf) - pos < header.size:
         raise CorruptRecordError(f"truncated batch at {pos}: {len(buf) - pos} of {header.size}")
     section = memoryview(buf)[pos + HEADER_SIZE : pos + header.size]
-    data = decompress(header.compression, section)
+    data = decompress(header.compression, section, max_size)
     count = header.records_count
     # every record takes at least 7 bytes; rejecting early avoids a long loop on garbage
     if count < 0 or count * 7 > len(data):
@@ -212,6 +216,105 @@ def decode_records(buf: Buffer, pos: int = 0) -> tuple[BatchHeader, list[Record]
             f"{len(data) - offset} bytes left after the {count} records the batch declares"
         )
     return header, records
+
+
+# -- framing check (produce hot path) ---------------------------------------------------------
+
+# The smallest record: length, attributes, timestamp delta, offset delta, key length, value
+# length and header count, one byte each (the length byte counts the other six).
+_MIN_RECORD_BODY = 6
+
+
+def check_framing(data: Buffer, pos: int, end: int, count: int) -> None:
+    """Walk `count` records in data[pos:end] as Kafka's DefaultRecord.readFrom, building nothing.
+
+    Every record's length must cover exactly its fields; offset deltas must be 0, 1, 2, ...;
+    key, value and header lengths must fit; nothing may follow the last record. Raises
+    InvalidRecordError (Kafka's InvalidRecordException, INVALID_RECORD). `data` is bytes or a
+    bytearray (indexing a memoryview is slower); nothing is copied.
+
+    Varints of one byte (values -64..63, nearly every length and delta in practice) are decoded
+    inline; longer ones go through read_varint.
+    """
+    if count < 0 or count * (_MIN_RECORD_BODY + 1) > end - pos:
+        raise InvalidRecordError(f"record count {count} does not fit {end - pos} bytes")
+    try:
+        for index in range(count):
+            b = data[pos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                length, pos = read_varint(data, pos, end)
+            rec_end = pos + length
+            if length < _MIN_RECORD_BODY or rec_end > end:
+                raise InvalidRecordError(
+                    f"record {index} declares {length} bytes with {end - pos} left in the batch"
+                )
+            p = pos + 1  # attributes
+            if data[p] & 0x80:  # timestamp delta: any varlong
+                _ts, p = read_varlong(data, p, rec_end)
+            else:
+                p += 1
+            b = data[p]
+            if b < 0x80:
+                delta = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                delta, p = read_varint(data, p, rec_end)
+            if delta != index:
+                raise InvalidRecordError(f"record {index} has offset delta {delta}")
+            for _field in range(2):  # key, value
+                b = data[p]
+                if b < 0x80:
+                    n = (b >> 1) ^ -(b & 1)
+                    p += 1
+                else:
+                    n, p = read_varint(data, p, rec_end)
+                if n > 0:
+                    p += n
+                    if p > rec_end:
+                        raise InvalidRecordError(f"record {index}: length {n} overruns it")
+                elif n < -1:
+                    raise InvalidRecordError(f"record {index}: invalid length {n}")
+            b = data[p]
+            if b < 0x80:
+                headers = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                headers, p = read_varint(data, p, rec_end)
+            if headers:
+                p = _check_headers(data, p, rec_end, headers, index)
+            if p != rec_end:
+                raise InvalidRecordError(
+                    f"record {index} declares {length} bytes but holds {length + p - rec_end}"
+                )
+            pos = rec_end
+    except IndexError:
+        raise InvalidRecordError("record data ends before the declared records") from None
+    except InvalidRecordError:
+        raise
+    except CorruptRecordError as exc:  # a varint running past its record
+        raise InvalidRecordError(str(exc)) from None
+    if pos != end:
+        raise InvalidRecordError(f"{end - pos} bytes left after the {count} declared records")
+
+
+def _check_headers(data: Buffer, p: int, rec_end: int, count: int, index: int) -> int:
+    # each header takes at least two bytes (key length 0, value length -1)
+    if count < 0 or 2 * count > rec_end - p:
+        raise InvalidRecordError(f"record {index}: invalid header count {count}")
+    for _ in range(count):
+        n, p = read_varint(data, p, rec_end)
+        if n < 0 or n > rec_end - p:
+            raise InvalidRecordError(f"record {index}: invalid header key length {n}")
+        p += n
+        n, p = read_varint(data, p, rec_end)
+        if n < -1 or n > rec_end - p:
+            raise InvalidRecordError(f"record {index}: invalid header value length {n}")
+        if n > 0:
+            p += n
+    return p
 
 
 # -- encoding ----------------------------------------------------------------------------------
