@@ -1,0 +1,314 @@
+"""The chaos runner: one seed = one cluster, one fault schedule, one history, one verdict.
+
+    from odradek.testing.chaos import run_seed
+    result = run_seed(7)
+    assert result.valid, result.explain()
+
+Phases: start a three-broker `Cluster` (RF 3, min.insync.replicas=2) with an idempotent topic
+and a transactional topic; start the clients (`odradek.testing.chaos.clients`); apply the
+seed's schedule (`odradek.testing.chaos.schedule`) as a nemesis; heal everything (restart dead
+brokers, resume, reconnect, give the disk back) and let the clients run briefly on the healed
+cluster; stop them; fence the transactional id so no transaction stays open; read both topics
+to their end; check the history (`odradek.testing.chaos.checker`). Any failure reproduces by
+running the same seed: `explain()` prints the seed and the schedule.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import KafkaException, Producer
+
+from odradek.testing.chaos.checker import Report, check
+from odradek.testing.chaos.clients import (
+    FAST,
+    GroupConsumer,
+    IdempotentProducer,
+    Monitor,
+    TransactionalProducer,
+    Worker,
+    final_read,
+)
+from odradek.testing.chaos.history import INFO, OK, History
+from odradek.testing.chaos.schedule import BASE_KINDS, DISK_KIND, Fault, Schedule, generate
+from odradek.testing.cluster import FAST_FAILOVER, Cluster
+
+log = logging.getLogger(__name__)
+
+IDEM_TOPIC = "chaos-idem"
+TXN_TOPIC = "chaos-txn"
+GROUP = "chaos-group"
+PARTITIONS = 3
+BROKERS = 3
+
+CLUSTER_CONFIG: dict[str, Any] = {
+    **FAST_FAILOVER,
+    "min.insync.replicas": 2,
+    "offsets.topic.num.partitions": 3,
+    "transaction.state.log.num.partitions": 3,
+    "transaction.state.log.min.isr": 2,
+    "group.min.session.timeout.ms": 1000,
+}
+
+
+@dataclass
+class Options:
+    duration: float = 3.0  # seconds of faults
+    max_fault_s: float = 1.2
+    max_sends: int = 400  # per idempotent producer
+    max_txns: int = 60
+    consumers: int = 2
+    settle_s: float = 0.7  # clients run on the healed cluster before they stop
+    kinds: tuple[str, ...] | None = None  # None: every kind this cluster supports
+
+
+@dataclass
+class Result:
+    seed: int
+    schedule: Schedule
+    report: Report
+    history: History
+    elapsed: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        return self.report.valid
+
+    def explain(self) -> str:
+        counts = self.history.counts()
+        lines = [
+            str(self.schedule),
+            f"history: {len(self.history.ops)} entries, ok {counts[OK]}, fail {counts['fail']}, "
+            f"info {counts[INFO]}; {self.elapsed:.1f}s",
+            *(f"note: {n}" for n in self.notes),
+            *(f"ANOMALY {a}" for a in self.report.anomalies),
+            f"reproduce: python -m bench.chaos --seed {self.seed}",
+        ]
+        return "\n".join(lines)
+
+
+# -- disk faults: present once the brokers offer fail_disk --------------------------------------
+
+
+def disk_hook(cluster: Cluster) -> Callable[[int, str | None], None] | None:
+    """`fail(node, "ENOSPC" | None)` if this tree's brokers can fail their disk, else None."""
+    if hasattr(cluster, "fail_disk"):
+        return lambda node, err: cluster.fail_disk(node, err)  # type: ignore[attr-defined]
+
+    def on_server(node: int, err: str | None) -> None:
+        def run(c: Any) -> None:
+            broker = c.brokers[node]
+            if broker is not None:
+                broker.fail_disk(err)
+
+        cluster.call(run)
+
+    try:
+        from odradek.broker.server import Broker as BrokerServer
+    except ImportError:  # pragma: no cover
+        return None
+    return on_server if hasattr(BrokerServer, "fail_disk") else None
+
+
+def supported_kinds(cluster: Cluster | None = None) -> tuple[str, ...]:
+    probe = cluster if cluster is not None else Cluster.__new__(Cluster)
+    return (*BASE_KINDS, DISK_KIND) if disk_hook(probe) is not None else BASE_KINDS
+
+
+# -- the nemesis --------------------------------------------------------------------------------
+
+
+class Nemesis:
+    """Applies a schedule's faults to a cluster and undoes them; records each in the history."""
+
+    def __init__(self, cluster: Cluster, history: History) -> None:
+        self.cluster = cluster
+        self.history = history
+        self.disk = disk_hook(cluster)
+        self.killed: set[int] = set()
+        self.paused: set[int] = set()
+        self.disk_failed: set[int] = set()
+
+    def _on_server(self, node: int, fn: Callable[[Any], Any]) -> None:
+        def run(c: Any) -> None:
+            broker = c.brokers[node]
+            if broker is not None:
+                fn(broker)
+
+        self.cluster.call(run)
+
+    def begin(self, fault: Fault) -> None:
+        inv = self.history.invoke("nemesis", "nemesis", {"fault": str(fault), "phase": "begin"})
+        c, n = self.cluster, fault.node
+        if fault.kind == "kill":
+            c.kill(n)
+            self.killed.add(n)
+        elif fault.kind == "restart":
+            c.restart(n, abrupt=True)
+        elif fault.kind == "pause":
+            self._on_server(n, lambda b: b.faults.pause())
+            self.paused.add(n)
+        elif fault.kind == "partition":
+            c.cut_off_peers(n, True)
+        elif fault.kind == "clients":
+            c.cut_off_clients(n, True)
+        elif fault.kind == DISK_KIND and self.disk is not None:
+            self.disk(n, "ENOSPC")
+            self.disk_failed.add(n)
+        self.history.complete(inv, INFO)
+
+    def end(self, fault: Fault) -> None:
+        inv = self.history.invoke("nemesis", "nemesis", {"fault": str(fault), "phase": "end"})
+        c, n = self.cluster, fault.node
+        if fault.kind == "kill":
+            c.start_broker(n)
+            self.killed.discard(n)
+        elif fault.kind == "pause":
+            self._on_server(n, lambda b: b.faults.resume())
+            self.paused.discard(n)
+        elif fault.kind == "partition":
+            c.cut_off_peers(n, False)
+        elif fault.kind == "clients":
+            c.cut_off_clients(n, False)
+        elif fault.kind == DISK_KIND and self.disk is not None:
+            self.disk(n, None)
+            self.disk_failed.discard(n)
+        self.history.complete(inv, INFO)
+
+    def run(self, schedule: Schedule, stop: threading.Event) -> None:
+        start = time.monotonic()
+        for fault in schedule.faults:
+            if stop.wait(max(0.0, start + fault.at - time.monotonic())):
+                return
+            self.begin(fault)
+            if fault.duration:
+                stop.wait(max(0.0, start + fault.at + fault.duration - time.monotonic()))
+                self.end(fault)
+        stop.wait(max(0.0, start + schedule.duration - time.monotonic()))
+
+    def heal(self) -> None:
+        """Undo everything still in effect: the cluster must end whole."""
+        for n in sorted(self.paused):
+            self._on_server(n, lambda b: b.faults.resume())
+        for n in sorted(self.disk_failed):
+            if self.disk is not None:
+                self.disk(n, None)
+        self.cluster.heal()
+        for n in range(self.cluster.size):
+            if n not in self.cluster.running():
+                self.cluster.start_broker(n)
+        self.killed.clear()
+        self.paused.clear()
+        self.disk_failed.clear()
+
+
+# -- one seed -----------------------------------------------------------------------------------
+
+
+def _fence(bootstrap: str, transactional_id: str, deadline: float) -> str:
+    """InitProducerId for the id: aborts whatever transaction a dead producer left open, so the
+    last stable offset can reach the high watermark."""
+    while time.monotonic() < deadline:
+        producer = Producer(
+            {**FAST, "bootstrap.servers": bootstrap, "transactional.id": transactional_id}
+        )
+        try:
+            producer.init_transactions(5)
+            return ""
+        except KafkaException as exc:
+            error = str(exc)
+        finally:
+            producer.flush(0)
+    return f"could not fence {transactional_id}: {error}"
+
+
+def _settled(cluster: Cluster, timeout: float) -> str:
+    topics = [IDEM_TOPIC, TXN_TOPIC, "__consumer_offsets", "__transaction_state"]
+    try:
+        for topic in topics:
+            for p in range(PARTITIONS):
+                cluster.wait_for_leader(topic, p, timeout=timeout)
+                cluster.wait_for_isr(topic, p, size=BROKERS, timeout=timeout)
+    except TimeoutError as exc:
+        return f"cluster did not heal: {exc}"
+    return ""
+
+
+def run_seed(seed: int, options: Options | None = None, data_dir: str | None = None) -> Result:
+    """Run one seed and check it. Raises only on a harness failure (a client thread crashed)."""
+    opts = options or Options()
+    began = time.monotonic()
+    history = History()
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix=f"odradek-chaos-{seed}-", dir=data_dir) as tmp:
+        cluster = Cluster(
+            BROKERS,
+            {IDEM_TOPIC: (PARTITIONS, BROKERS), TXN_TOPIC: (PARTITIONS, BROKERS)},
+            CLUSTER_CONFIG,
+            data_dir=tmp,
+        )
+        cluster.start()
+        try:
+            kinds = opts.kinds or supported_kinds(cluster)
+            schedule = generate(seed, opts.duration, BROKERS, kinds, opts.max_fault_s)
+            log.info("chaos %s", schedule)
+            bootstrap = cluster.bootstrap
+            tid = f"chaos-tx-{seed}"
+            producers: list[Worker] = [
+                IdempotentProducer(
+                    "idem", history, bootstrap, seed, IDEM_TOPIC, PARTITIONS, opts.max_sends
+                ),
+                TransactionalProducer(
+                    "tx", history, bootstrap, seed, TXN_TOPIC, PARTITIONS, opts.max_txns, tid
+                ),
+            ]
+            readers: list[Worker] = [
+                GroupConsumer(
+                    f"member{i}", history, bootstrap, seed, [IDEM_TOPIC, TXN_TOPIC], GROUP
+                )
+                for i in range(opts.consumers)
+            ]
+            tps = [(t, p) for t in (IDEM_TOPIC, TXN_TOPIC) for p in range(PARTITIONS)]
+            readers.append(Monitor("monitor", history, bootstrap, seed, tps, GROUP))
+            workers = producers + readers
+            for w in workers:
+                w.start()
+            nemesis = Nemesis(cluster, history)
+            never = threading.Event()
+            try:
+                nemesis.run(schedule, never)
+            finally:
+                nemesis.heal()
+            healed = _settled(cluster, 15.0)
+            if healed:
+                notes.append(healed)
+            never.wait(opts.settle_s)
+            for w in producers:
+                w.stop.set()
+            for w in producers:
+                w.join(30)
+            fence = _fence(bootstrap, tid, time.monotonic() + 20)
+            if fence:
+                notes.append(fence)
+            for w in readers:
+                w.stop.set()
+            for w in readers:
+                w.join(30)
+            for w in workers:
+                if w.is_alive():
+                    notes.append(f"client {w.process} did not stop in 30s")
+                if w.crash is not None:
+                    raise RuntimeError(f"seed {seed}: client {w.process} crashed") from w.crash
+            final_read(history, bootstrap, IDEM_TOPIC, PARTITIONS, "read_uncommitted")
+            final_read(history, bootstrap, TXN_TOPIC, PARTITIONS, "read_committed")
+        finally:
+            cluster.stop()
+    report = check(history, IDEM_TOPIC, TXN_TOPIC)
+    return Result(seed, schedule, report, history, time.monotonic() - began, notes)

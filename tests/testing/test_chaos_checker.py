@@ -1,0 +1,246 @@
+"""The chaos checker on synthetic histories: each guarantee's violation is detected, and the
+indeterminate (info) outcomes never prove an anomaly by themselves. Also: schedules are a pure
+function of the seed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.testing.chaos import History, check, generate
+from odradek.testing.chaos.history import FAIL, INFO, OK
+
+IDEM, TXN = "idem", "txn"
+
+
+class Build:
+    """A small history writer: sends, transactions, reads and the two final reads."""
+
+    def __init__(self) -> None:
+        self.h = History()
+        self.seq = 0
+        self.idem_final: list[tuple[int, int, str]] = []
+        self.txn_final: list[tuple[int, int, str]] = []
+
+    def send(self, partition: int, offset: int | None, outcome: str = OK, proc: str = "p") -> str:
+        value = f"{proc}-{self.seq}"
+        inv = self.h.invoke(
+            "produce",
+            proc,
+            {"process": proc, "seq": self.seq, "partition": partition, "value": value},
+        )
+        self.seq += 1
+        extra = {"offset": offset} if outcome == OK else {}
+        self.h.complete(inv, outcome, extra)
+        return value
+
+    def txn(self, n: int, values: list[tuple[int, str]], decision: str, outcome: str = OK) -> None:
+        inv = self.h.invoke("txn", "tx", {"txn": n, "values": values, "decision": decision})
+        self.h.complete(inv, outcome)
+
+    def commit(self, offsets: dict[tuple[str, int], int]) -> None:
+        inv = self.h.invoke("commit", "m", {"offsets": {}})
+        self.h.complete(inv, OK, {"offsets": offsets})
+
+    def read(self, f: str, values: dict[tuple[str, int], int]) -> None:
+        field = "offsets" if f == "committed" else "hw"
+        inv = self.h.invoke(f, "monitor", {field: {}})
+        self.h.complete(inv, OK, {field: values})
+
+    def poll(self, topic: str, partition: int, offset: int, value: str) -> None:
+        self.h.ok(
+            "poll",
+            "m",
+            {
+                "process": "m",
+                "topic": topic,
+                "partition": partition,
+                "offset": offset,
+                "value": value,
+            },
+        )
+
+    def finish(self) -> Any:
+        for topic, iso, recs in (
+            (IDEM, "read_uncommitted", self.idem_final),
+            (TXN, "read_committed", self.txn_final),
+        ):
+            inv = self.h.invoke(
+                "final", "reader", {"topic": topic, "isolation": iso, "records": []}
+            )
+            self.h.complete(inv, OK, {"records": recs})
+        return check(self.h, IDEM, TXN)
+
+
+def healthy() -> Build:
+    b = Build()
+    a = b.send(0, 0)
+    c = b.send(0, 1)
+    d = b.send(1, 0)
+    b.idem_final = [(0, 0, a), (0, 1, c), (1, 0, d)]
+    b.txn(0, [(0, "t0-0"), (1, "t0-1")], "commit")
+    b.txn(1, [(0, "t1-0")], "abort")
+    b.txn_final = [(0, 0, "t0-0"), (1, 0, "t0-1")]
+    b.commit({(IDEM, 0): 2})
+    b.read("committed", {(IDEM, 0): 2})
+    b.read("hw", {(IDEM, 0): 2, (IDEM, 1): 1})
+    return b
+
+
+def test_a_healthy_history_is_valid() -> None:
+    report = healthy().finish()
+    assert report.valid, report.anomalies
+
+
+def test_a_lost_acknowledged_write_is_detected() -> None:
+    b = healthy()
+    b.idem_final = b.idem_final[:-1]
+    assert b.finish().kinds() == {"lost"}
+
+
+def test_an_acknowledged_offset_holding_another_record_is_detected() -> None:
+    b = healthy()
+    e = b.send(1, 1)
+    b.idem_final.append((1, 2, e))  # acknowledged at 1, read at 2
+    assert b.finish().kinds() == {"lost"}
+
+
+def test_a_lost_committed_transaction_is_detected() -> None:
+    b = healthy()
+    b.txn_final = b.txn_final[:1]
+    assert b.finish().kinds() == {"lost"}
+
+
+def test_a_duplicate_from_the_idempotent_producer_is_detected() -> None:
+    b = healthy()
+    b.idem_final.append((0, 2, b.idem_final[0][2]))
+    assert b.finish().kinds() == {"duplicate"}
+
+
+def test_a_retried_send_of_unknown_outcome_may_appear_once_but_not_twice() -> None:
+    b = healthy()
+    v = b.send(2, None, INFO)
+    b.idem_final.append((2, 0, v))
+    assert b.finish().valid
+    b.idem_final.append((2, 1, v))
+    assert b.finish().kinds() == {"duplicate"}
+
+
+def test_unknown_sends_may_be_missing_and_failed_ones_must_be() -> None:
+    b = healthy()
+    b.send(2, None, INFO)
+    assert b.finish().valid
+    v = b.send(2, None, FAIL)
+    b.idem_final.append((2, 0, v))
+    assert b.finish().kinds() == {"lost"}
+
+
+def test_reordering_within_a_partition_is_detected() -> None:
+    b = healthy()
+    (p0, o0, first), (_, o1, second) = b.idem_final[0], b.idem_final[1]
+    b.idem_final[0], b.idem_final[1] = (p0, o0, second), (p0, o1, first)
+    kinds = b.finish().kinds()
+    assert "order" in kinds  # (and the acknowledged offsets no longer match: lost)
+
+
+def test_reordering_is_per_producer_and_per_partition() -> None:
+    b = Build()
+    x = b.send(0, 1, proc="a")
+    y = b.send(0, 0, proc="b")  # another producer's later send lands earlier: fine
+    b.idem_final = [(0, 0, y), (0, 1, x)]
+    b.txn_final = []
+    assert b.finish().valid
+
+
+def test_a_late_unknown_send_landing_out_of_order_is_detected() -> None:
+    b = healthy()
+    late = b.send(0, None, INFO)
+    after = b.send(0, 2)
+    b.idem_final += [(0, 2, after), (0, 3, late)]
+    assert b.finish().kinds() == {"order"}
+
+
+def test_an_aborted_transaction_seen_by_read_committed_final_read_is_detected() -> None:
+    b = healthy()
+    b.txn_final.append((0, 2, "t1-0"))
+    assert b.finish().kinds() == {"aborted-read"}
+
+
+def test_an_aborted_transaction_seen_by_a_group_member_is_detected() -> None:
+    b = healthy()
+    b.poll(TXN, 0, 2, "t1-0")
+    assert b.finish().kinds() == {"aborted-read"}
+
+
+def test_part_of_a_transaction_of_unknown_outcome_is_detected() -> None:
+    b = healthy()
+    b.txn(2, [(0, "t2-0"), (1, "t2-1")], "commit", INFO)
+    assert b.finish().valid  # none of it: it aborted
+    b.txn_final += [(0, 2, "t2-0"), (1, 2, "t2-1")]
+    assert b.finish().valid  # all of it: it committed
+    b.txn_final.pop()
+    assert b.finish().kinds() == {"aborted-read"}
+
+
+def test_a_failed_transaction_must_not_be_visible() -> None:
+    b = healthy()
+    b.txn(2, [(0, "t2-0")], "commit", FAIL)
+    b.txn_final.append((0, 2, "t2-0"))
+    assert b.finish().kinds() == {"aborted-read"}
+
+
+def test_a_committed_offset_moving_back_is_detected() -> None:
+    b = healthy()
+    b.read("committed", {(IDEM, 0): 1})
+    report = b.finish()
+    assert report.kinds() == {"offset-back"}
+    assert "a read of 2" in report.anomalies[0].detail or "commit of 2" in str(report.anomalies)
+
+
+def test_a_committed_offset_below_an_acknowledged_commit_is_detected() -> None:
+    b = Build()
+    b.commit({(IDEM, 0): 5})
+    b.read("committed", {(IDEM, 0): 3})
+    assert b.finish().kinds() == {"offset-back"}
+
+
+def test_a_read_concurrent_with_a_commit_may_see_either_value() -> None:
+    b = Build()
+    b.commit({(IDEM, 0): 3})
+    read = b.h.invoke("committed", "monitor", {"offsets": {}})
+    commit = b.h.invoke("commit", "m", {"offsets": {}})
+    b.h.complete(commit, OK, {"offsets": {(IDEM, 0): 5}})
+    b.h.complete(read, OK, {"offsets": {(IDEM, 0): 3}})  # began before the commit's ack
+    assert b.finish().valid
+    b.read("committed", {(IDEM, 0): 3})  # began after it: must see 5
+    assert b.finish().kinds() == {"offset-back"}
+
+
+def test_a_high_watermark_moving_back_is_detected() -> None:
+    b = healthy()
+    b.read("hw", {(IDEM, 1): 0})
+    assert b.finish().kinds() == {"hw-back"}
+
+
+def test_a_high_watermark_behind_an_acknowledged_send_is_detected() -> None:
+    b = Build()
+    b.send(0, 7)
+    b.read("hw", {(IDEM, 0): 7})  # acks=all at offset 7: the high watermark is past it
+    b.idem_final = [(0, 7, "p-0")]
+    assert b.finish().kinds() == {"hw-back"}
+
+
+def test_a_missing_final_read_is_reported() -> None:
+    b = healthy()
+    h = b.h
+    assert check(h, IDEM, TXN).kinds() == {"unavailable"}
+
+
+def test_schedules_are_a_function_of_the_seed() -> None:
+    assert generate(5) == generate(5)
+    assert generate(5) != generate(6)
+    s = generate(11, duration=4.0, kinds=("kill", "pause"))
+    assert s.faults and {f.kind for f in s.faults} <= {"kill", "pause"}
+    for a, b in zip(s.faults, s.faults[1:], strict=False):
+        assert a.at + a.duration < b.at  # one fault at a time
+    assert all(f.at + f.duration <= 4.0 for f in s.faults)
+    assert "seed 11" in str(s)
