@@ -3,6 +3,11 @@
 Owns the per-directory checkpoint files (recovery points, high watermarks, log start offsets) and
 the clean-shutdown marker: when the marker is missing at start, logs are recovered from their
 recovery points with CRC checks.
+
+Each directory has a `LogDir` (disk_faults.py): an I/O error while writing in it takes it offline,
+as Kafka's LogDirFailureChannel does. Nothing more is written to an offline dir, checkpoints and
+the clean-shutdown marker included, so the next start recovers its logs from their last
+complete batches. New logs go to online dirs. `inject_fault` makes a dir fail (tests).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from odradek.log.checkpoints import (
     write_checkpoint,
 )
 from odradek.log.config import LogConfig
+from odradek.log.disk_faults import FSYNC, WRITE, LogDir
 from odradek.log.log import Log, read_partition_metadata, write_partition_metadata
 
 log = logging.getLogger(__name__)
@@ -36,6 +42,7 @@ class DataDirError(Exception):
 class LogManager:
     def __init__(self, dirs: list[str]) -> None:
         self.dirs = [os.path.abspath(d) for d in dirs]
+        self.log_dirs = {d: LogDir(d) for d in self.dirs}
         self.logs: dict[tuple[str, int], Log] = {}
         self._dir_of: dict[tuple[str, int], str] = {}
         self._locks = []
@@ -98,6 +105,7 @@ class LogManager:
                     recovery_point=recovery.get(key, 0),
                     log_start_offset=starts.get(key, 0),
                     clean_shutdown=clean,
+                    log_dir=self.log_dirs[d],
                 )
                 self._dir_of[key] = d
             if clean:
@@ -110,9 +118,10 @@ class LogManager:
         existing = self.logs.get(key)
         if existing is not None:
             return existing
-        d = min(self.dirs, key=lambda x: sum(1 for v in self._dir_of.values() if v == x))
+        online = [x for x in self.dirs if not self.log_dirs[x].offline] or self.dirs
+        d = min(online, key=lambda x: sum(1 for v in self._dir_of.values() if v == x))
         path = os.path.join(d, f"{topic}-{partition}")
-        lg = Log(path, topic, partition, config)
+        lg = Log(path, topic, partition, config, log_dir=self.log_dirs[d])
         write_partition_metadata(path, topic_id)
         self.logs[key] = lg
         self._dir_of[key] = d
@@ -125,32 +134,79 @@ class LogManager:
         if lg is not None:
             lg.delete()
 
+    # -- log dir health ---------------------------------------------------------------------------
+
+    def on_dir_failure(self, fn) -> None:
+        """Call `fn(dir)` once when a data dir goes offline."""
+        for ld in self.log_dirs.values():
+            ld.on_failure(fn)
+
+    @property
+    def offline_dirs(self) -> list[str]:
+        return [d for d in self.dirs if self.log_dirs[d].offline]
+
+    def inject_fault(
+        self, code: int | None, directory: str | None = None, ops: tuple[str, ...] = (WRITE, FSYNC)
+    ) -> None:
+        """Make writes/fsyncs in `directory` (every dir when None) fail with errno `code`."""
+        chosen = self.dirs if directory is None else [os.path.abspath(directory)]
+        for d in chosen:
+            if d not in self.log_dirs:
+                raise ValueError(f"{d} is not a log dir of this broker ({', '.join(self.dirs)})")
+            self.log_dirs[d].inject(code, ops)
+
+    # -- checkpoints and shutdown -----------------------------------------------------------------
+
     def checkpoint(self) -> None:
-        """Write the three checkpoint files of every data dir."""
+        """Write the three checkpoint files of every online data dir."""
         for d in self.dirs:
-            keys = [k for k, v in self._dir_of.items() if v == d]
-            write_checkpoint(
-                os.path.join(d, RECOVERY_POINT), {k: self.logs[k].recovery_point for k in keys}
-            )
-            write_checkpoint(
-                os.path.join(d, LOG_START), {k: self.logs[k].log_start_offset for k in keys}
-            )
-            write_checkpoint(
-                os.path.join(d, HIGH_WATERMARK), {k: self.high_watermarks.get(k, 0) for k in keys}
-            )
+            ld = self.log_dirs[d]
+            if ld.offline:
+                continue
+            try:
+                self._checkpoint_dir(d)
+            except OSError as exc:
+                ld.fail(exc)
+
+    def _checkpoint_dir(self, d: str) -> None:
+        keys = [k for k, v in self._dir_of.items() if v == d]
+        write_checkpoint(
+            os.path.join(d, RECOVERY_POINT), {k: self.logs[k].recovery_point for k in keys}
+        )
+        write_checkpoint(
+            os.path.join(d, LOG_START), {k: self.logs[k].log_start_offset for k in keys}
+        )
+        write_checkpoint(
+            os.path.join(d, HIGH_WATERMARK), {k: self.high_watermarks.get(k, 0) for k in keys}
+        )
 
     def flush_all(self) -> None:
         for lg in self.logs.values():
-            lg.flush()
+            if not lg.offline:
+                lg.flush()
 
     def close(self) -> None:
-        """Clean shutdown: close every log, write checkpoints and the clean-shutdown marker."""
+        """Clean shutdown: close every log, write checkpoints and the clean-shutdown marker.
+        Logs of an offline dir (or one failing now) are only let go: the next start recovers
+        them."""
         for lg in self.logs.values():
-            lg.close()
+            if lg.offline:
+                _release(lg)
+                continue
+            try:
+                lg.close()
+            except Exception:  # KafkaStorageError: its dir just went offline
+                _release(lg)
         self.checkpoint()
         for d in self.dirs:
-            with open(os.path.join(d, CLEAN_SHUTDOWN), "w") as f:
-                f.write("")
+            if self.log_dirs[d].offline:
+                log.warning("log dir %s is offline: its logs are recovered at the next start", d)
+                continue
+            try:
+                with open(os.path.join(d, CLEAN_SHUTDOWN), "w") as f:
+                    f.write("")
+            except OSError as exc:
+                self.log_dirs[d].fail(exc)
         for fd in self._locks:
             os.close(fd)
         self._locks.clear()
@@ -158,10 +214,15 @@ class LogManager:
     def abandon(self) -> None:
         """Let go of the data dirs without flushing or marking a clean shutdown (a crash)."""
         for lg in self.logs.values():
-            for seg in lg.segments:
-                seg.index.close()
-                seg.time_index.close()
-                seg.file.close()
+            _release(lg)
         for fd in self._locks:
             os.close(fd)
         self._locks.clear()
+
+
+def _release(lg: Log) -> None:
+    """Close a log's files and maps without writing anything."""
+    for seg in lg.segments:
+        seg.index.close()
+        seg.time_index.close()
+        seg.file.close()
