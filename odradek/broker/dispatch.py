@@ -1,7 +1,8 @@
 """Turns one request frame into response pieces: header parse, version check, decode, handler.
 
-Protocol violations (bad header, unknown API, unsupported version, undecodable body) raise
-`ProtocolError`, which closes that one connection; business errors are in the response.
+Protocol violations (bad header, unknown API, unsupported version, undecodable body, a null
+where the schema forbids one) raise `ProtocolError`, which closes that one connection with one
+warning line; business errors are in the response.
 An ApiVersions request of an unsupported version is answered with v0, UNSUPPORTED_VERSION and the
 full key list, so the client can pick a version it shares with us.
 """
@@ -102,9 +103,10 @@ async def dispatch(
         if protocol.is_flexible_request(header.api_key, version):
             finish_flexible(payload, header)
         request = protocol.decode_request(header.api_key, version, payload, header.body_offset)
-    except Exception as exc:  # kafka-python raises assorted errors on garbage
+    except (HeaderError, protocol.DecodeError) as exc:
         raise ProtocolError(
-            f"cannot decode {ApiKey(header.api_key).name} v{version}: {type(exc).__name__}: {exc}"
+            f"cannot decode {ApiKey(header.api_key).name} v{version} "
+            f"from client {header.client_id!r}: {exc}"
         ) from None
     ctx = RequestContext(broker, header, peer, connection)
     faults = broker.faults

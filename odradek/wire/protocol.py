@@ -7,6 +7,11 @@ in odradek imports `kafka.protocol`; handlers use the classes re-exported here b
 
 Tagged fields are written only when they differ from their default (kafka-python does this),
 which older librdkafka builds need: they mis-skip tagged fields.
+
+Requests are decoded by the strict decoders of `odradek.wire.strict_decoder` (the other half of
+this door): kafka-python's generated decoders with Kafka's read-side checks (no null in a
+non-nullable field, counts and lengths bounded by the bytes left, 5-byte varints, tagged fields
+read in place). `decode_request` raises only `DecodeError`.
 """
 
 from __future__ import annotations
@@ -21,12 +26,14 @@ from kafka.protocol.api_message import ApiMessage
 
 from odradek.wire.frames import frame
 from odradek.wire.header import response_header
+from odradek.wire.strict_decoder import DecodeError, Decoder, NullFieldError, build_decoder
 
 API_VERSIONS_KEY = 18
 
 _REQUESTS: dict[int, Any] = {}
 _RESPONSES: dict[int, Any] = {}
 _EXPORTS: dict[str, Any] = {}
+_DECODERS: dict[tuple[int, int], Decoder] = {}
 
 for _mod in (_admin, _consumer, _metadata, _producer):
     for _name in _mod.__all__:
@@ -38,6 +45,8 @@ for _mod in (_admin, _consumer, _metadata, _producer):
 
 globals().update(_EXPORTS)
 __all__ = sorted(_EXPORTS) + [
+    "DecodeError",
+    "NullFieldError",
     "request_class",
     "response_class",
     "is_flexible_request",
@@ -70,9 +79,31 @@ def is_flexible_request(api_key: int, version: int) -> bool:
 
 
 def decode_request(api_key: int, version: int, payload: bytes, offset: int) -> Any:
-    """Decode a request body that starts at `offset` in the frame payload."""
-    cls = _REQUESTS[api_key]
-    return cls.decode(memoryview(payload)[offset:], version=version)
+    """Decode a request body that starts at `offset` in the frame payload.
+
+    Raises `DecodeError` (and nothing else) for an unknown key or version, a body that cannot be
+    decoded, or one that breaks its schema (see `odradek.wire.strict_decoder`).
+    """
+    decoder = _DECODERS.get((api_key, version))
+    if decoder is None:
+        decoder = _decoder(api_key, version)
+    try:
+        request, _end = decoder(memoryview(payload), offset)
+    except DecodeError:
+        raise
+    except Exception as exc:  # the generated code fails on garbage with assorted errors
+        raise DecodeError(f"{type(exc).__name__}: {exc}") from None
+    return request
+
+
+def _decoder(api_key: int, version: int) -> Decoder:
+    cls = _REQUESTS.get(api_key)
+    if cls is None:
+        raise DecodeError(f"no schema for API key {api_key}")
+    if not 0 <= version <= cls.max_version:  # kafka-python decodes old versions from v0
+        raise DecodeError(f"{cls.__name__} has no version {version}")
+    decoder = _DECODERS[(api_key, version)] = build_decoder(cls, version)
+    return decoder
 
 
 def encode_response(api_key: int, version: int, correlation_id: int, response: Any) -> bytes:
