@@ -147,12 +147,11 @@ class Log:
 
     def _recover(self, clean_shutdown: bool) -> None:
         """Recover every segment that may hold unflushed data; load the others' tails."""
-        max_batch = max(self.config.max_message_bytes, 1 << 20)
         for i, seg in enumerate(self.segments):
             nxt = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else None
             needs = not clean_shutdown and (nxt is None or nxt > self.recovery_point)
             if needs or seg.index.entries == 0 and seg.size > 0:
-                truncated, _ = seg.recover(max_batch)
+                truncated, _ = seg.recover()
                 if truncated:
                     log.warning(
                         "%s-%d: truncated %d bytes of torn or corrupt data in %s",

@@ -21,15 +21,17 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from crc32c._crc32c import crc32c  # the extension itself, as odradek.wire.batch does
+
 from odradek.log.disk_faults import FSYNC, WRITE, LogDir
 from odradek.log.offset_index import OffsetIndex
 from odradek.log.time_index import TimeIndex
 from odradek.log.txn_index import TransactionIndex
 from odradek.wire.batch import (
+    ATTRIBUTES_OFFSET,
     HEADER_SIZE,
     LOG_OVERHEAD,
     BatchHeader,
-    crc_ok,
     parse_header,
 )
 from odradek.wire.regions import FileRegion
@@ -38,6 +40,7 @@ log = logging.getLogger(__name__)
 
 _PREFIX = struct.Struct(">qiibIhi")
 PREFIX_SIZE = 27
+RECOVER_CHUNK = 1 << 20  # bytes of a batch held at once while recovery checks its CRC
 
 
 def file_name(base_offset: int, suffix: str) -> str:
@@ -258,8 +261,13 @@ class LogSegment:
 
     # -- recovery and truncation ---------------------------------------------------------------
 
-    def recover(self, max_batch: int) -> tuple[int, list[tuple[int, BatchHeader]]]:
+    def recover(self) -> tuple[int, list[tuple[int, BatchHeader]]]:
         """Scan every batch checking CRCs, cut a torn or corrupt tail, rebuild the indexes.
+
+        As Kafka's LogSegment.recover: a batch is torn only when it runs past the end of the
+        file or its header or CRC is bad; a complete batch with a valid CRC is kept whatever its
+        size (a coordinator or an older `max.message.bytes` may have written it). A large batch
+        is checked in chunks of `RECOVER_CHUNK` bytes, never read whole.
 
         Returns (bytes truncated, [(position, header)] of the valid batches).
         """
@@ -270,27 +278,11 @@ class LogSegment:
         self._bytes_since_index = 0
         valid: list[tuple[int, BatchHeader]] = []
         position = 0
-        fd = self.file.fileno()
         while position < self.size:
-            raw = os.pread(fd, LOG_OVERHEAD, position)
-            if len(raw) < LOG_OVERHEAD:
+            header = self._recover_batch(position)
+            if header is None:
                 break
-            _base, length = struct.unpack(">qi", raw)
-            total = length + LOG_OVERHEAD
-            if (
-                length < HEADER_SIZE - LOG_OVERHEAD
-                or total > max_batch + LOG_OVERHEAD + 1024 * 1024
-                or position + total > self.size
-            ):
-                break
-            data = os.pread(fd, total, position)
-            try:
-                header = parse_header(data)
-            except ValueError:
-                break
-            if not crc_ok(data, 0, header):
-                log.warning("%s: CRC mismatch at position %d, truncating", self.path, position)
-                break
+            total = header.size
             if self._bytes_since_index >= self.index_interval or position == 0:
                 self.index.append(header.last_offset, position)
                 if header.max_timestamp > self.max_timestamp:
@@ -309,6 +301,35 @@ class LogSegment:
             self.file.truncate(position)
             self.size = position
         return truncated, valid
+
+    def _recover_batch(self, position: int) -> BatchHeader | None:
+        """The header of the complete, CRC-valid batch at `position`, else None (torn)."""
+        fd = self.file.fileno()
+        raw = os.pread(fd, LOG_OVERHEAD, position)
+        if len(raw) < LOG_OVERHEAD:
+            return None
+        _base, length = struct.unpack(">qi", raw)
+        total = length + LOG_OVERHEAD
+        if length < HEADER_SIZE - LOG_OVERHEAD or position + total > self.size:
+            return None
+        first = os.pread(fd, min(total, RECOVER_CHUNK), position)
+        try:
+            header = parse_header(first)
+        except ValueError:
+            return None
+        # CRC-32C of bytes [ATTRIBUTES_OFFSET, total), fed chunk by chunk
+        crc = crc32c(memoryview(first)[ATTRIBUTES_OFFSET:])
+        done = len(first)
+        while done < total:
+            chunk = os.pread(fd, min(total - done, RECOVER_CHUNK), position + done)
+            if not chunk:
+                return None
+            crc = crc32c(chunk, crc)
+            done += len(chunk)
+        if crc != header.crc:
+            log.warning("%s: CRC mismatch at position %d, truncating", self.path, position)
+            return None
+        return header
 
     def load_tail(self) -> None:
         """For a cleanly closed segment: find next offset and max timestamp from the index."""
