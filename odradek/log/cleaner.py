@@ -23,6 +23,12 @@ A compacted log keeps, for every key, the record with its latest offset. Cleanin
 The expensive part (`build`) only reads sealed segments and writes new files, so the service runs
 it in a worker thread; `swap` runs on the event loop, the only writer of the log's segment list.
 Segments are rewritten one for one (no merging of small segments, unlike Kafka).
+
+Like Kafka's LogCleaner (`abortCleaning` on topic deletion, `checkDone` between segments), the
+work checks between batches whether the log was deleted or the cleaner is stopping, and then
+gives up quietly (CleaningAborted); stopping the service waits for the worker thread to leave.
+A batch that cannot be decoded (bad framing, or a compressed section inflating past
+`max_decompressed_size(max.message.bytes)`) is kept as it is, with one log line.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import asyncio
 import logging
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -52,7 +59,7 @@ from odradek.wire.batch import (
     parse_header,
     write_crc,
 )
-from odradek.wire.compression import compress
+from odradek.wire.compression import DEFAULT_MAX_DECOMPRESSED, compress, max_decompressed_size
 from odradek.wire.records import ABORT, Record, decode_records, write_varint, write_varlong
 
 log = logging.getLogger(__name__)
@@ -97,14 +104,14 @@ class Plan:
     built: dict[int, str] = field(default_factory=dict)  # segment base -> work dir with files
     horizon: int | None = None  # earliest delete horizon stamped or kept
     stats: CleanStats = field(default_factory=CleanStats)
+    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED  # bound on a batch's records section
+
+
+class CleaningAborted(Exception):
+    """The log was deleted, or the cleaner is stopping, while a cleaning was under way."""
 
 
 # -- batches -----------------------------------------------------------------------------------
-
-
-def _segment_batches(seg: LogSegment) -> Iterator[tuple[int, bytes]]:
-    for bp in seg.batches_from(0):
-        yield bp.position, seg.read_bytes(bp.position, bp.size)
 
 
 def _wrap64(value: int) -> int:
@@ -186,6 +193,21 @@ def encode_batch(h: BatchHeader, records: list[Record], horizon: int | None) -> 
 class LogCleaner:
     """Plans, builds and swaps the cleaning of one log at a time."""
 
+    def __init__(self) -> None:
+        # set from the event loop; the worker thread checks it between batches
+        self.stopping = threading.Event()
+
+    def _check(self, plan: Plan) -> None:
+        if self.stopping.is_set():
+            raise CleaningAborted("the cleaner is stopping")
+        if not plan.log.segments:  # Log.delete empties the list before removing the files
+            raise CleaningAborted("the log was deleted")
+
+    def _segment_batches(self, plan: Plan, seg: LogSegment) -> Iterator[tuple[int, bytes]]:
+        for bp in seg.batches_from(0):
+            self._check(plan)
+            yield bp.position, seg.read_bytes(bp.position, bp.size)
+
     def first_uncleanable(self, lg: Log, max_offset: int, now: int) -> int:
         end = min(lg.active.base_offset, max_offset)
         lag = lg.config.min_compaction_lag_ms
@@ -235,20 +257,31 @@ class LogCleaner:
             last_offsets,
             [s.size for s in segs],
             aborted_ranges=ranges,
+            max_decompressed=max_decompressed_size(lg.config.max_message_bytes),
         )
 
     # -- build (thread-safe: reads sealed segments, writes the work directory) ----------------
 
     def build(self, plan: Plan) -> Plan:
-        self._scan(plan)
-        work = os.path.join(plan.log.dir, WORK_DIR)
-        shutil.rmtree(work, ignore_errors=True)
-        os.makedirs(work)
-        for seg in plan.segments:
-            target = os.path.join(work, str(seg.base_offset))
-            os.makedirs(target)
-            self._rewrite(plan, seg, target)
-            plan.built[seg.base_offset] = target
+        """Write the cleaned segments into the work directory; CleaningAborted if the log is
+        deleted or the cleaner stops meanwhile."""
+        try:
+            self._scan(plan)
+            work = os.path.join(plan.log.dir, WORK_DIR)
+            shutil.rmtree(work, ignore_errors=True)
+            self._check(plan)
+            os.mkdir(work)  # never makedirs: that would bring a deleted partition back
+            for seg in plan.segments:
+                self._check(plan)
+                target = os.path.join(work, str(seg.base_offset))
+                os.mkdir(target)
+                self._rewrite(plan, seg, target)
+                plan.built[seg.base_offset] = target
+        except (OSError, ValueError):
+            # a deleted log's directory vanishes (FileNotFoundError) and its files close
+            # (ValueError) under the worker: that is the deletion, not a failure
+            self._check(plan)
+            raise
         return plan
 
     def _scan(self, plan: Plan) -> None:
@@ -256,9 +289,9 @@ class LogCleaner:
         open_txns: dict[int, list[tuple[int, int]]] = {}
         found_by_marker = False
         for seg in plan.segments:
-            for position, data in _segment_batches(seg):
+            for position, data in self._segment_batches(plan, seg):
                 try:
-                    h, records = decode_records(data)
+                    h, records = decode_records(data, max_size=plan.max_decompressed)
                 except CorruptRecordError:
                     continue
                 if h.is_control:
@@ -294,11 +327,11 @@ class LogCleaner:
         """Aborted records never count as a key's latest value: rebuild the map without them."""
         plan.offset_map.clear()
         for seg in plan.segments:
-            for position, data in _segment_batches(seg):
+            for position, data in self._segment_batches(plan, seg):
                 if (seg.base_offset, position) in plan.aborted:
                     continue
                 try:
-                    h, records = decode_records(data)
+                    h, records = decode_records(data, max_size=plan.max_decompressed)
                 except CorruptRecordError:
                     continue
                 if h.is_control or h.base_offset < plan.first_dirty:
@@ -331,7 +364,7 @@ class LogCleaner:
         stats.segments += 1
         stats.bytes_before += seg.size
         try:
-            for position, data in _segment_batches(seg):
+            for position, data in self._segment_batches(plan, seg):
                 kept = self._filter_batch(plan, seg, position, data)
                 if kept is None:
                     continue
@@ -346,9 +379,11 @@ class LogCleaner:
         self, plan: Plan, seg: LogSegment, position: int, data: bytes
     ) -> tuple[BatchHeader, bytes] | None:
         try:
-            h, records = decode_records(data)
-        except CorruptRecordError:
-            log.warning("%s: unreadable batch at position %d kept as is", seg.path, position)
+            h, records = decode_records(data, max_size=plan.max_decompressed)
+        except CorruptRecordError as exc:
+            log.warning(
+                "%s: unreadable batch at position %d kept as is: %s", seg.path, position, exc
+            )
             return parse_header(data), data
         stats = plan.stats
         stats.records_read += len(records)
@@ -374,18 +409,21 @@ class LogCleaner:
                 and plan.producer_last_offsets.get(h.producer_id) == h.last_offset
             ):
                 new = encode_batch(h, [], None)  # keeps the producer's last sequence
-                return decode_records(new)[0], new
+                return parse_header(new), new
             return None
         if len(kept) == len(records) and (horizon is None or h.has_delete_horizon):
             return h, data
         new = encode_batch(h, kept, horizon if tombstones else None)
-        return decode_records(new)[0], new
+        return parse_header(new), new
 
     # -- swap (event loop) --------------------------------------------------------------------
 
     def swap(self, plan: Plan) -> CleanStats | None:
         """Put the rebuilt segments in place; None (nothing changed) if the log moved on."""
         lg = plan.log
+        if self.stopping.is_set() or not lg.segments:
+            self.discard(plan)
+            return None
         current = {id(s) for s in lg.segments[:-1]}
         if any(
             id(s) not in current or s.size != size
@@ -426,6 +464,13 @@ class LogCleaner:
 
     def discard(self, plan: Plan) -> None:
         shutil.rmtree(os.path.join(plan.log.dir, WORK_DIR), ignore_errors=True)
+        if not plan.log.segments:
+            # deleted while we wrote in it: remove the directory if our files were all it kept
+            # (a topic re-created under the same name has files there, and stays)
+            try:
+                os.rmdir(plan.log.dir)
+            except OSError:
+                pass
 
     def clean(
         self, lg: Log, first_dirty: int, max_offset: int, now: int | None = None
@@ -471,10 +516,14 @@ class LogCleanerService:
         self.cleanings = 0
 
     async def start(self) -> None:
+        self.cleaner.stopping.clear()
         if self.enabled:
             self._task = asyncio.create_task(self._run(), name="log-cleaner")
 
     async def stop(self) -> None:
+        """Stop cleaning: a cleaning under way is given up at its next batch, and this returns
+        once the worker thread has left (so no cleaning runs past the broker's stop)."""
+        self.cleaner.stopping.set()
         if self._task is not None:
             self._task.cancel()
             try:
@@ -484,6 +533,7 @@ class LogCleanerService:
             self._task = None
 
     def abandon(self) -> None:
+        self.cleaner.stopping.set()
         if self._task is not None:
             self._task.cancel()
             self._task = None
@@ -532,11 +582,42 @@ class LogCleanerService:
         end = self.cleaner.first_uncleanable(lg, max_offset, now)
         return any(s.base_offset >= first_dirty for s in self.cleaner.cleanable_segments(lg, end))
 
+    async def _build(self, plan: Plan) -> bool:
+        """Run the build in a worker thread; False if it was given up (log deleted, stopping).
+
+        Cancelling the caller (stop) does not leave the thread running on its own: the
+        cleaner is told to stop and the thread is waited for before the cancellation goes on.
+        """
+        work = asyncio.get_running_loop().run_in_executor(None, self.cleaner.build, plan)
+        try:
+            await asyncio.shield(work)
+        except asyncio.CancelledError:
+            self.cleaner.stopping.set()
+            try:
+                await work
+            except (CleaningAborted, Exception):
+                pass
+            self.cleaner.discard(plan)
+            raise
+        except CleaningAborted as exc:
+            lg = plan.log
+            log.info("%s-%d: cleaning given up: %s", lg.topic, lg.partition, exc)
+            self.cleaner.discard(plan)
+            return False
+        except Exception:
+            self.cleaner.discard(plan)
+            raise
+        return True
+
     async def run_once(self, now: int | None = None) -> int:
         """Clean every compacted log that needs it; returns how many were cleaned."""
         cleaned = 0
         logs = [(lg, mo) for lg, mo in self.logs() if lg.config.compact]
         for lg, max_offset in logs:
+            if self.cleaner.stopping.is_set():
+                break
+            if not lg.segments:
+                continue  # deleted since the list was taken
             self._load_checkpoint(os.path.dirname(lg.dir))
             t = self.clock() if now is None else now
             if not self.needs_cleaning(lg, max_offset, t):
@@ -545,11 +626,8 @@ class LogCleanerService:
             plan = self.cleaner.plan(lg, self.first_dirty.get(key, 0), max_offset, t)
             if plan is None:
                 continue
-            try:
-                await asyncio.to_thread(self.cleaner.build, plan)
-            except Exception:
-                self.cleaner.discard(plan)
-                raise
+            if not await self._build(plan):
+                continue
             stats = self.cleaner.swap(plan)
             if stats is None:
                 continue

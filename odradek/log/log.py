@@ -24,11 +24,13 @@ from odradek.log.segment import LogSegment
 from odradek.log.transactions import replay_marker
 from odradek.wire.batch import (
     BatchHeader,
+    CorruptRecordError,
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
 )
-from odradek.wire.records import decode_records
+from odradek.wire.compression import max_decompressed_size
+from odradek.wire.records import Record, decode_records
 from odradek.wire.regions import FileRegion
 
 log = logging.getLogger(__name__)
@@ -398,7 +400,7 @@ class Log:
                 header = seg.read_header(bp.position)
                 if header.is_control or header.max_timestamp < timestamp:
                     continue
-                _h, records = decode_records(seg.read_bytes(bp.position, bp.size))
+                records = self._decode_for_lookup(seg, bp.position, bp.size)
                 for r in records:
                     if r.timestamp >= timestamp and r.offset >= self.log_start_offset:
                         return r.offset, r.timestamp
@@ -416,11 +418,27 @@ class Log:
         bp = seg.find_timestamp_position(ts)
         if bp is None:
             return None
-        _h, records = decode_records(seg.read_bytes(bp.position, bp.size))
-        for r in records:
+        for r in self._decode_for_lookup(seg, bp.position, bp.size):
             if r.timestamp == ts:
                 return r.offset, r.timestamp
         return None
+
+    def _decode_for_lookup(self, seg: LogSegment, position: int, size: int) -> list[Record]:
+        """The records of one batch for a timestamp lookup; an unreadable batch (bad framing,
+        a compressed section over the decompression bound) is skipped with one log line."""
+        bound = max_decompressed_size(self.config.max_message_bytes)
+        try:
+            return decode_records(seg.read_bytes(position, size), max_size=bound)[1]
+        except CorruptRecordError as exc:
+            log.warning(
+                "%s-%d: batch at position %d of %s skipped by a timestamp lookup: %s",
+                self.topic,
+                self.partition,
+                position,
+                seg.path,
+                exc,
+            )
+            return []
 
     # -- deleting -------------------------------------------------------------------------------
 

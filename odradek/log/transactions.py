@@ -28,12 +28,14 @@ if TYPE_CHECKING:
 
 _KEY = struct.Struct(">hh")
 _VALUE = struct.Struct(">hi")
+# a marker batch holds one record of a few bytes; a control batch inflating past this is not one
+_MARKER_MAX_DECOMPRESSED = 1 << 20
 
 
 def marker_info(buf: bytes | bytearray | memoryview) -> tuple[int, int] | None:
     """(type, coordinator epoch) of a control batch holding a transaction marker, else None."""
     try:
-        _h, records = decode_records(buf)
+        _h, records = decode_records(buf, max_size=_MARKER_MAX_DECOMPRESSED)
     except CorruptRecordError:
         return None
     if not records or records[0].key is None or len(records[0].key) < _KEY.size:
