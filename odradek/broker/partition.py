@@ -2,6 +2,9 @@
 
 Appends go through `append_records`, which validates idempotent sequences against the producer
 state and writes the batches; long-polling fetches wait on `wait_for_data`, woken by appends.
+
+A partition whose log dir went offline answers KAFKA_STORAGE_ERROR, as Kafka's
+HostedPartition.Offline does, before any other check.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import asyncio
 import uuid
 from dataclasses import dataclass
 
+from odradek.log.disk_faults import KafkaStorageError
 from odradek.log.log import Log
 from odradek.log.producer_state import SequenceError
 from odradek.log.validator import ValidatedBatches
@@ -56,6 +60,10 @@ class Partition:
         return self.leader == self.node_id
 
     @property
+    def offline(self) -> bool:
+        return self.log.offline
+
+    @property
     def last_stable_offset(self) -> int:
         first_unstable = self.log.producer_state.first_unstable_offset()
         if first_unstable is None:
@@ -64,6 +72,8 @@ class Partition:
 
     def append_records(self, validated: ValidatedBatches) -> AppendResult:
         """Append a validated produce payload as leader (one writer: no await inside)."""
+        if self.log.offline:
+            return _storage_error(self)
         if not self.is_leader:
             return AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         log = self.log
@@ -79,9 +89,13 @@ class Partition:
                         return AppendResult(ErrorCode.DUPLICATE_SEQUENCE_NUMBER)
         except SequenceError as exc:
             return AppendResult(exc.code, message=str(exc))
-        info = log.append_as_leader(
-            validated.buf, validated.batches, self.leader_epoch, validated.log_append_time
-        )
+        try:
+            info = log.append_as_leader(
+                validated.buf, validated.batches, self.leader_epoch, validated.log_append_time
+            )
+        except KafkaStorageError:
+            self.wake()  # waiting fetches answer KAFKA_STORAGE_ERROR now
+            return _storage_error(self)
         self.on_appended()
         return AppendResult(
             ErrorCode.NONE,
@@ -116,3 +130,11 @@ class Partition:
         buf = bytearray(batch)
         validated = ValidatedBatches(buf, list(iter_batches(buf)), False)
         return self.append_records(validated)
+
+
+def _storage_error(part: Partition) -> AppendResult:
+    return AppendResult(
+        ErrorCode.KAFKA_STORAGE_ERROR,
+        message=f"Disk error when trying to access log file on the disk "
+        f"(partition {part.topic}-{part.index} is offline)",
+    )

@@ -58,6 +58,7 @@ class Broker:
         self._producer_ids: tuple[int, int] = (0, 0)
         self.started_at = 0.0
         self.stopped = asyncio.Event()
+        self._stopping = False
         # --- group coordinator and log cleaner (issue 3) ---------------------------------------
         from odradek.coordinator.group.coordinator import (
             OFFSETS_TOPIC,
@@ -99,6 +100,9 @@ class Broker:
             self.replication = ReplicaManager(self)
             self.services.append(self.replication)
         # --- end replication ---------------------------------------------------------------------
+        from odradek.broker.log_dir_failure import LogDirFailureHandler
+
+        self.log_dir_failure = LogDirFailureHandler(self)  # issue 11: disk faults
 
     # -- cluster view ---------------------------------------------------------------------------
 
@@ -191,6 +195,16 @@ class Broker:
             except Exception:
                 log.exception("housekeeping failed")
 
+    def fail_disk(
+        self, error: str | int | None, dir: str | None = None, ops: tuple[str, ...] | None = None
+    ) -> None:
+        """Fault injection: writes and fsyncs in log dir `dir` (every dir when None) fail with
+        `error` ("ENOSPC", "EIO"; None clears). `ops` narrows it to ("write",) or ("fsync",)."""
+        from odradek.log.disk_faults import FSYNC, WRITE, errno_for
+
+        code = None if error is None else errno_for(error)
+        self.logs.inject_fault(code, dir, ops or (WRITE, FSYNC))
+
     def drop_connections(self) -> int:
         """Close every client connection (fault injection); returns how many."""
         conns = list(self.connections)
@@ -221,7 +235,12 @@ class Broker:
 
     async def stop(self, clean: bool = True) -> None:
         """Shut down. Clean: flush, checkpoint, clean-shutdown marker. Unclean (`clean=False`):
-        drop everything as `kill -9` would, leaving recovery to the next start."""
+        drop everything as `kill -9` would, leaving recovery to the next start. A second call
+        (e.g. after the broker halted on failed log dirs) does nothing."""
+        if self._stopping:
+            await self.stopped.wait()
+            return
+        self._stopping = True
         if clean and self.replication is not None:
             await self.replication.controlled_shutdown()  # leadership moves away first
         for server in self.servers:

@@ -142,6 +142,22 @@ class Broker:
     def resume(self) -> None:
         self._on_loop(lambda: self.server.faults.resume())
 
+    def fail_disk(
+        self, error: str | None, dir: str | None = None, ops: tuple[str, ...] | None = None
+    ) -> None:
+        """A full or failing disk: writes and fsyncs in log dir `dir` (every dir when None)
+        fail with `error`, "ENOSPC" or "EIO". The next append there takes the dir offline, as
+        Kafka does: its partitions answer KAFKA_STORAGE_ERROR. `ops=("fsync",)` fails only
+        fsyncs (with `flush.messages=1` every append syncs), `ops=("write",)` only writes.
+
+        `fail_disk(None)` clears the fault; when a dir went offline meanwhile, the broker is
+        restarted as an operator would after freeing space (abruptly: the logs are recovered
+        and every acknowledged record is there), since Kafka brings an offline dir back only
+        with a restart."""
+        self._on_loop(lambda: self.server.fail_disk(error, dir, ops))
+        if error is None and self.call(lambda s: bool(s.logs.offline_dirs)):
+            self.restart(abrupt=True)
+
     def drop_connections(self) -> int:
         """Close every client connection, as a network blip would."""
         return self._on_loop(lambda: self.server.drop_connections())

@@ -11,8 +11,10 @@
 The brokers share one event-loop thread and an in-process metadata store, each with its own
 port and data dir, and replicate over TCP (see `odradek/broker/local_cluster.py`). Fault hooks:
 `kill` / `restart` / `stop_broker` (controlled shutdown) / `start_broker`, `cut_off_peers`,
-`cut_off_clients`, `slow_follower`, `heal`, and per broker `fail` / `delay` of chosen requests by
-API key (as `odradek.testing.Broker`). The `wait_for_*` helpers poll with a deadline.
+`cut_off_clients`, `slow_follower`, `heal`, per broker `fail` / `delay` of chosen requests by
+API key (as `odradek.testing.Broker`), and a full or failing disk per broker with
+`fail_disk(node, "ENOSPC")` (or `cluster.brokers[node].fail_disk("ENOSPC")`). The `wait_for_*`
+helpers poll with a deadline.
 """
 
 from __future__ import annotations
@@ -307,6 +309,38 @@ class Cluster:
         rule = FaultRule(api_key(api), count, None, ms)
         self._on_broker(node, lambda b: b.faults.add(rule))
 
+    def fail_disk(
+        self,
+        node: int,
+        error: str | None,
+        dir: str | None = None,
+        ops: tuple[str, ...] | None = None,
+    ) -> None:
+        """Writes and fsyncs in `node`'s log dir fail with `error` ("ENOSPC", "EIO"). Its next
+        append (as leader or follower) takes the dir offline and, with every dir offline, the
+        broker halts as Kafka's does: the controller moves its leadership to other replicas.
+        `fail_disk(node, None)` clears the fault and starts a halted broker again (its logs
+        are recovered), or restarts one whose dir went offline; a broker that wrote nothing
+        meanwhile just carries on. A stopped broker gets nothing injected."""
+
+        async def run(c: LocalCluster) -> None:
+            broker = c.brokers[node]
+            if broker is None:
+                return
+            if error is not None:
+                broker.fail_disk(error, dir, ops)
+                return
+            broker.fail_disk(None, dir, ops)
+            if broker.stopped.is_set() or broker.logs.offline_dirs:
+                await c.restart(node, clean=False)
+
+        self.call(run)
+
+    @property
+    def brokers(self) -> list[BrokerHandle]:
+        """Per-broker handles (`cluster.brokers[i].fail_disk("ENOSPC")`)."""
+        return [BrokerHandle(self, node) for node in range(self.size)]
+
     def clear_faults(self, node: int) -> None:
         self._on_broker(node, lambda b: b.faults.clear())
 
@@ -318,3 +352,17 @@ class Cluster:
             return fn(broker)
 
         return self.call(run)
+
+
+class BrokerHandle:
+    """One broker of a `Cluster`, for per-broker fault hooks."""
+
+    def __init__(self, cluster: Cluster, node: int) -> None:
+        self.cluster = cluster
+        self.node = node
+
+    def fail_disk(
+        self, error: str | None, dir: str | None = None, ops: tuple[str, ...] | None = None
+    ) -> None:
+        """As `Cluster.fail_disk(node, ...)`."""
+        self.cluster.fail_disk(self.node, error, dir, ops)

@@ -59,6 +59,9 @@ def read_partition(
             )
         )
         return out
+    if part.offline:  # its log dir failed (Kafka's HostedPartition.Offline)
+        out.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+        return out
     follower = params.replica_id >= 0
     if not part.is_leader:
         out.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
