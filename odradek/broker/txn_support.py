@@ -15,6 +15,7 @@ sets the broker extensions the core handlers call:
 from __future__ import annotations
 
 import logging
+import struct
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -24,6 +25,7 @@ from odradek.coordinator.txn.config import STATE_TOPIC, TxnConfig
 from odradek.coordinator.txn.coordinator import TransactionCoordinator
 from odradek.coordinator.txn.state import TopicPartition
 from odradek.log.transactions import collect_aborted
+from odradek.wire.compression import max_decompressed_size
 from odradek.wire.errors import ErrorCode
 from odradek.wire.records import build_batch, decode_records
 
@@ -33,14 +35,30 @@ APPEND_TIMEOUT_MS = 5000
 
 
 def iter_records(lg: Any, max_offset: int) -> Iterator[tuple[bytes | None, bytes | None]]:
-    """(key, value) of every data record of a log below `max_offset`, in offset order."""
+    """(key, value) of every data record of a log below `max_offset`, in offset order.
+
+    A batch that cannot be decoded is logged once and skipped: no stored byte may stop the
+    coordinator from loading (before, one such batch made every broker start exit)."""
+    bound = max_decompressed_size(lg.config.max_message_bytes)
     for seg in list(lg.segments):
         for bp in seg.batches_from(0):
             if bp.base_offset >= max_offset:
                 return
             if bp.last_offset < lg.log_start_offset:
                 continue
-            header, records = decode_records(seg.read_bytes(bp.position, bp.size))
+            try:
+                header, records = decode_records(
+                    seg.read_bytes(bp.position, bp.size), max_size=bound
+                )
+            except (ValueError, struct.error) as exc:  # CorruptRecordError is a ValueError
+                log.warning(
+                    "%s-%d: skipping undecodable batch at offset %d: %s",
+                    lg.topic,
+                    lg.partition,
+                    bp.base_offset,
+                    exc,
+                )
+                continue
             if header.is_control:
                 continue
             for r in records:

@@ -6,11 +6,17 @@ sessions) or Empty; a group tombstone forgets the membership but not the offsets
 own tombstones), and a group left with neither is dropped. Offsets in transactional batches stay
 pending until their producer's COMMIT (applied) or ABORT (dropped) marker; those still open at the
 end stay pending, so `require_stable` fetches keep answering UNSTABLE_OFFSET_COMMIT.
+
+Loading never stops on bad data: a batch that cannot be decoded (bad framing, a compressed
+section over the decompression bound) and a record whose key or value does not follow the
+schema are each logged once and skipped, and the rest of the partition loads (Kafka's loader
+skips records it cannot read rather than failing the partition).
 """
 
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,18 +25,41 @@ from odradek.coordinator.group.metadata import ClassicGroup, OffsetAndMetadata
 from odradek.coordinator.group.offsets import OffsetManager
 from odradek.coordinator.group.state import GroupStateMachine
 from odradek.wire.batch import BatchHeader
+from odradek.wire.compression import max_decompressed_size
 from odradek.wire.records import COMMIT, Record, decode_records
 
 log = logging.getLogger(__name__)
 
+# what decoding a stored batch or record raises on bad bytes (CorruptRecordError and
+# RecordFormatError are ValueErrors)
+DECODE_ERRORS = (ValueError, struct.error)
 
-def batches(log_: Any, max_offset: int) -> Iterator[bytes]:
-    """The bytes of every batch of a log below `max_offset` (its end), in order."""
+
+def batches(log_: Any, max_offset: int) -> Iterator[tuple[int, bytes]]:
+    """(base offset, bytes) of every batch of a log below `max_offset` (its end), in order."""
     for seg in list(log_.segments):
         for bp in seg.batches_from(0):
             if bp.base_offset >= max_offset:
                 return
-            yield seg.read_bytes(bp.position, bp.size)
+            yield bp.base_offset, seg.read_bytes(bp.position, bp.size)
+
+
+def decoded_batches(
+    log_: Any, max_offset: int, name: str
+) -> Iterator[tuple[BatchHeader, list[Record]]]:
+    """Every decodable batch below `max_offset`; an undecodable one is logged and skipped."""
+    bound = max_decompressed_size(log_.config.max_message_bytes)
+    for base_offset, data in batches(log_, max_offset):
+        try:
+            yield decode_records(data, max_size=bound)
+        except DECODE_ERRORS as exc:
+            log.warning(
+                "%s: skipping undecodable batch at offset %d (%d bytes): %s",
+                name,
+                base_offset,
+                len(data),
+                exc,
+            )
 
 
 def _control_type(records: list[Record]) -> int | None:
@@ -60,7 +89,7 @@ class _Replay:
                 continue
             try:
                 self.record(header, r)
-            except rec.RecordFormatError as exc:
+            except DECODE_ERRORS as exc:
                 log.warning(
                     "%s: skipping unreadable record at offset %d: %s", self.name, r.offset, exc
                 )
@@ -111,8 +140,7 @@ def replay(
     """Apply a partition's records to the coordinator; returns (records, groups loaded)."""
     before = set(machine.groups)
     state = _Replay(machine, offsets, name)
-    for data in batches(log_, max_offset):
-        header, records = decode_records(data)
+    for header, records in decoded_batches(log_, max_offset, name):
         state.batch(header, records)
     loaded = 0
     for group_id in state.touched - before:

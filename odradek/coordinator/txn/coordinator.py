@@ -201,7 +201,7 @@ class TransactionCoordinator:
                 if tid is None:
                     continue
                 latest[tid] = None if value is None else rec.decode_value(value)
-            except (rec.TxnRecordError, UnicodeDecodeError) as exc:
+            except ValueError as exc:  # TxnRecordError, UnicodeDecodeError: skip, keep loading
                 log.warning("%s-%d: skipping unreadable record: %s", STATE_TOPIC, partition, exc)
         self.coordinator_epochs[partition] = epoch
         loaded = 0
