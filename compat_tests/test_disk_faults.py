@@ -234,3 +234,16 @@ def test_cluster_leader_with_a_full_disk_halts_and_leadership_moves():
         cluster.wait_for_isr(TOPIC, 0, size=3, timeout=30)
         cluster.wait_for_replication(TOPIC, 0)
         assert read_values(cluster.bootstrap) == acked
+
+
+def test_a_transaction_marker_on_a_failed_disk_is_an_error_code_not_an_exception():
+    from odradek.broker.txn_markers import append_marker
+
+    with Broker(topics={TOPIC: 1}) as broker:
+        broker.fail_disk("EIO")
+
+        def write_marker(server) -> int:
+            return append_marker(server.topics.get(TOPIC, 0), 1000, 0, 0, True)
+
+        assert broker.call(write_marker) == ErrorCode.KAFKA_STORAGE_ERROR  # the failing write
+        assert broker.call(write_marker) == ErrorCode.KAFKA_STORAGE_ERROR  # offline since

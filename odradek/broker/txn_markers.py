@@ -20,6 +20,7 @@ from typing import Any
 
 from odradek.broker.partition import AppendResult
 from odradek.broker.replication.client import PeerClient, PeerError
+from odradek.log.disk_faults import KafkaStorageError
 from odradek.log.transactions import complete_transaction
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
@@ -38,6 +39,8 @@ def append_marker(
     part: Any, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool
 ) -> ErrorCode:
     """Append a marker to a partition led here (no await inside: one writer)."""
+    if part.log.offline:  # its log dir failed (issue 11)
+        return ErrorCode.KAFKA_STORAGE_ERROR
     if not part.is_leader:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
     lg = part.log
@@ -52,7 +55,10 @@ def append_marker(
             producer_id, producer_epoch, commit, coordinator_epoch, int(time.time() * 1000)
         )
     )
-    offset = lg.append_control(buf, parse_header(buf), part.leader_epoch)
+    try:
+        offset = lg.append_control(buf, parse_header(buf), part.leader_epoch)
+    except KafkaStorageError:
+        return ErrorCode.KAFKA_STORAGE_ERROR
     complete_transaction(
         lg, lg.active, producer_id, producer_epoch, coordinator_epoch, offset, not commit
     )
