@@ -162,6 +162,14 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         ),
         _k("connections.max.idle.ms", "long", 600000, "close idle connections after this"),
         _k("queued.max.requests", "int", 500, "accepted for compatibility", effective=False),
+        _k(
+            "queued.max.request.bytes",
+            "long",
+            104857600,
+            "bytes of large request frames all connections may hold together; a connection "
+            "that needs more waits (stops reading) until memory is freed; -1 is unbounded "
+            "(Kafka's default is -1; odradek bounds memory by default)",
+        ),
         _k("metrics.listen", "string", None, "HOST:PORT for Prometheus metrics (unset: off)"),
         _k("odradek.admin.listen", "string", None, "HOST:PORT of the fault-injection endpoint"),
     )

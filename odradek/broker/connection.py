@@ -1,14 +1,26 @@
 """One client connection: read frames, answer them in order, write bytes and file regions.
 
 A `BufferedProtocol`: the socket is read straight into our buffers. Small frames are cut from a
-64 KiB scratch buffer; a frame larger than that (a big produce request) gets a buffer of its
-exact size, and the rest of it is received directly into that buffer, so a megabyte of records
-is copied once from the kernel and not again before it reaches the log.
+64 KiB scratch buffer; a frame larger than that (a big produce request) gets its own buffer and
+the rest of it is received directly into that buffer, so a megabyte of records is copied once
+from the kernel and not again before it reaches the log. That buffer grows as bytes arrive
+(at most `GROWTH` times what has arrived, then the exact size), never to the announced size up
+front: a 4-byte prefix claiming 100 MB costs nothing until the bytes come (KAFKA-14063).
 
-Requests on a connection are handled one at a time and answered in order, as Kafka mutes a
-connection while a response is pending; reading pauses when many frames are queued. Responses
-are `bytes | FileRegion` pieces: bytes are written, regions go out with `loop.sendfile`
-(zero-copy). A protocol error closes only this connection, with a log line.
+Memory is bounded as in Kafka's SocketServer / Selector:
+
+- Muting: a connection stops reading from its socket once a complete request is in hand and
+  starts again only after that request has been answered (Kafka mutes a channel while a request
+  is in flight). Pipelined requests wait in the client's and the kernel's buffers; the frames
+  already cut from one read of the scratch buffer (at most 64 KiB) are answered in order first.
+- The memory pool (`queued.max.request.bytes`, memory_pool.py): a large frame's announced size is
+  reserved before its body is received and released once it is answered; while the pool is out
+  of memory the connection is muted and retried when memory comes back. Frames within the
+  scratch buffer bypass the pool.
+
+Requests on a connection are handled one at a time and answered in order. Responses are
+`bytes | FileRegion` pieces: bytes are written, regions go out with `loop.sendfile` (zero-copy).
+A protocol error closes only this connection, with a log line.
 """
 
 from __future__ import annotations
@@ -21,19 +33,23 @@ from collections import deque
 from typing import Any
 
 from odradek.broker.dispatch import ProtocolError, dispatch
+from odradek.broker.memory_pool import MemoryPool
 from odradek.wire.regions import FileRegion, Piece
 
 log = logging.getLogger(__name__)
 
 SCRATCH = 64 * 1024
-MAX_QUEUED = 64  # frames read ahead of the one being handled before reading pauses
+GROWTH = 4  # a large frame's buffer is at most this many times the bytes received (then exact)
 _SIZE = struct.Struct(">i")
+
+Buffer = bytes | bytearray
 
 
 class Connection(asyncio.BufferedProtocol):
     def __init__(self, broker: Any) -> None:
         self.broker = broker
         self.max_frame = broker.config.get("socket.request.max.bytes")
+        self.pool: MemoryPool = broker.memory_pool
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.closed = False
@@ -41,10 +57,14 @@ class Connection(asyncio.BufferedProtocol):
         self._scratch = bytearray(SCRATCH)
         self._view = memoryview(self._scratch)
         self._filled = 0
-        self._big: bytearray | None = None
+        self._big: bytearray | None = None  # the large frame being received
+        self._big_size = 0  # its announced size
         self._big_filled = 0
-        self._frames: deque[bytes | bytearray] = deque()
+        self._big_reserved = 0  # bytes of the memory pool it holds
+        self._frames: deque[tuple[Buffer, int]] = deque()  # (payload, pool bytes it holds)
         self._wakeup = asyncio.Event()
+        self._muted_in_flight = False  # a request is being handled: read no further
+        self._muted_for_memory = False  # the memory pool is out: wait for a release
         self._reading_paused = False
         self._write_paused = False
         self._drained: asyncio.Future[None] | None = None
@@ -65,20 +85,29 @@ class Connection(asyncio.BufferedProtocol):
         self._task = asyncio.get_running_loop().create_task(self._process())
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._big is not None:
-            return memoryview(self._big)[self._big_filled :]
+        big = self._big
+        if big is not None:
+            filled = self._big_filled
+            if filled == len(big):  # full but not complete: grow with what has arrived
+                target = min(self._big_size, filled * GROWTH)
+                if target * 2 >= self._big_size:
+                    target = self._big_size
+                big += bytes(target - filled)
+            return memoryview(big)[filled:]
         return self._view[self._filled :]
 
     def buffer_updated(self, nbytes: int) -> None:
         self.last_active = time.monotonic()
         if self._big is not None:
             self._big_filled += nbytes
-            if self._big_filled == len(self._big):
-                self._frames.append(self._big)
-                self._big = None
-                self._wake()
+            if self._big_filled == self._big_size:
+                self._queue(self._big, self._big_reserved)
+                self._big, self._big_reserved = None, 0
             return
         self._filled += nbytes
+        self._cut()
+
+    def _cut(self) -> None:
         try:
             self._cut_frames()
         except ProtocolError as exc:
@@ -93,33 +122,68 @@ class Connection(asyncio.BufferedProtocol):
             if size < 0 or size > self.max_frame:
                 raise ProtocolError(f"frame size {size} outside 0..{self.max_frame}")
             if size + 4 > SCRATCH:
-                # a large frame: give it its own buffer and receive the rest straight into it
+                # a large frame: reserve its size in the pool, then receive it into its own
+                # buffer, which starts at a bounded size and grows as the bytes arrive
+                if not self.pool.try_reserve(size):
+                    self._muted_for_memory = True
+                    self.pool.wait(self._memory_released)
+                    break
                 have = min(end - pos - 4, size)
-                big = bytearray(size)
+                big = bytearray(min(size, max(SCRATCH, have * GROWTH)))
                 big[:have] = view[pos + 4 : pos + 4 + have]
                 pos += 4 + have
                 if have == size:
-                    self._frames.append(big)
-                else:
-                    self._big, self._big_filled = big, have
-                    break
-                continue
+                    self._queue(big, size)
+                    continue
+                self._big, self._big_size, self._big_filled = big, size, have
+                self._big_reserved = size
+                break
             if end - pos - 4 < size:
                 break
-            self._frames.append(bytes(view[pos + 4 : pos + 4 + size]))
+            self._queue(bytes(view[pos + 4 : pos + 4 + size]), 0)
             pos += 4 + size
         if pos:
             rest = end - pos
             view[:rest] = view[pos:end]
             self._filled = rest
-        if self._frames:
-            self._wake()
+        self._update_reading()
 
-    def _wake(self) -> None:
+    def _queue(self, payload: Buffer, reserved: int) -> None:
+        """A complete request: hand it to the handling task and stop reading until answered."""
+        self._frames.append((payload, reserved))
+        self._muted_in_flight = True
         self._wakeup.set()
-        if len(self._frames) >= MAX_QUEUED and not self._reading_paused and self.transport:
+        self._update_reading()
+
+    def _memory_released(self) -> None:
+        if self.closed or not self._muted_for_memory:
+            return
+        self._muted_for_memory = False
+        self._cut()  # retries the reservation; mutes again if the pool is still out
+
+    def _update_reading(self) -> None:
+        transport = self.transport
+        if transport is None or self.closed:
+            return
+        mute = self._muted_in_flight or self._muted_for_memory
+        if mute and not self._reading_paused:
             self._reading_paused = True
-            self.transport.pause_reading()
+            transport.pause_reading()
+        elif not mute and self._reading_paused:
+            self._reading_paused = False
+            transport.resume_reading()
+
+    def _release_all(self) -> None:
+        """Give back the pool memory of frames that will never be handled."""
+        pool = self.pool
+        pool.cancel(self._memory_released)
+        if self._big_reserved:
+            pool.release(self._big_reserved)
+            self._big_reserved = 0
+        self._big = None
+        while self._frames:
+            _, reserved = self._frames.popleft()
+            pool.release(reserved)
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -131,6 +195,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._release_all()
         self._wakeup.set()
         if self._drained is not None and not self._drained.done():
             self._drained.set_exception(ConnectionError("connection lost"))
@@ -145,14 +210,17 @@ class Connection(asyncio.BufferedProtocol):
                     self._wakeup.clear()
                     await self._wakeup.wait()
                     continue
-                payload = self._frames.popleft()
-                if self._reading_paused and len(self._frames) < MAX_QUEUED // 2:
-                    self._reading_paused = False
-                    if self.transport is not None and not self.closed:
-                        self.transport.resume_reading()
-                pieces = await dispatch(self.broker, payload, self.peer, self)
-                if pieces and not self.closed:
-                    await self.write(pieces)
+                payload, reserved = self._frames.popleft()
+                try:
+                    pieces = await dispatch(self.broker, payload, self.peer, self)
+                    del payload
+                    if pieces and not self.closed:
+                        await self.write(pieces)
+                finally:
+                    self.pool.release(reserved)
+                if not self._frames:  # answered: read the next request
+                    self._muted_in_flight = False
+                    self._update_reading()
         except ProtocolError as exc:
             log.warning("closing connection from %s: %s", self.peer, exc)
         except ConnectionError:
@@ -174,6 +242,8 @@ class Connection(asyncio.BufferedProtocol):
                 if pending:
                     transport.write(b"".join(pending))
                     pending = []
+                if transport.is_closing():
+                    raise ConnectionError("connection closed while answering")
                 sent = await loop.sendfile(transport, piece.file, piece.position, piece.length)
                 if sent != piece.length:
                     # the segment shrank under us (truncation); the frame cannot be completed
@@ -192,4 +262,5 @@ class Connection(asyncio.BufferedProtocol):
             self._wakeup.set()
             if self.transport is not None:
                 self.transport.close()
+            self._release_all()
         self.broker.connection_closed(self)
