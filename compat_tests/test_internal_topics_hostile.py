@@ -40,6 +40,7 @@ pytestmark = pytest.mark.compat
 NONE = 0
 UNKNOWN_SERVER_ERROR = -1
 INVALID_TOPIC_EXCEPTION = 17
+INVALID_COMMIT_OFFSET_SIZE = 28
 OFFSETS_TOPIC = "__consumer_offsets"
 STATE_TOPIC = "__transaction_state"
 OFFSETS_PARTITIONS = 50  # offsets.topic.num.partitions default
@@ -75,7 +76,10 @@ def produce(client: RawClient, topic: str, partition: int, records: bytes, acks:
     return part
 
 
-def commit(client: RawClient, group: str, topic: str, offset: int) -> int:
+def commit_many(
+    client: RawClient, group: str, topic: str, offset: int, partitions: int, metadata: str = ""
+) -> set[int]:
+    """Commit `offset` for partitions 0..partitions-1; the set of error codes answered."""
     T = OffsetCommitRequest.OffsetCommitRequestTopic
     req = OffsetCommitRequest(
         group_id=group,
@@ -88,18 +92,23 @@ def commit(client: RawClient, group: str, topic: str, offset: int) -> int:
                 name=topic,
                 partitions=[
                     T.OffsetCommitRequestPartition(
-                        partition_index=0,
+                        partition_index=p,
                         committed_offset=offset,
                         committed_leader_epoch=-1,
-                        committed_metadata="",
+                        committed_metadata=metadata,
                     )
+                    for p in range(partitions)
                 ],
             )
         ],
     )
     (topic_resp,) = client.request(req, 7).topics
-    (part,) = topic_resp.partitions
-    return part.error_code
+    return {part.error_code for part in topic_resp.partitions}
+
+
+def commit(client: RawClient, group: str, topic: str, offset: int) -> int:
+    (error,) = commit_many(client, group, topic, offset, 1)
+    return error
 
 
 def committed(client: RawClient, group: str, topic: str) -> int:
@@ -249,3 +258,19 @@ def test_oversized_assignment_is_refused_and_a_kill_keeps_other_commits(
     with RawClient(broker.bootstrap) as client:
         find_coordinator(client, bystander, 0)
         assert committed(client, bystander, "t") == 99
+
+
+def test_offset_commit_over_the_offsets_topic_limit_is_refused(
+    fresh_broker: Callable[..., BrokerProcess],
+) -> None:
+    """30 offsets with 4000-byte metadata make a 120 KB batch, over message.max.bytes 100 KB:
+    INVALID_COMMIT_OFFSET_SIZE for every partition (Kafka's maybeConvertOffsetCommitError),
+    nothing stored, and a commit that fits still succeeds."""
+    broker = fresh_broker({"message.max.bytes": "100000"})
+    with RawClient(broker.bootstrap) as client:
+        assert create_topic(client, "t", partitions=30) == NONE
+        find_coordinator(client, "wide", 0)
+        assert commit_many(client, "wide", "t", 5, 30, "m" * 4000) == {INVALID_COMMIT_OFFSET_SIZE}
+        assert committed(client, "wide", "t") == -1
+        assert commit_many(client, "wide", "t", 6, 30, "m" * 100) == {NONE}
+        assert committed(client, "wide", "t") == 6
