@@ -238,9 +238,26 @@ def test_a_missing_final_read_is_reported() -> None:
 def test_schedules_are_a_function_of_the_seed() -> None:
     assert generate(5) == generate(5)
     assert generate(5) != generate(6)
-    s = generate(11, duration=4.0, kinds=("kill", "pause"))
-    assert s.faults and {f.kind for f in s.faults} <= {"kill", "pause"}
-    for a, b in zip(s.faults, s.faults[1:], strict=False):
-        assert a.at + a.duration < b.at  # one fault at a time
-    assert all(f.at + f.duration <= 4.0 for f in s.faults)
-    assert "seed 11" in str(s)
+    for seed in range(30):
+        s = generate(seed, duration=4.0, kinds=("kill", "pause"))
+        assert s.faults and {f.kind for f in s.faults} <= {"kill", "pause"}
+        assert all(f.at + f.duration <= 4.0 for f in s.faults)
+        for i, a in enumerate(s.faults):
+            during = [b for b in s.faults[i + 1 :] if b.at < a.at + a.duration]
+            assert len(during) <= 1  # at most two faults at once, on two brokers
+            assert all(b.node != a.node for b in during)
+    assert any(
+        b.at < a.at + a.duration
+        for seed in range(30)
+        for a, b in zip(generate(seed).faults, generate(seed).faults[1:], strict=False)
+    )  # overlaps happen
+    assert "seed 11" in str(generate(11))
+
+
+def test_a_partition_with_fewer_replicas_than_its_replication_factor_is_detected() -> None:
+    b = healthy()
+    inv = b.h.invoke("replicas", "observer", {"expected": 3, "replicas": {}})
+    b.h.complete(inv, OK, {"replicas": {("t", 0): 3, ("__transaction_state", 1): 2}})
+    report = b.finish()
+    assert report.kinds() == {"under-replicated"}
+    assert "__transaction_state-1" in report.anomalies[0].detail

@@ -18,6 +18,9 @@ may or may not have taken effect, so it never proves an anomaly by itself. The g
 - hw-back:     a partition's high watermark read lower than an earlier completed read, or not
                past an offset acknowledged (acks=all) before this read began.
 - unavailable: the final read could not be made after every fault was healed.
+- under-replicated: a partition has fewer replicas than its topic's replication factor (an
+               internal topic created while a broker was down must not settle for fewer: Kafka
+               answers COORDINATOR_NOT_AVAILABLE until enough brokers are alive).
 """
 
 from __future__ import annotations
@@ -72,6 +75,7 @@ def check(history: History, idem_topic: str, txn_topic: str, limit: int = 20) ->
         _check_transactions(history, txn_topic, txn, report)
     _check_group_reads(history, txn_topic, report)
     _check_monotonic(history, idem_topic, report)
+    _check_replicas(history, report)
     _trim(report, limit)
     report.stats = dict(history.counts())
     return report
@@ -243,6 +247,19 @@ def _check_monotonic(history: History, idem_topic: str, report: Report) -> None:
             end = op.value["offset"] + 1
             why = f"an acks=all send acknowledged at offset {end - 1} at t={op.time:.3f}s"
             _raise(known, ("hw", key), end, why)
+
+
+def _check_replicas(history: History, report: Report) -> None:
+    for _inv, done in history.completions("replicas"):
+        if done.type != OK:
+            continue
+        expected = done.value["expected"]
+        for (topic, p), count in sorted(done.value["replicas"].items()):
+            if count < expected:
+                report.add(
+                    "under-replicated",
+                    f"{topic}-{p} has {count} replicas, its replication factor is {expected}",
+                )
 
 
 def _raise(known: dict[Any, tuple[int, str]], key: Any, value: int, why: str) -> None:

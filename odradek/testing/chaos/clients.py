@@ -36,7 +36,7 @@ FAST = {
     "topic.metadata.refresh.interval.ms": 500,
     "log_level": 0,
 }
-PAUSE_S = 0.01  # pacing between operations, so a seed stays small
+PAUSE_S = 0.01  # default pacing between operations, so a seed stays small
 
 
 def _error_name(exc: BaseException | KafkaError) -> str:
@@ -57,6 +57,7 @@ class Worker(threading.Thread):
         self.rng = random.Random(f"chaos-{name}-{seed}")
         self.stop = threading.Event()
         self.crash: BaseException | None = None
+        self.pace_s = PAUSE_S  # the runner spreads bounded operations over the fault phase
 
     def run(self) -> None:
         try:
@@ -141,7 +142,7 @@ class IdempotentProducer(Worker):
             producer.poll(0)
             while self.outstanding >= self.in_flight and not self.stop.is_set():
                 producer.poll(0.05)
-            self.stop.wait(PAUSE_S)
+            self.stop.wait(self.pace_s)
         producer.flush(6)
 
     def _callback(self, inv: Any) -> Any:
@@ -220,7 +221,7 @@ class TransactionalProducer(Worker):
             healthy = self._transaction(producer, inv, values, decision)
             if not healthy:
                 producer = self._fresh(producer)
-            self.stop.wait(PAUSE_S)
+            self.stop.wait(self.pace_s)
 
     def _transaction(
         self, producer: Producer, inv: Any, values: list[tuple[int, str]], decision: str

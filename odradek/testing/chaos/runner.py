@@ -76,6 +76,7 @@ class Result:
     history: History
     elapsed: float
     notes: list[str] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def valid(self) -> bool:
@@ -86,7 +87,8 @@ class Result:
         lines = [
             str(self.schedule),
             f"history: {len(self.history.ops)} entries, ok {counts[OK]}, fail {counts['fail']}, "
-            f"info {counts[INFO]}; {self.elapsed:.1f}s",
+            f"info {counts[INFO]}; {self.elapsed:.1f}s "
+            f"({', '.join(f'{k} {v:.1f}s' for k, v in self.phases.items())})",
             *(f"note: {n}" for n in self.notes),
             *(f"ANOMALY {a}" for a in self.report.anomalies),
             f"reproduce: python -m bench.chaos --seed {self.seed}",
@@ -183,14 +185,18 @@ class Nemesis:
         self.history.complete(inv, INFO)
 
     def run(self, schedule: Schedule, stop: threading.Event) -> None:
-        start = time.monotonic()
+        """Begin and end each fault on time (ends first when they coincide)."""
+        timeline: list[tuple[float, int, Fault]] = []
         for fault in schedule.faults:
-            if stop.wait(max(0.0, start + fault.at - time.monotonic())):
-                return
-            self.begin(fault)
+            timeline.append((fault.at, 1, fault))
             if fault.duration:
-                stop.wait(max(0.0, start + fault.at + fault.duration - time.monotonic()))
-                self.end(fault)
+                timeline.append((fault.at + fault.duration, 0, fault))
+        timeline.sort(key=lambda e: (e[0], e[1]))
+        start = time.monotonic()
+        for at, begin, fault in timeline:
+            if stop.wait(max(0.0, start + at - time.monotonic())):
+                return
+            (self.begin if begin else self.end)(fault)
         stop.wait(max(0.0, start + schedule.duration - time.monotonic()))
 
     def heal(self) -> None:
@@ -229,16 +235,137 @@ def _fence(bootstrap: str, transactional_id: str, deadline: float) -> str:
     return f"could not fence {transactional_id}: {error}"
 
 
+def _describe(cluster: Cluster, topics: list[str]) -> str:
+    """Partitions whose ISR is short: state, and each replica's log end and high watermark."""
+    out = []
+    for topic in topics:
+        for p in range(PARTITIONS):
+            st = cluster.partition(topic, p)
+            if len(st.isr) == len(st.replicas) == BROKERS:
+                continue
+            ends = {
+                n: (cluster.log_end_offset(n, topic, p), cluster.high_watermark(n, topic, p))
+                for n in st.replicas
+            }
+            out.append(
+                f"{topic}-{p} leader {st.leader} epoch {st.leader_epoch} isr {st.isr} "
+                f"(log end, hw) by broker {ends}"
+            )
+    return "; ".join(out)
+
+
+TOPICS = (IDEM_TOPIC, TXN_TOPIC, "__consumer_offsets", "__transaction_state")
+
+
+def _record_replicas(cluster: Cluster, history: History) -> None:
+    """Each partition's replica count, for the checker: every topic here is created with (or,
+    for the internal ones, configured for) replication factor 3 (Kafka refuses to create an
+    internal topic while fewer brokers are alive than its replication factor)."""
+    inv = history.invoke("replicas", "observer", {"expected": BROKERS, "replicas": {}})
+    replicas: dict[tuple[str, int], int] = {}
+    for topic in TOPICS:
+        for p in range(PARTITIONS):
+            try:
+                replicas[(topic, p)] = len(cluster.partition(topic, p).replicas)
+            except KeyError:
+                continue  # not created (an internal topic nobody used)
+    history.complete(inv, OK, {"replicas": replicas})
+
+
 def _settled(cluster: Cluster, timeout: float) -> str:
-    topics = [IDEM_TOPIC, TXN_TOPIC, "__consumer_offsets", "__transaction_state"]
+    topics = list(TOPICS)
     try:
         for topic in topics:
             for p in range(PARTITIONS):
                 cluster.wait_for_leader(topic, p, timeout=timeout)
-                cluster.wait_for_isr(topic, p, size=BROKERS, timeout=timeout)
+                replicas = set(cluster.partition(topic, p).replicas)
+                cluster.wait_for_isr(topic, p, members=replicas, timeout=timeout)
     except TimeoutError as exc:
-        return f"cluster did not heal: {exc}"
+        return f"cluster did not heal: {exc}; {_describe(cluster, topics)}"
     return ""
+
+
+class _Clock:
+    """Phase durations of one seed, for `Result.explain()`."""
+
+    def __init__(self) -> None:
+        self.last = time.monotonic()
+        self.phases: dict[str, float] = {}
+
+    def mark(self, phase: str) -> None:
+        now = time.monotonic()
+        self.phases[phase] = now - self.last
+        self.last = now
+
+
+def _clients(
+    history: History, bootstrap: str, seed: int, opts: Options, tid: str
+) -> tuple[list[Worker], list[Worker]]:
+    """(producers, readers), not started; producers' bounded operations are spread over the
+    fault phase and the settle time."""
+    span = opts.duration + opts.settle_s
+    idem = IdempotentProducer(
+        "idem", history, bootstrap, seed, IDEM_TOPIC, PARTITIONS, opts.max_sends
+    )
+    idem.pace_s = span / max(1, opts.max_sends)
+    txn = TransactionalProducer(
+        "tx", history, bootstrap, seed, TXN_TOPIC, PARTITIONS, opts.max_txns, tid
+    )
+    txn.pace_s = span / max(1, opts.max_txns)
+    readers: list[Worker] = [
+        GroupConsumer(f"member{i}", history, bootstrap, seed, [IDEM_TOPIC, TXN_TOPIC], GROUP)
+        for i in range(opts.consumers)
+    ]
+    tps = [(t, p) for t in (IDEM_TOPIC, TXN_TOPIC) for p in range(PARTITIONS)]
+    readers.append(Monitor("monitor", history, bootstrap, seed, tps, GROUP))
+    return [idem, txn], readers
+
+
+def _stop(workers: list[Worker], seed: int, notes: list[str]) -> None:
+    for w in workers:
+        w.stop.set()
+    for w in workers:
+        w.join(30)
+        if w.is_alive():
+            notes.append(f"client {w.process} did not stop in 30s")
+        if w.crash is not None:
+            raise RuntimeError(f"seed {seed}: client {w.process} crashed") from w.crash
+
+
+def _run(
+    cluster: Cluster, seed: int, opts: Options, history: History, clock: _Clock, notes: list[str]
+) -> Schedule:
+    kinds = opts.kinds or supported_kinds(cluster)
+    schedule = generate(seed, opts.duration, BROKERS, kinds, opts.max_fault_s)
+    log.info("chaos %s", schedule)
+    bootstrap = cluster.bootstrap
+    tid = f"chaos-tx-{seed}"
+    producers, readers = _clients(history, bootstrap, seed, opts, tid)
+    for w in producers + readers:
+        w.start()
+    nemesis = Nemesis(cluster, history)
+    wait = threading.Event()  # never set: waits are bounded pacing, not synchronisation
+    try:
+        nemesis.run(schedule, wait)
+    finally:
+        nemesis.heal()
+    clock.mark("faults")
+    healed = _settled(cluster, 15.0)
+    if healed:
+        notes.append(healed)
+    _record_replicas(cluster, history)
+    clock.mark("heal")
+    wait.wait(opts.settle_s)
+    _stop(producers, seed, notes)
+    fence = _fence(bootstrap, tid, time.monotonic() + 20)
+    if fence:
+        notes.append(fence)
+    _stop(readers, seed, notes)
+    clock.mark("stop clients")
+    final_read(history, bootstrap, IDEM_TOPIC, PARTITIONS, "read_uncommitted")
+    final_read(history, bootstrap, TXN_TOPIC, PARTITIONS, "read_committed")
+    clock.mark("read")
+    return schedule
 
 
 def run_seed(seed: int, options: Options | None = None, data_dir: str | None = None) -> Result:
@@ -247,6 +374,7 @@ def run_seed(seed: int, options: Options | None = None, data_dir: str | None = N
     began = time.monotonic()
     history = History()
     notes: list[str] = []
+    clock = _Clock()
     with tempfile.TemporaryDirectory(prefix=f"odradek-chaos-{seed}-", dir=data_dir) as tmp:
         cluster = Cluster(
             BROKERS,
@@ -255,60 +383,13 @@ def run_seed(seed: int, options: Options | None = None, data_dir: str | None = N
             data_dir=tmp,
         )
         cluster.start()
+        clock.mark("start")
         try:
-            kinds = opts.kinds or supported_kinds(cluster)
-            schedule = generate(seed, opts.duration, BROKERS, kinds, opts.max_fault_s)
-            log.info("chaos %s", schedule)
-            bootstrap = cluster.bootstrap
-            tid = f"chaos-tx-{seed}"
-            producers: list[Worker] = [
-                IdempotentProducer(
-                    "idem", history, bootstrap, seed, IDEM_TOPIC, PARTITIONS, opts.max_sends
-                ),
-                TransactionalProducer(
-                    "tx", history, bootstrap, seed, TXN_TOPIC, PARTITIONS, opts.max_txns, tid
-                ),
-            ]
-            readers: list[Worker] = [
-                GroupConsumer(
-                    f"member{i}", history, bootstrap, seed, [IDEM_TOPIC, TXN_TOPIC], GROUP
-                )
-                for i in range(opts.consumers)
-            ]
-            tps = [(t, p) for t in (IDEM_TOPIC, TXN_TOPIC) for p in range(PARTITIONS)]
-            readers.append(Monitor("monitor", history, bootstrap, seed, tps, GROUP))
-            workers = producers + readers
-            for w in workers:
-                w.start()
-            nemesis = Nemesis(cluster, history)
-            never = threading.Event()
-            try:
-                nemesis.run(schedule, never)
-            finally:
-                nemesis.heal()
-            healed = _settled(cluster, 15.0)
-            if healed:
-                notes.append(healed)
-            never.wait(opts.settle_s)
-            for w in producers:
-                w.stop.set()
-            for w in producers:
-                w.join(30)
-            fence = _fence(bootstrap, tid, time.monotonic() + 20)
-            if fence:
-                notes.append(fence)
-            for w in readers:
-                w.stop.set()
-            for w in readers:
-                w.join(30)
-            for w in workers:
-                if w.is_alive():
-                    notes.append(f"client {w.process} did not stop in 30s")
-                if w.crash is not None:
-                    raise RuntimeError(f"seed {seed}: client {w.process} crashed") from w.crash
-            final_read(history, bootstrap, IDEM_TOPIC, PARTITIONS, "read_uncommitted")
-            final_read(history, bootstrap, TXN_TOPIC, PARTITIONS, "read_committed")
+            schedule = _run(cluster, seed, opts, history, clock, notes)
         finally:
             cluster.stop()
+            clock.mark("stop cluster")
     report = check(history, IDEM_TOPIC, TXN_TOPIC)
-    return Result(seed, schedule, report, history, time.monotonic() - began, notes)
+    clock.mark("check")
+    elapsed = time.monotonic() - began
+    return Result(seed, schedule, report, history, elapsed, notes, clock.phases)

@@ -1,8 +1,10 @@
 """Fault schedules derived from a seed: Jepsen's nemesis, over `odradek.testing.Cluster`.
 
 A schedule is a list of faults, each starting at an offset from the start of the fault phase and
-lasting a while; the faults of one schedule do not overlap (one broker at a time is faulty,
-so a majority of every RF-3 ISR stays up and the guarantees must hold throughout):
+lasting a while. Faults come one after another; with probability `overlap` a second fault hits
+another broker while the first lasts (then an RF-3 partition may have one live in-sync replica:
+acks=all writes must be refused with min.insync.replicas=2, and nothing acknowledged may be
+lost). No broker has two faults at once. The kinds:
 
     kill       kill -9 the broker, start it again when the fault ends (recovery runs)
     restart    kill -9 and start again at once (a crash loop's single turn)
@@ -55,17 +57,31 @@ def generate(
     brokers: int = 3,
     kinds: tuple[str, ...] = BASE_KINDS,
     max_fault_s: float = 1.5,
+    overlap: float = 0.3,
 ) -> Schedule:
     """Faults for `duration` seconds: gaps of 0.1-0.6 s, faults of 0.3-`max_fault_s` s, each
-    ending before the next begins and before `duration`."""
+    ending before the next begins and before `duration`; sometimes (`overlap`) a second fault
+    on another broker inside the first one's span."""
     rng = random.Random(f"chaos-schedule-{seed}")
     faults: list[Fault] = []
     t = rng.uniform(0.1, 0.5)
     while t < duration - 0.3:
-        kind = rng.choice(kinds)
-        node = rng.randrange(brokers)
-        length = 0.0 if kind == "restart" else rng.uniform(0.3, max_fault_s)
-        length = min(length, max(0.0, duration - t))
-        faults.append(Fault(round(t, 3), kind, node, round(length, 3)))
-        t += length + rng.uniform(0.1, 0.6)
-    return Schedule(seed, tuple(faults), duration)
+        first = _draw(rng, t, kinds, rng.randrange(brokers), duration, max_fault_s)
+        faults.append(first)
+        end = first.at + first.duration
+        if brokers > 1 and first.duration > 0.2 and rng.random() < overlap:
+            node = rng.choice([n for n in range(brokers) if n != first.node])
+            start = rng.uniform(first.at, end - 0.1)
+            second = _draw(rng, start, kinds, node, end, max_fault_s)
+            faults.append(second)
+        t = end + rng.uniform(0.1, 0.6)
+    return Schedule(seed, tuple(sorted(faults, key=lambda f: f.at)), duration)
+
+
+def _draw(
+    rng: random.Random, at: float, kinds: tuple[str, ...], node: int, until: float, longest: float
+) -> Fault:
+    kind = rng.choice(kinds)
+    length = 0.0 if kind == "restart" else rng.uniform(0.3, longest)
+    length = min(length, max(0.0, until - at))
+    return Fault(round(at, 3), kind, node, round(length, 3))
