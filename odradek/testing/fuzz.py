@@ -390,8 +390,8 @@ class LiveFuzzer:
         try:
             for send in plan:
                 sock = socks[send.conn]
-                if sock is None:
-                    continue
+                if sock is None:  # the broker closed it: the next request opens a new one
+                    sock = socks[send.conn] = self._connect()
                 if not self._send(sock, send):
                     sock.close()
                     socks[send.conn] = None
