@@ -261,3 +261,11 @@ def test_a_partition_with_fewer_replicas_than_its_replication_factor_is_detected
     report = b.finish()
     assert report.kinds() == {"under-replicated"}
     assert "__transaction_state-1" in report.anomalies[0].detail
+
+
+def test_an_acknowledgement_without_an_offset_still_counts_as_acknowledged() -> None:
+    b = healthy()
+    v = b.send(2, None, OK)  # librdkafka reports no offset
+    assert b.finish().kinds() == {"lost"}
+    b.idem_final.append((2, 0, v))
+    assert b.finish().valid

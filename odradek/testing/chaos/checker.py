@@ -126,6 +126,9 @@ def _check_idempotent(history: History, topic: str, final: Records, report: Repo
         places = where.get(value, [])
         if not places:
             report.add("lost", f"acknowledged {value!r} at {acked} is not in the final read")
+        elif acked[1] is None:
+            if acked[0] not in {p for p, _o in places}:
+                report.add("lost", f"acknowledged {value!r} in {acked[0]} but read at {places}")
         elif acked not in places:
             report.add("lost", f"acknowledged {value!r} at {acked} but read at {places}")
     # order: per (producer, partition), offsets must grow with the send sequence
@@ -217,7 +220,7 @@ def _check_monotonic(history: History, idem_topic: str, report: Report) -> None:
         if done.type == OK:
             events.append((done.index, 1, "commit-done", done))
     for _inv, done in history.completions("produce"):
-        if done.type == OK:
+        if done.type == OK and done.value["offset"] is not None:
             events.append((done.index, 1, "ack-done", done))
     events.sort(key=lambda e: (e[0], e[1]))
     known: dict[tuple[str, Key], tuple[int, str]] = {}  # (f, key) -> (lower bound, why)

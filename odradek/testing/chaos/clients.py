@@ -149,9 +149,11 @@ class IdempotentProducer(Worker):
         def done(err: KafkaError | None, msg: Any) -> None:
             self.outstanding -= 1
             if err is None:
-                self.history.complete(
-                    inv, OK, {"offset": msg.offset(), "partition": msg.partition()}
-                )
+                # librdkafka acknowledges without an offset when the broker did not give one
+                # (offset() is None): acknowledged all the same
+                offset = msg.offset()
+                value = {"offset": offset if offset is not None and offset >= 0 else None}
+                self.history.complete(inv, OK, {**value, "partition": msg.partition()})
             else:
                 self.history.complete(inv, INFO, error=err.name())
 
