@@ -93,6 +93,14 @@ def main(argv: list[str] | None = None) -> int:
         f"| {probe.worst * 1000:.0f} | {probe.failures} "
         f"| {rss_before >> 20}/{fuzzer.peak_rss >> 20} | {len(problems)} |"
     )
+    suspects = [
+        f"round {r}: {label}"
+        for at, r, label in fuzzer.sent_log
+        if probe.worst_at - 1.0 <= at <= probe.worst_at + probe.worst
+    ]
+    print(f"\nsent within 1 s before and during the worst stall ({probe.worst * 1000:.0f} ms):")
+    for line in suspects[-15:]:
+        print(f"- {line}")
     return 1 if problems else 0
 
 

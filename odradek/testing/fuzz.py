@@ -374,6 +374,7 @@ class LiveFuzzer:
         self.check_client = check_client or real_client_round_trip
         self.log = log
         self.peak_rss = 0
+        self.sent_log: list[tuple[float, int, str]] = []  # (monotonic time, round, label)
 
     def _connect(self) -> socket.socket:
         host, port = self.bootstrap.rsplit(":", 1)
@@ -392,6 +393,7 @@ class LiveFuzzer:
                 sock = socks[send.conn]
                 if sock is None:  # the broker closed it: the next request opens a new one
                     sock = socks[send.conn] = self._connect()
+                self.sent_log.append((time.monotonic(), round_no, send.label))
                 if not self._send(sock, send):
                     sock.close()
                     socks[send.conn] = None
@@ -494,6 +496,7 @@ class StallProbe:
         self.bootstrap = bootstrap
         self.interval = interval
         self.worst = 0.0
+        self.worst_at = 0.0  # monotonic time the worst probe was sent
         self.samples = 0
         self.failures = 0
         self._stop = threading.Event()
@@ -520,7 +523,9 @@ class StallProbe:
                 sock.sendall(_probe_frame(corr))
                 if _drain_until(sock, corr, started + 30) != "ok":
                     raise ConnectionError("probe not answered")
-                self.worst = max(self.worst, time.monotonic() - started)
+                took = time.monotonic() - started
+                if took > self.worst:
+                    self.worst, self.worst_at = took, started
                 self.samples += 1
             except OSError:
                 self.failures += 1
