@@ -6,17 +6,15 @@ it as `kill -9` would and starts it again on the same port and data, so recovery
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import tempfile
-import threading
-from collections.abc import Mapping
-from concurrent.futures import Future
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.faults import FaultRule, api_key, error_code
 from odradek.broker.server import Broker as BrokerServer
+from odradek.testing.loop_thread import LoopThread
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
@@ -41,8 +39,7 @@ class Broker:
         self.host = host
         self.port = port
         self.server: BrokerServer | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._loop_thread = LoopThread("odradek-broker", START_TIMEOUT_S)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -52,20 +49,6 @@ class Broker:
         return BrokerConfig(props)
 
     def start(self) -> Broker:
-        ready: Future[None] = Future()
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._run, args=(ready,), daemon=True, name="odradek-broker"
-        )
-        self._thread.start()
-        ready.result(START_TIMEOUT_S)
-        return self
-
-    def _run(self, ready: Future[None]) -> None:
-        loop = self._loop
-        assert loop is not None
-        asyncio.set_event_loop(loop)
-
         async def boot() -> None:
             self.server = BrokerServer(self._config())
             await self.server.start()
@@ -74,39 +57,19 @@ class Broker:
                 if self.server.topics.info(name) is None:
                     self.server.topics.create_topic(name, partitions, -1)
 
-        try:
-            loop.run_until_complete(boot())
-        except BaseException as exc:  # report start failures to the caller
-            ready.set_exception(exc)
-            loop.close()
-            return
-        ready.set_result(None)
-        loop.run_forever()
-        loop.close()
+        self._loop_thread.start(boot)
+        return self
 
-    def call(self, fn, *args: Any) -> Any:
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run `fn(server, *args)` on the broker's loop (a coroutine function is awaited)."""
-        assert self._loop is not None and self.server is not None
-
-        async def runner() -> Any:
-            result = fn(self.server, *args)
-            if asyncio.iscoroutine(result):
-                result = await result
-            return result
-
-        return asyncio.run_coroutine_threadsafe(runner(), self._loop).result(START_TIMEOUT_S)
+        assert self.server is not None
+        return self._loop_thread.call(fn, self.server, *args)
 
     def _shutdown(self, clean: bool) -> None:
-        if self._loop is None or self.server is None:
+        if not self._loop_thread.running or self.server is None:
             return
-        server = self.server
-        asyncio.run_coroutine_threadsafe(server.stop(clean=clean), self._loop).result(
-            START_TIMEOUT_S
-        )
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        assert self._thread is not None
-        self._thread.join(START_TIMEOUT_S)
-        self._loop = None
+        self.call(lambda server: server.stop(clean=clean))
+        self._loop_thread.stop()
         self.server = None
 
     def stop(self) -> None:

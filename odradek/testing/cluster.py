@@ -19,18 +19,16 @@ helpers poll with a deadline.
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future
 from typing import Any
 
 from odradek.broker.faults import FaultRule, api_key, error_code
 from odradek.broker.local_cluster import LocalCluster, drain_connections
 from odradek.broker.metadata_store import PartitionState
+from odradek.testing.loop_thread import LoopThread
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
@@ -67,20 +65,17 @@ class Cluster:
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="odradek-cluster-")
         self.host = host
         self.local: LocalCluster | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._loop_thread = LoopThread("odradek-cluster", TIMEOUT_S)
 
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> Cluster:
-        self._loop = asyncio.new_event_loop()
-        ready: Future[None] = Future()
-        self._thread = threading.Thread(
-            target=self._run, args=(ready,), daemon=True, name="odradek-cluster"
-        )
-        self._thread.start()
+        async def boot() -> None:
+            self.local = LocalCluster(self.size, self.data_dir, self.config, host=self.host)
+            await self.local.start()
+
         try:
-            ready.result(TIMEOUT_S)
+            self._loop_thread.start(boot, self._teardown)
             for name, spec in self.topics.items():
                 partitions, rf = spec if isinstance(spec, tuple) else (spec, -1)
                 self.create_topic(name, partitions, rf)
@@ -89,27 +84,6 @@ class Cluster:
             raise
         return self
 
-    def _run(self, ready: Future[None]) -> None:
-        loop = self._loop
-        assert loop is not None
-        asyncio.set_event_loop(loop)
-
-        async def boot() -> None:
-            self.local = LocalCluster(self.size, self.data_dir, self.config, host=self.host)
-            await self.local.start()
-
-        try:
-            loop.run_until_complete(boot())
-        except BaseException as exc:
-            ready.set_exception(exc)
-            loop.run_until_complete(self._teardown())
-            loop.close()
-            return
-        ready.set_result(None)
-        loop.run_forever()
-        loop.run_until_complete(self._teardown())
-        loop.close()
-
     async def _teardown(self) -> None:
         if self.local is not None:
             await self.local.stop()
@@ -117,11 +91,7 @@ class Cluster:
 
     def stop(self) -> None:
         """Stop every broker (controlled) and remove the data dir when this object made it."""
-        if self._loop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(TIMEOUT_S)
-        self._loop = None
-        self._thread = None
+        self._loop_thread.stop()
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
@@ -133,15 +103,8 @@ class Cluster:
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run `fn(local_cluster, *args)` on the cluster's loop (coroutines are awaited)."""
-        assert self._loop is not None and self.local is not None
-
-        async def runner() -> Any:
-            result = fn(self.local, *args)
-            if asyncio.iscoroutine(result):
-                result = await result
-            return result
-
-        return asyncio.run_coroutine_threadsafe(runner(), self._loop).result(TIMEOUT_S)
+        assert self.local is not None
+        return self._loop_thread.call(fn, self.local, *args)
 
     # -- topics and views -------------------------------------------------------------------
 
