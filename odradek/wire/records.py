@@ -233,17 +233,24 @@ def check_framing(data: Buffer, pos: int, end: int, count: int) -> None:
     InvalidRecordError (Kafka's InvalidRecordException, INVALID_RECORD). `data` is bytes or a
     bytearray (indexing a memoryview is slower); nothing is copied.
 
-    Varints of one byte (values -64..63, nearly every length and delta in practice) are decoded
-    inline; longer ones go through read_varint.
+    This runs for every produced record, so varints of one or two bytes (|value| < 8192: nearly
+    every length and delta) are decoded inline; longer ones go through read_varint. A read
+    past the record lands in the next one or past the buffer (IndexError): both end in an
+    InvalidRecordError, because a record must end exactly at its declared length.
     """
     if count < 0 or count * (_MIN_RECORD_BODY + 1) > end - pos:
         raise InvalidRecordError(f"record count {count} does not fit {end - pos} bytes")
     try:
         for index in range(count):
+            # length
             b = data[pos]
             if b < 0x80:
                 length = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                u = (b & 0x7F) | (data[pos + 1] << 7)
+                length = (u >> 1) ^ -(u & 1)
+                pos += 2
             else:
                 length, pos = read_varint(data, pos, end)
             rec_end = pos + length
@@ -251,11 +258,14 @@ def check_framing(data: Buffer, pos: int, end: int, count: int) -> None:
                 raise InvalidRecordError(
                     f"record {index} declares {length} bytes with {end - pos} left in the batch"
                 )
-            p = pos + 1  # attributes
-            if data[p] & 0x80:  # timestamp delta: any varlong
-                _ts, p = read_varlong(data, p, rec_end)
+            # attributes, then the timestamp delta: any varlong, skipped
+            if data[pos + 1] < 0x80:
+                p = pos + 2
+            elif data[pos + 2] < 0x80:
+                p = pos + 3
             else:
-                p += 1
+                _ts, p = read_varlong(data, pos + 1, rec_end)
+            # offset delta, which must be the record's index
             b = data[p]
             if b < 0x80:
                 delta = (b >> 1) ^ -(b & 1)
@@ -264,27 +274,44 @@ def check_framing(data: Buffer, pos: int, end: int, count: int) -> None:
                 delta, p = read_varint(data, p, rec_end)
             if delta != index:
                 raise InvalidRecordError(f"record {index} has offset delta {delta}")
-            for _field in range(2):  # key, value
-                b = data[p]
-                if b < 0x80:
-                    n = (b >> 1) ^ -(b & 1)
-                    p += 1
-                else:
-                    n, p = read_varint(data, p, rec_end)
-                if n > 0:
-                    p += n
-                    if p > rec_end:
-                        raise InvalidRecordError(f"record {index}: length {n} overruns it")
-                elif n < -1:
-                    raise InvalidRecordError(f"record {index}: invalid length {n}")
+            # key length and key
             b = data[p]
             if b < 0x80:
-                headers = (b >> 1) ^ -(b & 1)
+                n = (b >> 1) ^ -(b & 1)
                 p += 1
+            elif data[p + 1] < 0x80:
+                u = (b & 0x7F) | (data[p + 1] << 7)
+                n = (u >> 1) ^ -(u & 1)
+                p += 2
             else:
-                headers, p = read_varint(data, p, rec_end)
-            if headers:
-                p = _check_headers(data, p, rec_end, headers, index)
+                n, p = read_varint(data, p, rec_end)
+            if n > 0:
+                p += n
+            elif n < -1:
+                raise InvalidRecordError(f"record {index}: invalid key length {n}")
+            # value length and value
+            b = data[p]
+            if b < 0x80:
+                n = (b >> 1) ^ -(b & 1)
+                p += 1
+            elif data[p + 1] < 0x80:
+                u = (b & 0x7F) | (data[p + 1] << 7)
+                n = (u >> 1) ^ -(u & 1)
+                p += 2
+            else:
+                n, p = read_varint(data, p, rec_end)
+            if n > 0:
+                p += n
+            elif n < -1:
+                raise InvalidRecordError(f"record {index}: invalid value length {n}")
+            if p >= rec_end:
+                raise InvalidRecordError(f"record {index}: key or value overruns the record")
+            # header count, then headers (rare: out of line)
+            b = data[p]
+            if b:
+                p = _check_headers(data, p, rec_end, index)
+            else:
+                p += 1
             if p != rec_end:
                 raise InvalidRecordError(
                     f"record {index} declares {length} bytes but holds {length + p - rec_end}"
@@ -300,7 +327,8 @@ def check_framing(data: Buffer, pos: int, end: int, count: int) -> None:
         raise InvalidRecordError(f"{end - pos} bytes left after the {count} declared records")
 
 
-def _check_headers(data: Buffer, p: int, rec_end: int, count: int, index: int) -> int:
+def _check_headers(data: Buffer, p: int, rec_end: int, index: int) -> int:
+    count, p = read_varint(data, p, rec_end)
     # each header takes at least two bytes (key length 0, value length -1)
     if count < 0 or 2 * count > rec_end - p:
         raise InvalidRecordError(f"record {index}: invalid header count {count}")
