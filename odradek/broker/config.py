@@ -170,6 +170,28 @@ BROKER_KEYS: dict[str, BrokerKey] = {
             "that needs more waits (stops reading) until memory is freed; -1 is unbounded "
             "(Kafka's default is -1; odradek bounds memory by default)",
         ),
+        _k(
+            "controller.quota.window.num",
+            "int",
+            11,
+            "samples of the controller mutation quota; its burst is num x size x rate",
+            minimum=1,
+        ),
+        _k(
+            "controller.quota.window.size.seconds",
+            "int",
+            1,
+            "seconds per sample of the controller mutation quota",
+            minimum=1,
+        ),
+        _k(
+            "odradek.controller.mutation.rate",
+            "double",
+            None,
+            "controller_mutation_rate quota (partitions created or deleted per second, KIP-599) "
+            "of every client-id until AlterClientQuotas sets one (unset: unlimited, as Kafka)",
+            minimum=0,
+        ),
         _k("metrics.listen", "string", None, "HOST:PORT for Prometheus metrics (unset: off)"),
         _k("odradek.admin.listen", "string", None, "HOST:PORT of the fault-injection endpoint"),
     )

@@ -26,8 +26,10 @@ A protocol error closes only this connection, with a log line.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
 import struct
+import termios
 import time
 from collections import deque
 from typing import Any
@@ -41,6 +43,7 @@ log = logging.getLogger(__name__)
 SCRATCH = 64 * 1024
 GROWTH = 4  # a large frame's buffer is at most this many times the bytes received (then exact)
 _SIZE = struct.Struct(">i")
+_NATIVE_INT = struct.Struct("i")
 
 Buffer = bytes | bytearray
 
@@ -89,10 +92,7 @@ class Connection(asyncio.BufferedProtocol):
         if big is not None:
             filled = self._big_filled
             if filled == len(big):  # full but not complete: grow with what has arrived
-                target = min(self._big_size, filled * GROWTH)
-                if target * 2 >= self._big_size:
-                    target = self._big_size
-                big += bytes(target - filled)
+                big += bytes(self._capacity(filled, self._big_size) - filled)
             return memoryview(big)[filled:]
         return self._view[self._filled :]
 
@@ -129,7 +129,7 @@ class Connection(asyncio.BufferedProtocol):
                     self.pool.wait(self._memory_released)
                     break
                 have = min(end - pos - 4, size)
-                big = bytearray(min(size, max(SCRATCH, have * GROWTH)))
+                big = bytearray(max(have, self._capacity(have, size)))
                 big[:have] = view[pos + 4 : pos + 4 + have]
                 pos += 4 + have
                 if have == size:
@@ -147,6 +147,23 @@ class Connection(asyncio.BufferedProtocol):
             view[:rest] = view[pos:end]
             self._filled = rest
         self._update_reading()
+
+    def _capacity(self, have: int, size: int) -> int:
+        """A large frame's buffer size: what has arrived (in hand and waiting in the kernel),
+        times GROWTH, at least SCRATCH; the exact size once that reaches half of it."""
+        target = max(SCRATCH, have * GROWTH, have + self._waiting_in_kernel())
+        return size if target * 2 >= size else target
+
+    def _waiting_in_kernel(self) -> int:
+        """Bytes received by the kernel and not yet read (FIONREAD); 0 when unknown."""
+        try:
+            sock = self.transport.get_extra_info("socket") if self.transport else None
+            if sock is None:
+                return 0
+            buf = fcntl.ioctl(sock.fileno(), termios.FIONREAD, bytes(4))
+            return max(0, _NATIVE_INT.unpack(buf)[0])
+        except (OSError, ValueError):
+            return 0
 
     def _queue(self, payload: Buffer, reserved: int) -> None:
         """A complete request: hand it to the handling task and stop reading until answered."""

@@ -25,6 +25,13 @@ from odradek.wire.regions import Piece
 
 log = logging.getLogger(__name__)
 
+# Decoding a large request, and encoding the answer to one of the list requests below, runs in a
+# worker thread, so that a 1 MB DescribeGroups or Metadata (400,000 names, seconds of Python)
+# does not stop the event loop from serving every other client (issue 11). Produce stays on the
+# loop: its records stay bytes and it is the hot path.
+THREAD_BYTES = 64 * 1024
+THREAD_ENCODE = frozenset({ApiKey.METADATA, ApiKey.DESCRIBE_GROUPS})
+
 
 class ProtocolError(Exception):
     """The client broke the protocol; its connection is closed."""
@@ -102,7 +109,13 @@ async def dispatch(
     try:
         if protocol.is_flexible_request(header.api_key, version):
             finish_flexible(payload, header)
-        request = protocol.decode_request(header.api_key, version, payload, header.body_offset)
+        big = len(payload) > THREAD_BYTES and header.api_key != ApiKey.PRODUCE
+        if big:
+            request = await asyncio.to_thread(
+                protocol.decode_request, header.api_key, version, payload, header.body_offset
+            )
+        else:
+            request = protocol.decode_request(header.api_key, version, payload, header.body_offset)
     except (HeaderError, protocol.DecodeError) as exc:
         raise ProtocolError(
             f"cannot decode {ApiKey(header.api_key).name} v{version} "
@@ -125,4 +138,9 @@ async def dispatch(
         return None
     if reg.raw:
         return response
+    if big and header.api_key in THREAD_ENCODE:
+        encoded = await asyncio.to_thread(
+            protocol.encode_response, header.api_key, version, header.correlation_id, response
+        )
+        return [encoded]
     return [protocol.encode_response(header.api_key, version, header.correlation_id, response)]

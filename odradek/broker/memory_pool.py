@@ -18,8 +18,16 @@ the box. A capacity <= 0 means unbounded, as in Kafka.
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
 from collections import deque
 from collections.abc import Callable
+
+# glibc's mallopt parameters (malloc.h)
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD = 4 << 20
+TRIM_THRESHOLD = 32 << 20
 
 
 class MemoryPool:
@@ -74,3 +82,24 @@ class MemoryPool:
             self._waiters.remove(callback)
         except ValueError:
             pass
+
+
+def tune_allocator() -> bool:
+    """Let glibc keep freed request buffers for the next request instead of unmapping them.
+
+    A muted connection frees a request's buffers (the frame, the decoded records) before it reads
+    the next request. With glibc's dynamic thresholds a 1 MB produce request then hands ~2 MB back
+    to the kernel and faults it in again: ~460 page faults per request, a third more broker CPU.
+    Fixed thresholds keep frames up to MMAP_THRESHOLD in the heap and up to TRIM_THRESHOLD of
+    free heap: bounded, and no faults on the produce path. A no-op where there is no glibc.
+    """
+    name = ctypes.util.find_library("c")
+    if not name:
+        return False
+    try:
+        mallopt = ctypes.CDLL(name).mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(
+        mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+    )

@@ -15,7 +15,7 @@ from odradek.broker import handlers  # noqa: F401  (registers every handler)
 from odradek.broker.config import BrokerConfig, Listener
 from odradek.broker.connection import Connection
 from odradek.broker.faults import FaultInjector
-from odradek.broker.memory_pool import MemoryPool
+from odradek.broker.memory_pool import MemoryPool, tune_allocator
 from odradek.broker.metadata_store import LocalMetadataStore, MetadataStore
 from odradek.broker.topics import TopicManager
 from odradek.log.manager import LogManager
@@ -43,6 +43,7 @@ class Broker:
         self.bound: list[Listener] = []
         self.connections: set[Connection] = set()
         self.memory_pool = MemoryPool(config.get("queued.max.request.bytes"))
+        tune_allocator()
         self.tasks: list[asyncio.Task[Any]] = []
         self.services: list[Any] = []  # coordinators etc.: objects with start()/stop()
         self.extensions: dict[str, Any] = {}

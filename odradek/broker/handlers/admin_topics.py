@@ -2,9 +2,16 @@
 
 CreateTopics: v4 lets num_partitions / replication_factor be -1 for the broker defaults (KIP-464);
 v5 is flexible and answers num_partitions, replication_factor and the topic's configs (KIP-525);
-v6 may throttle (KIP-599, never here); v7 answers the topic id (KIP-516).
-DeleteTopics: v3 may answer TOPIC_DELETION_DISABLED; v4 is flexible; v5 adds error_message;
-v6 names topics by name or by id (KIP-516). CreatePartitions: v2 is flexible; v3 may throttle.
+v6 may answer THROTTLING_QUOTA_EXCEEDED (KIP-599); v7 answers the topic id (KIP-516).
+DeleteTopics: v3 may answer TOPIC_DELETION_DISABLED; v4 is flexible; v5 adds error_message and
+may throttle. v6 names topics by name or by id (KIP-516). CreatePartitions: v2 is flexible; v3
+may throttle.
+
+Work per request is bounded as in Kafka's KRaft controller: a request whose topics, partitions
+and configs would make more than MAX_RECORDS_PER_USER_OP (10,000) metadata records is refused
+as a whole with POLICY_VIOLATION, counted from the request before anything is allocated (so a
+validate_only request for 3,000,000 partitions costs nothing). The controller mutation quota
+(mutation_quota.py) charges one permit per partition created or deleted.
 
 Manual replica assignments are checked as Kafka's controller checks them (consecutive partitions
 from 0, no empty or repeated replica lists, registered brokers, one replication factor) and are
@@ -16,6 +23,7 @@ Internal topics may be deleted, as on a KRaft broker (only kafka-topics.sh refus
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections import Counter
@@ -23,6 +31,7 @@ from typing import Any
 
 from odradek.broker.dispatch import RequestContext
 from odradek.broker.handlers.configs import topic_entries
+from odradek.broker.mutation_quota import MutationQuota, quotas_of
 from odradek.broker.registry import handles
 from odradek.broker.topics import TopicError, check_topic_name
 from odradek.wire import protocol
@@ -32,6 +41,12 @@ from odradek.wire.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 ZERO_UUID = uuid.UUID(int=0)
+
+# Kafka's QuorumController.MAX_RECORDS_PER_USER_OP: the most metadata records one request may make
+MAX_RECORDS_PER_USER_OP = 10_000
+TOO_LARGE = "Unable to perform excessively large batch operation."
+THROTTLED = "The throttling quota has been exceeded."
+YIELD_EVERY = 64  # topics handled between yields to the event loop
 
 CResp = protocol.CreateTopicsResponse
 CResult = CResp.CreatableTopicResult
@@ -127,7 +142,7 @@ def _check_collision(broker: Any, name: str) -> None:
             )
 
 
-def _create_one(broker: Any, topic: Any, validate_only: bool) -> Any:
+def _create_one(broker: Any, topic: Any, validate_only: bool, quota: MutationQuota) -> Any:
     name = topic.name
     check_topic_name(name)
     if broker.topics.info(name) is not None:
@@ -147,9 +162,39 @@ def _create_one(broker: Any, topic: Any, validate_only: bool) -> Any:
         num_partitions, rf = len(wanted), len(wanted[0])
         planned = broker.topics.create_topic(name, num_partitions, rf, configs, validate_only=True)
         _check_placement(wanted, [list(p.replicas) for p in planned.partitions])
-    return broker.topics.create_topic(
-        name, num_partitions, rf, configs, validate_only=validate_only
-    )
+    if not quota.enabled:
+        return broker.topics.create_topic(
+            name, num_partitions, rf, configs, validate_only=validate_only
+        )
+    # Kafka charges the quota after validation, before the topic exists (validate_only too)
+    info = broker.topics.create_topic(name, num_partitions, rf, configs, validate_only=True)
+    if quota.record(len(info.partitions)):
+        raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
+    if validate_only:
+        return info
+    return broker.topics.create_topic(name, num_partitions, rf, configs)
+
+
+def _create_records(broker: Any, topic: Any) -> int:
+    """Metadata records Kafka's controller would write for this topic (0 if it is refused)."""
+    if topic.assignments:
+        partitions = len(topic.assignments)
+    elif topic.num_partitions == -1:
+        partitions = int(broker.config.get("num.partitions"))
+    else:
+        partitions = topic.num_partitions
+    if partitions <= 0 or broker.topics.info(topic.name) is not None:
+        return 0
+    return 1 + partitions + len(topic.configs)
+
+
+def _too_large(topics: list, count: Any) -> bool:
+    total = 0
+    for topic in topics:
+        total += count(topic)
+        if total > MAX_RECORDS_PER_USER_OP:
+            return True
+    return False
 
 
 def _created(broker: Any, info: Any, version: int) -> Any:
@@ -194,9 +239,27 @@ def _unique_topics(topics: list, results: list, result_cls: Any) -> list:
 async def create_topics(ctx: RequestContext, req) -> object:
     broker = ctx.broker
     results: list = []
-    for topic in _unique_topics(req.topics, results, CResult):
+    topics = _unique_topics(req.topics, results, CResult)
+    if _too_large(topics, lambda t: _create_records(broker, t)):
+        log.info(
+            "CreateTopics of %d topics from %s refused: more than %d records",
+            len(topics),
+            ctx.client_id,
+            MAX_RECORDS_PER_USER_OP,
+        )
+        return CResp(
+            throttle_time_ms=0,
+            topics=[
+                CResult(name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=TOO_LARGE)
+                for t in req.topics
+            ],
+        )
+    quota = quotas_of(broker).quota_for(None, ctx.client_id, strict=ctx.api_version >= 6)
+    for n, topic in enumerate(topics):
+        if n and n % YIELD_EVERY == 0:
+            await asyncio.sleep(0)  # let other clients be served
         try:
-            info = _create_one(broker, topic, bool(req.validate_only))
+            info = _create_one(broker, topic, bool(req.validate_only), quota)
         except TopicError as exc:
             log.info(
                 "CreateTopics %r from %s refused: %s %s",
@@ -208,7 +271,7 @@ async def create_topics(ctx: RequestContext, req) -> object:
             results.append(CResult(name=topic.name, error_code=exc.code, error_message=str(exc)))
             continue
         results.append(_created(broker, info, ctx.api_version))
-    return CResp(throttle_time_ms=0, topics=results)
+    return CResp(throttle_time_ms=quota.throttle_time_ms, topics=results)
 
 
 # -- DeleteTopics -------------------------------------------------------------------------------
@@ -316,8 +379,14 @@ async def delete_topics(ctx: RequestContext, req) -> object:
             ],
         )
     results, targets = _delete_targets(broker, entries)
-    for name, topic_id in targets:
+    quota = quotas_of(broker).quota_for(None, ctx.client_id, strict=version >= 5)
+    for n, (name, topic_id) in enumerate(targets):
+        if n and n % YIELD_EVERY == 0:
+            await asyncio.sleep(0)
         try:
+            info = broker.topics.info(name)
+            if info is not None and quota.record(len(info.partitions)):
+                raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
             broker.topics.delete_topic(name)
         except TopicError as exc:
             results.append(
@@ -327,7 +396,7 @@ async def delete_topics(ctx: RequestContext, req) -> object:
         results.append(
             DResult(name=name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None)
         )
-    return DResp(throttle_time_ms=0, responses=results)
+    return DResp(throttle_time_ms=quota.throttle_time_ms, responses=results)
 
 
 # -- CreatePartitions ---------------------------------------------------------------------------
@@ -336,7 +405,7 @@ PResp = protocol.CreatePartitionsResponse
 PResult = PResp.CreatePartitionsTopicResult
 
 
-def _grow_one(broker: Any, topic: Any, validate_only: bool) -> None:
+def _grow_one(broker: Any, topic: Any, validate_only: bool, quota: MutationQuota) -> None:
     name = topic.name
     info = broker.topics.info(name)
     if info is None:
@@ -367,16 +436,43 @@ def _grow_one(broker: Any, topic: Any, validate_only: bool) -> None:
             check_replica_list(replicas, live, rf)
         planned = broker.topics.plan(added, rf, current)
         _check_placement(wanted, [list(p.replicas) for p in planned])
+    if quota.enabled:
+        broker.topics.create_partitions(name, topic.count, validate_only=True)
+        if quota.record(topic.count - current):
+            raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
     broker.topics.create_partitions(name, topic.count, validate_only)
+
+
+def _added_partitions(broker: Any, topic: Any) -> int:
+    info = broker.topics.info(topic.name)
+    return 0 if info is None else max(0, topic.count - len(info.partitions))
 
 
 @handles(ApiKey.CREATE_PARTITIONS, versions=(0, 3))
 async def create_partitions(ctx: RequestContext, req) -> object:
     broker = ctx.broker
     results: list = []
-    for topic in _unique_topics(req.topics, results, PResult):
+    topics = _unique_topics(req.topics, results, PResult)
+    if _too_large(topics, lambda t: _added_partitions(broker, t)):
+        log.info(
+            "CreatePartitions of %d topics from %s refused: more than %d records",
+            len(topics),
+            ctx.client_id,
+            MAX_RECORDS_PER_USER_OP,
+        )
+        return PResp(
+            throttle_time_ms=0,
+            results=[
+                PResult(name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=TOO_LARGE)
+                for t in req.topics
+            ],
+        )
+    quota = quotas_of(broker).quota_for(None, ctx.client_id, strict=ctx.api_version >= 3)
+    for n, topic in enumerate(topics):
+        if n and n % YIELD_EVERY == 0:
+            await asyncio.sleep(0)
         try:
-            _grow_one(broker, topic, bool(req.validate_only))
+            _grow_one(broker, topic, bool(req.validate_only), quota)
         except TopicError as exc:
             log.info(
                 "CreatePartitions %r from %s refused: %s %s",
@@ -388,4 +484,4 @@ async def create_partitions(ctx: RequestContext, req) -> object:
             results.append(PResult(name=topic.name, error_code=exc.code, error_message=str(exc)))
             continue
         results.append(PResult(name=topic.name, error_code=ErrorCode.NONE, error_message=None))
-    return PResp(throttle_time_ms=0, results=results)
+    return PResp(throttle_time_ms=quota.throttle_time_ms, results=results)

@@ -17,6 +17,7 @@ DeleteGroups (key 42), v0-2: v2 flexible.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from odradek.broker.dispatch import RequestContext
@@ -30,6 +31,8 @@ from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
+
+YIELD_EVERY = 1024  # DescribeGroups names handled between yields to the event loop
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 # READ (3), DELETE (6), DESCRIBE (8): what a group allows when no authorizer is configured. The
@@ -340,57 +343,64 @@ async def list_groups(ctx: RequestContext, req) -> object:
     )
 
 
+def _described(coord: GroupCoordinator | None, group_id: str, with_ops: bool) -> object:
+    G = protocol.DescribeGroupsResponse.DescribedGroup
+    M = G.DescribedGroupMember
+    if coord is None:
+        return G(
+            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            group_id=group_id,
+            group_state="",
+            protocol_type="",
+            protocol_data="",
+            members=[],
+            authorized_operations=NO_OPERATIONS,
+        )
+    s = coord.describe_group(group_id)
+    error = s.error
+    if error == ErrorCode.GROUP_ID_NOT_FOUND:
+        error = ErrorCode.NONE  # before v6 an unknown group is described as Dead
+    return G(
+        error_code=error,
+        group_id=group_id,
+        group_state=s.state,
+        protocol_type=s.protocol_type,
+        protocol_data=s.protocol,
+        members=[
+            M(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=m.metadata,
+                member_assignment=m.assignment,
+            )
+            for m in s.members
+        ],
+        authorized_operations=GROUP_OPERATIONS
+        if with_ops and error == ErrorCode.NONE
+        else NO_OPERATIONS,
+    )
+
+
 @handles(ApiKey.DESCRIBE_GROUPS, versions=(0, 5))
 async def describe_groups(ctx: RequestContext, req) -> object:
-    version = ctx.api_version
-    Resp = protocol.DescribeGroupsResponse
-    G = Resp.DescribedGroup
-    M = G.DescribedGroupMember
+    """Every name is answered, in order; a name asked twice is described once (the answer is
+    shared), and the loop yields to the event loop every YIELD_EVERY names so that a request
+    with 400,000 names does not stop other clients from being served (issue 11)."""
     coord = coordinator(ctx)
-    with_ops = version >= 3 and req.include_authorized_operations
+    with_ops = ctx.api_version >= 3 and bool(req.include_authorized_operations)
+    described: dict[str, object] = {}
     out = []
-    for group_id in req.groups:
-        if coord is None:
-            out.append(
-                G(
-                    error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                    group_id=group_id,
-                    group_state="",
-                    protocol_type="",
-                    protocol_data="",
-                    members=[],
-                    authorized_operations=NO_OPERATIONS,
-                )
-            )
-            continue
-        s = coord.describe_group(group_id)
-        error = s.error
-        if error == ErrorCode.GROUP_ID_NOT_FOUND:
-            error = ErrorCode.NONE  # before v6 an unknown group is described as Dead
-        out.append(
-            G(
-                error_code=error,
-                group_id=group_id,
-                group_state=s.state,
-                protocol_type=s.protocol_type,
-                protocol_data=s.protocol,
-                members=[
-                    M(
-                        member_id=m.member_id,
-                        group_instance_id=m.group_instance_id,
-                        client_id=m.client_id,
-                        client_host=m.client_host,
-                        member_metadata=m.metadata,
-                        member_assignment=m.assignment,
-                    )
-                    for m in s.members
-                ],
-                authorized_operations=GROUP_OPERATIONS
-                if with_ops and error == ErrorCode.NONE
-                else NO_OPERATIONS,
-            )
-        )
-    return Resp(throttle_time_ms=0, groups=out)
+    for n, group_id in enumerate(req.groups):
+        if n % YIELD_EVERY == YIELD_EVERY - 1:
+            await asyncio.sleep(0)
+            coord = coordinator(ctx)  # the coordinator may have moved meanwhile
+        group = described.get(group_id)
+        if group is None:
+            group = described[group_id] = _described(coord, group_id, with_ops)
+        out.append(group)
+    return protocol.DescribeGroupsResponse(throttle_time_ms=0, groups=out)
 
 
 @handles(ApiKey.DELETE_GROUPS, versions=(0, 2))

@@ -4,6 +4,7 @@ error code."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 from odradek.broker.dispatch import RequestContext
@@ -15,6 +16,7 @@ from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
 ZERO_UUID = uuid.UUID(int=0)
+YIELD_EVERY = 512  # topics answered between yields to the event loop
 
 
 def topic_metadata(
@@ -61,6 +63,43 @@ def error_topic(name: str | None, topic_id: uuid.UUID, code: ErrorCode):
     )
 
 
+async def _requested(broker, wanted: list, version: int, auto_create: bool) -> list:
+    """The topics asked for by name or id. Each is answered once (Kafka collects them in a set),
+    and the loop yields every YIELD_EVERY topics so a request with 100,000 ids does not stop
+    other clients from being served (issue 11)."""
+    topics = []
+    seen: set[object] = set()
+    for n, t in enumerate(wanted):
+        if n % YIELD_EVERY == YIELD_EVERY - 1:
+            await asyncio.sleep(0)
+        name = t.name
+        key = name if name is not None else t.topic_id
+        if key in seen:
+            continue
+        seen.add(key)
+        if name is None:
+            name = broker.topics.name_for_id(t.topic_id)
+            if name is None:
+                topics.append(error_topic(None, t.topic_id, ErrorCode.UNKNOWN_TOPIC_ID))
+                continue
+        try:
+            check_topic_name(name)
+        except TopicError:
+            topics.append(error_topic(name, ZERO_UUID, ErrorCode.INVALID_TOPIC_EXCEPTION))
+            continue
+        if broker.topics.info(name) is None:
+            if not auto_create:
+                topics.append(error_topic(name, ZERO_UUID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            try:
+                broker.topics.create_topic(name, -1, -1)
+            except TopicError as exc:
+                topics.append(error_topic(name, ZERO_UUID, exc.code))
+                continue
+        topics.append(topic_metadata(broker, name, version))
+    return topics
+
+
 @handles(ApiKey.METADATA, versions=(0, 13))
 async def metadata(ctx: RequestContext, req) -> object:
     broker = ctx.broker
@@ -68,35 +107,15 @@ async def metadata(ctx: RequestContext, req) -> object:
     auto_create = broker.config.get("auto.create.topics.enable") and (
         version < 4 or req.allow_auto_topic_creation
     )
-    topics = []
     if req.topics is None or (version == 0 and not req.topics):
-        for name in sorted(broker.store.topics):
-            topics.append(topic_metadata(broker, name, version))
+        topics = []
+        for n, name in enumerate(sorted(broker.store.topics)):
+            if n % YIELD_EVERY == YIELD_EVERY - 1:
+                await asyncio.sleep(0)
+            if broker.topics.info(name) is not None:  # not deleted while we yielded
+                topics.append(topic_metadata(broker, name, version))
     else:
-        for t in req.topics:
-            name = t.name
-            if name is None:
-                name = broker.topics.name_for_id(t.topic_id)
-                if name is None:
-                    topics.append(error_topic(None, t.topic_id, ErrorCode.UNKNOWN_TOPIC_ID))
-                    continue
-            try:
-                check_topic_name(name)
-            except TopicError:
-                topics.append(error_topic(name, ZERO_UUID, ErrorCode.INVALID_TOPIC_EXCEPTION))
-                continue
-            if broker.topics.info(name) is None:
-                if not auto_create:
-                    topics.append(
-                        error_topic(name, ZERO_UUID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                    )
-                    continue
-                try:
-                    broker.topics.create_topic(name, -1, -1)
-                except TopicError as exc:
-                    topics.append(error_topic(name, ZERO_UUID, exc.code))
-                    continue
-            topics.append(topic_metadata(broker, name, version))
+        topics = await _requested(broker, req.topics, version, auto_create)
     brokers = [
         protocol.MetadataResponse.MetadataResponseBroker(node_id=n, host=h, port=p, rack=r)
         for n, h, p, r in broker.broker_endpoints()
