@@ -221,6 +221,7 @@ class Nemesis:
 def _fence(bootstrap: str, transactional_id: str, deadline: float) -> str:
     """InitProducerId for the id: aborts whatever transaction a dead producer left open, so the
     last stable offset can reach the high watermark."""
+    error = "no time left"
     while time.monotonic() < deadline:
         producer = Producer(
             {**FAST, "bootstrap.servers": bootstrap, "transactional.id": transactional_id}
