@@ -317,6 +317,16 @@ def wait_for(
         time.sleep(interval)
 
 
+def create_topics(bootstrap: str, *names: str, partitions: int = 3) -> None:
+    """Create topics with replication factor 1 (confluent-kafka's admin client), waiting for
+    each to be answered."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(n, partitions, 1) for n in names]).values():
+        f.result(30)
+
+
 @atexit.register
 def _kill_leftovers() -> None:
     for broker in list(_live):

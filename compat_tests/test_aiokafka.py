@@ -12,9 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections import defaultdict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pytest
@@ -23,7 +21,15 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
 from aiokafka.errors import TopicAlreadyExistsError
 
 from compat_tests.harness import BrokerProcess
-from compat_tests.records import COUNT, PARTITIONS, Rec, by_partition, make_records
+from compat_tests.records import (
+    COUNT,
+    PARTITIONS,
+    Rec,
+    Written,
+    assert_consumed,
+    by_partition,
+    make_records,
+)
 
 pytestmark = pytest.mark.compat
 
@@ -40,15 +46,7 @@ def seen(msg: Any) -> Rec:
 
 def assert_same(got: list, expected: list[Rec], start: dict[int, int] | None = None) -> None:
     """Per partition: exactly the expected records, in order, at consecutive offsets."""
-    got_by_part: dict[int, list] = defaultdict(list)
-    for msg in got:
-        got_by_part[msg.partition].append(msg)
-    want = by_partition(expected)
-    assert sorted(got_by_part) == sorted(want), "records came back on other partitions"
-    for part, msgs in got_by_part.items():
-        first = (start or {}).get(part, 0)
-        assert [m.offset for m in msgs] == list(range(first, first + len(msgs))), part
-        assert [seen(m) for m in msgs] == want[part], f"partition {part} differs"
+    assert_consumed([(m.offset, seen(m)) for m in got], expected, start)
 
 
 def run(fn: Callable[[], Awaitable[T]]) -> T:
@@ -202,13 +200,6 @@ def test_produce_and_read_back(
 
 
 # -- reading: a topic written once per codec, read in several ways ------------------------------
-
-
-@dataclass(slots=True)
-class Written:
-    topic: str
-    records: list[Rec]
-    base_ts: int
 
 
 @pytest.fixture(scope="module", params=CODECS)

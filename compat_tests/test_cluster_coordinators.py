@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import subprocess
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -37,7 +36,7 @@ from confluent_kafka.admin import AdminClient
 from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 
 from compat_tests.group_harness import Group, assert_exactly_once, committed, produce
-from compat_tests.harness import unique_name
+from compat_tests.harness import unique_name, wait_for
 from compat_tests.java_harness import JavaPrograms
 from compat_tests.test_transactions import end_marks
 from compat_tests.txn_drivers import make_driver
@@ -61,13 +60,6 @@ CONFIG = {
 }
 OFFSETS_TOPIC = "__consumer_offsets"
 TXN_TOPIC = "__transaction_state"
-
-
-def wait_for(predicate, what: str, timeout: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out after {timeout:.0f}s waiting for {what}"
-        time.sleep(0.05)
 
 
 def group_coordinator(cluster: Cluster, group: str) -> int:
@@ -152,13 +144,18 @@ def test_commit_is_answered_once_replicated(cluster: Cluster) -> None:
         answered = pool.submit(commit, 42)
         wait_for(
             lambda: cluster.log_end_offset(victim, OFFSETS_TOPIC, index) > end,
-            "the commit in the coordinator's log",
+            WAIT_S,
+            message="timed out waiting for the commit in the coordinator's log",
         )
         cluster.heal()
         answered.result(WAIT_S)
     cluster.kill(victim)  # right after the answer: the followers must have the commit
     cluster.wait_for_leader(OFFSETS_TOPIC, index, not_on=victim)
-    wait_for(lambda: committed(cluster, gid).get(0) == 42, "the commit on the new coordinator")
+    wait_for(
+        lambda: committed(cluster, gid).get(0) == 42,
+        WAIT_S,
+        message="timed out waiting for the commit on the new coordinator",
+    )
 
 
 # -- the transaction coordinator dies ----------------------------------------------------------
@@ -349,7 +346,8 @@ def test_clients_ride_through_a_controlled_shutdown(cluster: Cluster) -> None:
                 lambda: all(
                     len(w.acked) >= m or w.failed for w, m in zip(writers, marks, strict=True)
                 ),
-                f"both producers to carry on ({what})",
+                WAIT_S,
+                message=f"timed out waiting for both producers to carry on ({what})",
             )
             assert not any(w.failed for w in writers), [w.failed for w in writers]
 
@@ -368,7 +366,11 @@ def test_clients_ride_through_a_controlled_shutdown(cluster: Cluster) -> None:
         kp_close()
     try:
         acked = {v for w in writers for v in w.acked}
-        wait_for(lambda: acked <= reader.values(), "every acknowledged record to be read")
+        wait_for(
+            lambda: acked <= reader.values(),
+            WAIT_S,
+            message="timed out waiting for every acknowledged record to be read",
+        )
     finally:
         reader.stop()
     assert not any(w.failed for w in writers), [w.failed for w in writers]
@@ -449,11 +451,17 @@ def test_java_idempotent_producer_rides_through_a_leader_kill(
             words = program.last("ACKED")
             return int(words[1]) if words else 0
 
-        wait_for(lambda: acked() >= 500, "the Java producer to get going", timeout=60)
+        wait_for(
+            lambda: acked() >= 500, 60, message="timed out waiting for the Java producer to start"
+        )
         victim = cluster.leader(topic, 0)
         cluster.kill(victim)
         at_kill = acked()
-        wait_for(lambda: acked() >= at_kill + 500, "the Java producer to carry on")
+        wait_for(
+            lambda: acked() >= at_kill + 500,
+            WAIT_S,
+            message="timed out waiting for the Java producer to carry on",
+        )
         program.tell("stop")
         assert program.finish(90) == 0, program.describe()
     finally:

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import pytest
 from confluent_kafka import (
@@ -29,7 +27,15 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from compat_tests.harness import BrokerProcess
-from compat_tests.records import COUNT, PARTITIONS, Rec, by_partition, make_records
+from compat_tests.records import (
+    COUNT,
+    PARTITIONS,
+    Rec,
+    Written,
+    assert_consumed,
+    by_partition,
+    make_records,
+)
 
 pytestmark = pytest.mark.compat
 
@@ -48,15 +54,7 @@ def assert_same(
     got: list[Message], expected: list[Rec], start: dict[int, int] | None = None
 ) -> None:
     """Per partition: exactly the expected records, in order, at consecutive offsets."""
-    got_by_part: dict[int, list[Message]] = defaultdict(list)
-    for msg in got:
-        got_by_part[msg.partition()].append(msg)
-    want = by_partition(expected)
-    assert sorted(got_by_part) == sorted(want), "records came back on other partitions"
-    for part, msgs in got_by_part.items():
-        first = (start or {}).get(part, 0)
-        assert [m.offset() for m in msgs] == list(range(first, first + len(msgs))), part
-        assert [seen(m) for m in msgs] == want[part], f"partition {part} differs"
+    assert_consumed([(m.offset(), seen(m)) for m in got], expected, start)
 
 
 # -- client helpers ------------------------------------------------------------------------------
@@ -209,13 +207,6 @@ def test_produce_and_read_back(
 
 
 # -- reading: a topic written once per codec, read in several ways ------------------------------
-
-
-@dataclass(slots=True)
-class Written:
-    topic: str
-    records: list[Rec]
-    base_ts: int
 
 
 @pytest.fixture(scope="module", params=CODECS)

@@ -17,19 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
-from compat_tests.harness import wait_for
+from compat_tests.harness import create_topics, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 TXN_BROKER = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}
 END = b"__end__"
-
-
-def create_topics(bootstrap: str, *names: str, partitions: int = 3) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for f in admin.create_topics([NewTopic(n, partitions, 1) for n in names]).values():
-        f.result(30)
 
 
 def produce_plain(

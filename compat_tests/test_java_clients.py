@@ -24,6 +24,7 @@ import pytest
 
 from compat_tests.harness import BrokerProcess
 from compat_tests.java_harness import JavaPrograms, JavaResult
+from compat_tests.records import record_shape
 
 pytestmark = pytest.mark.compat
 
@@ -56,14 +57,9 @@ class Line:
 
 def expected_record(tag: str, base_ts: int, i: int) -> tuple[int, int, str, str, str]:
     """(partition, timestamp, key, value, headers) of record i, as ProduceConsume.record."""
-    key = None if i == 0 else f"key-{i}".encode()
-    value: bytes | None = f"{tag}-value-{i}-".encode() * (1 + i % 7)
-    if i == 1:
-        value = None
-    elif i == 2:
-        value = b""
-    headers = f"idx={hexed(str(i).encode())},tag={hexed(tag.encode())}" if i % 5 else "-"
-    return i % PARTITIONS, base_ts + 10 * i, hexed(key), hexed(value), headers
+    key, value, headers = record_shape(tag, i)
+    shown = ",".join(f"{name}={hexed(data)}" for name, data in headers) or "-"
+    return i % PARTITIONS, base_ts + 10 * i, hexed(key), hexed(value), shown
 
 
 @dataclass

@@ -10,9 +10,7 @@ key, value, headers and timestamp.
 from __future__ import annotations
 
 import time
-from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
@@ -22,7 +20,15 @@ from kafka.errors import TopicAlreadyExistsError
 from kafka.protocol.consumer import OffsetSpec
 
 from compat_tests.harness import BrokerProcess
-from compat_tests.records import COUNT, PARTITIONS, Rec, by_partition, make_records
+from compat_tests.records import (
+    COUNT,
+    PARTITIONS,
+    Rec,
+    Written,
+    assert_consumed,
+    by_partition,
+    make_records,
+)
 
 pytestmark = pytest.mark.compat
 
@@ -39,15 +45,7 @@ def seen(msg: ConsumerRecord) -> Rec:
 
 def assert_same(got: list, expected: list[Rec], start: dict[int, int] | None = None) -> None:
     """Per partition: exactly the expected records, in order, at consecutive offsets."""
-    got_by_part: dict[int, list] = defaultdict(list)
-    for msg in got:
-        got_by_part[msg.partition].append(msg)
-    want = by_partition(expected)
-    assert sorted(got_by_part) == sorted(want), "records came back on other partitions"
-    for part, msgs in got_by_part.items():
-        first = (start or {}).get(part, 0)
-        assert [m.offset for m in msgs] == list(range(first, first + len(msgs))), part
-        assert [seen(m) for m in msgs] == want[part], f"partition {part} differs"
+    assert_consumed([(m.offset, seen(m)) for m in got], expected, start)
 
 
 # -- client helpers ------------------------------------------------------------------------------
@@ -186,13 +184,6 @@ def test_produce_and_read_back(
 
 
 # -- reading: a topic written once per codec, read in several ways ------------------------------
-
-
-@dataclass(slots=True)
-class Written:
-    topic: str
-    records: list[Rec]
-    base_ts: int
 
 
 @pytest.fixture(scope="module", params=CODECS)

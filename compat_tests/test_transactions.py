@@ -13,9 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
-from compat_tests.harness import wait_for
+from compat_tests.harness import create_topics, wait_for
 from compat_tests.txn_drivers import CLIENTS, END_KEY, TxnDriverBase, make_driver
 
 # Short timers so timeouts show within a test; everything else is Kafka's default.
@@ -34,13 +33,6 @@ def client(request: pytest.FixtureRequest, broker) -> Iterator[TxnDriverBase]:
     drv = make_driver(request.param, broker.bootstrap, java)
     yield drv
     drv.close()
-
-
-def create_topics(bootstrap: str, *names: str, partitions: int = 3) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(n, partitions, 1) for n in names])
-    for f in futures.values():
-        f.result(30)
 
 
 def end_marks(bootstrap: str, topic: str, partitions: int = 3) -> None:
