@@ -66,12 +66,14 @@ class Connection(asyncio.BufferedProtocol):
         self._big_reserved = 0  # bytes of the memory pool it holds
         self._frames: deque[tuple[Buffer, int]] = deque()  # (payload, pool bytes it holds)
         self._wakeup = asyncio.Event()
+        self._gone = asyncio.Event()  # set once the connection is closed
         self._muted_in_flight = False  # a request is being handled: read no further
         self._muted_for_memory = False  # the memory pool is out: wait for a release
         self._reading_paused = False
         self._write_paused = False
         self._drained: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
+        self._throttle_s = 0.0  # quota throttle: stay muted this long after the answer
 
     # -- protocol callbacks -----------------------------------------------------------------
 
@@ -212,6 +214,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._gone.set()
         self._release_all()
         self._wakeup.set()
         if self._drained is not None and not self._drained.done():
@@ -235,6 +238,12 @@ class Connection(asyncio.BufferedProtocol):
                         await self.write(pieces)
                 finally:
                     self.pool.release(reserved)
+                if self._throttle_s > 0:  # a quota was exceeded: as Kafka, mute for the throttle
+                    delay, self._throttle_s = self._throttle_s, 0.0
+                    try:
+                        await asyncio.wait_for(self._gone.wait(), delay)
+                    except TimeoutError:
+                        pass
                 if not self._frames:  # answered: read the next request
                     self._muted_in_flight = False
                     self._update_reading()
@@ -248,6 +257,11 @@ class Connection(asyncio.BufferedProtocol):
             log.exception("closing connection from %s after an internal error", self.peer)
         finally:
             self.close()
+
+    def throttle(self, throttle_ms: int) -> None:
+        """Read nothing more for `throttle_ms` after the current answer (Kafka's channel
+        throttling for quota violations, KIP-219); the answer itself goes out at once."""
+        self._throttle_s = max(self._throttle_s, throttle_ms / 1000)
 
     async def write(self, pieces: list[Piece]) -> None:
         transport = self.transport
@@ -277,6 +291,7 @@ class Connection(asyncio.BufferedProtocol):
         if not self.closed:
             self.closed = True
             self._wakeup.set()
+            self._gone.set()
             if self.transport is not None:
                 self.transport.close()
             self._release_all()

@@ -188,6 +188,14 @@ def _create_records(broker: Any, topic: Any) -> int:
     return 1 + partitions + len(topic.configs)
 
 
+def _throttle(ctx: RequestContext, quota: MutationQuota) -> int:
+    """The answer's throttle time; the connection then mutes for it, as Kafka's does."""
+    throttle_ms = quota.throttle_time_ms
+    if throttle_ms and ctx.connection is not None:
+        ctx.connection.throttle(throttle_ms)
+    return throttle_ms
+
+
 def _too_large(topics: list, count: Any) -> bool:
     total = 0
     for topic in topics:
@@ -271,7 +279,7 @@ async def create_topics(ctx: RequestContext, req) -> object:
             results.append(CResult(name=topic.name, error_code=exc.code, error_message=str(exc)))
             continue
         results.append(_created(broker, info, ctx.api_version))
-    return CResp(throttle_time_ms=quota.throttle_time_ms, topics=results)
+    return CResp(throttle_time_ms=_throttle(ctx, quota), topics=results)
 
 
 # -- DeleteTopics -------------------------------------------------------------------------------
@@ -396,7 +404,7 @@ async def delete_topics(ctx: RequestContext, req) -> object:
         results.append(
             DResult(name=name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None)
         )
-    return DResp(throttle_time_ms=quota.throttle_time_ms, responses=results)
+    return DResp(throttle_time_ms=_throttle(ctx, quota), responses=results)
 
 
 # -- CreatePartitions ---------------------------------------------------------------------------
@@ -484,4 +492,4 @@ async def create_partitions(ctx: RequestContext, req) -> object:
             results.append(PResult(name=topic.name, error_code=exc.code, error_message=str(exc)))
             continue
         results.append(PResult(name=topic.name, error_code=ErrorCode.NONE, error_message=None))
-    return PResp(throttle_time_ms=quota.throttle_time_ms, results=results)
+    return PResp(throttle_time_ms=_throttle(ctx, quota), results=results)
