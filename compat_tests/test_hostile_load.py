@@ -244,6 +244,30 @@ def test_create_topics_with_3m_partitions_is_refused_without_work(
         assert md.topics[0].error_code != NONE  # nothing of the refused request was created
 
 
+def test_create_partitions_over_the_record_limit_is_refused(broker: BrokerProcess) -> None:
+    from kafka.protocol.admin import CreatePartitionsRequest
+
+    name = unique_name("grow")
+    T = CreatePartitionsRequest.CreatePartitionsTopic
+    with RawClient(broker.bootstrap) as client:
+        assert create_topic(client, name) == NONE
+        before = rss_mb(broker)
+        for validate_only in (True, False):
+            req = CreatePartitionsRequest(
+                topics=[T(name=name, count=2_000_000_000, assignments=None)],
+                timeout_ms=10_000,
+                validate_only=validate_only,
+            )
+            (result,) = client.request(req, 3).results
+            assert result.error_code == POLICY_VIOLATION, result
+        grown = rss_mb(broker) - before
+        assert grown < 32, f"refusing 2e9 partitions grew the broker by {grown:.0f} MB"
+        req = CreatePartitionsRequest(
+            topics=[T(name=name, count=3, assignments=None)], timeout_ms=10_000, validate_only=False
+        )
+        assert client.request(req, 3).results[0].error_code == NONE
+
+
 def test_controller_mutation_quota_throttles_topic_creation(fresh_broker) -> None:
     from kafka.protocol.admin import CreateTopicsResponse
 
