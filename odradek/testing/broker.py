@@ -88,22 +88,22 @@ class Broker:
     def fail(self, api: ApiKey | int | str, error: ErrorCode | int | str, count: int = 1) -> None:
         """Answer the next `count` requests of `api` with `error` (nothing is executed)."""
         rule = FaultRule(api_key(api), count, error_code(error))
-        self._on_loop(lambda: self.server.faults.add(rule))
+        self.call(lambda s: s.faults.add(rule))
 
     def delay(self, api: ApiKey | int | str, ms: int, count: int = 1) -> None:
         """Hold the next `count` requests of `api` for `ms` milliseconds before handling them."""
         rule = FaultRule(api_key(api), count, None, ms)
-        self._on_loop(lambda: self.server.faults.add(rule))
+        self.call(lambda s: s.faults.add(rule))
 
     def clear_faults(self) -> None:
-        self._on_loop(lambda: self.server.faults.clear())
+        self.call(lambda s: s.faults.clear())
 
     def pause(self) -> None:
         """Stop answering: requests are held (connections stay open) until resume()."""
-        self._on_loop(lambda: self.server.faults.pause())
+        self.call(lambda s: s.faults.pause())
 
     def resume(self) -> None:
-        self._on_loop(lambda: self.server.faults.resume())
+        self.call(lambda s: s.faults.resume())
 
     def fail_disk(
         self, error: str | None, dir: str | None = None, ops: tuple[str, ...] | None = None
@@ -117,16 +117,13 @@ class Broker:
         restarted as an operator would after freeing space (abruptly: the logs are recovered
         and every acknowledged record is there), since Kafka brings an offline dir back only
         with a restart."""
-        self._on_loop(lambda: self.server.fail_disk(error, dir, ops))
+        self.call(lambda s: s.fail_disk(error, dir, ops))
         if error is None and self.call(lambda s: bool(s.logs.offline_dirs)):
             self.restart(abrupt=True)
 
     def drop_connections(self) -> int:
         """Close every client connection, as a network blip would."""
-        return self._on_loop(lambda: self.server.drop_connections())
-
-    def _on_loop(self, fn) -> Any:
-        return self.call(lambda _server: fn())
+        return self.call(lambda s: s.drop_connections())
 
     # -- access ---------------------------------------------------------------------------------
 
