@@ -35,8 +35,9 @@ Control records (transaction markers, KIP-98) sit alone in a control batch:
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 from odradek.wire.batch import (
     CONTROL_MASK,
@@ -225,7 +226,7 @@ def decode_records(
 _MIN_RECORD_BODY = 6
 
 
-def check_framing(data: Buffer, pos: int, end: int, count: int) -> None:
+def check_framing_py(data: Buffer, pos: int, end: int, count: int) -> None:
     """Walk `count` records in data[pos:end] as Kafka's DefaultRecord.readFrom, building nothing.
 
     Every record's length must cover exactly its fields; offset deltas must be 0, 1, 2, ...;
@@ -233,38 +234,40 @@ def check_framing(data: Buffer, pos: int, end: int, count: int) -> None:
     InvalidRecordError (Kafka's InvalidRecordException, INVALID_RECORD). `data` is bytes or a
     bytearray (indexing a memoryview is slower); nothing is copied.
 
-    This runs for every produced record, so varints of one or two bytes (|value| < 8192: nearly
-    every length and delta) are decoded inline; longer ones go through read_varint. A read
-    past the record lands in the next one or past the buffer (IndexError): both end in an
-    InvalidRecordError, because a record must end exactly at its declared length.
+    The pure-Python fallback of the C walk (odradek/wire/_framing.c, `check_framing` when built):
+    both accept exactly the same sections and give the same messages for the usual faults
+    (tests/wire/test_framing_impls.py). Varints of one or two bytes (|value| < 8192: nearly every
+    length and delta) are decoded inline; longer ones go through read_varint. Where an inline
+    read runs past the record it lands in the next one or past the buffer (IndexError): both
+    still end in an InvalidRecordError, because a record must end exactly at its declared length,
+    though the message may then name a later symptom than the C walk's.
     """
     if count < 0 or count * (_MIN_RECORD_BODY + 1) > end - pos:
         raise InvalidRecordError(f"record count {count} does not fit {end - pos} bytes")
+    index = 0
     try:
         for index in range(count):
-            # length
+            # length (pos stays at the record's start)
             b = data[pos]
             if b < 0x80:
                 length = (b >> 1) ^ -(b & 1)
-                pos += 1
+                p = pos + 1
             elif data[pos + 1] < 0x80:
                 u = (b & 0x7F) | (data[pos + 1] << 7)
                 length = (u >> 1) ^ -(u & 1)
-                pos += 2
-            else:
-                length, pos = read_varint(data, pos, end)
-            rec_end = pos + length
-            if length < _MIN_RECORD_BODY or rec_end > end:
-                raise InvalidRecordError(
-                    f"record {index} declares {length} bytes with {end - pos} left in the batch"
-                )
-            # attributes, then the timestamp delta: any varlong, skipped
-            if data[pos + 1] < 0x80:
                 p = pos + 2
-            elif data[pos + 2] < 0x80:
-                p = pos + 3
             else:
-                _ts, p = read_varlong(data, pos + 1, rec_end)
+                length, p = read_varint(data, pos, end)
+            rec_end = p + length
+            if length < _MIN_RECORD_BODY or rec_end > end:
+                _bad_length(pos, p, end, index, length)
+            # attributes, then the timestamp delta: any varlong, skipped
+            if data[p + 1] < 0x80:
+                p += 2
+            elif data[p + 2] < 0x80:
+                p += 3
+            else:
+                _ts, p = read_varlong(data, p + 1, rec_end)
             # offset delta, which must be the record's index
             b = data[p]
             if b < 0x80:
@@ -287,6 +290,8 @@ def check_framing(data: Buffer, pos: int, end: int, count: int) -> None:
                 n, p = read_varint(data, p, rec_end)
             if n > 0:
                 p += n
+                if p >= rec_end:  # the value length must follow
+                    raise InvalidRecordError(f"record {index}: key or value overruns the record")
             elif n < -1:
                 raise InvalidRecordError(f"record {index}: invalid key length {n}")
             # value length and value
@@ -307,8 +312,7 @@ def check_framing(data: Buffer, pos: int, end: int, count: int) -> None:
             if p >= rec_end:
                 raise InvalidRecordError(f"record {index}: key or value overruns the record")
             # header count, then headers (rare: out of line)
-            b = data[p]
-            if b:
+            if data[p]:
                 p = _check_headers(data, p, rec_end, index)
             else:
                 p += 1
@@ -321,10 +325,21 @@ def check_framing(data: Buffer, pos: int, end: int, count: int) -> None:
         raise InvalidRecordError("record data ends before the declared records") from None
     except InvalidRecordError:
         raise
-    except CorruptRecordError as exc:  # a varint running past its record
-        raise InvalidRecordError(str(exc)) from None
+    except CorruptRecordError as exc:  # a varint running past its record, or too long
+        raise InvalidRecordError(f"record {index}: {exc}") from None
     if pos != end:
         raise InvalidRecordError(f"{end - pos} bytes left after the {count} declared records")
+
+
+def _bad_length(start: int, after: int, end: int, index: int, length: int) -> NoReturn:
+    """The error for a record length below the minimum or past the batch (off the fast path)."""
+    if start >= end:  # an inline read of the next batch's bytes: no record starts here
+        raise InvalidRecordError("record data ends before the declared records")
+    if after > end:  # a two-byte length whose second byte is past the batch
+        raise InvalidRecordError(f"record {index}: truncated varint")
+    raise InvalidRecordError(
+        f"record {index} declares {length} bytes with {end - after} left in the batch"
+    )
 
 
 def _check_headers(data: Buffer, p: int, rec_end: int, index: int) -> int:
@@ -343,6 +358,27 @@ def _check_headers(data: Buffer, p: int, rec_end: int, index: int) -> int:
         if n > 0:
             p += n
     return p
+
+
+try:  # the C walk (odradek/wire/_framing.c), built by `pip install` when a compiler is there
+    from odradek.wire._framing import check_framing as _check_framing_c
+except ImportError:  # pragma: no cover - depends on the build
+    _check_framing_c = None
+
+check_framing = check_framing_py if _check_framing_c is None else _check_framing_c
+"""check_framing(data, pos, end, count): the C walk when built, else check_framing_py.
+
+Both make the same checks and raise InvalidRecordError with the same messages
+(tests/wire/test_framing_impls.py runs every case against both).
+"""
+
+
+def framing_implementations() -> dict[str, Callable[[Buffer, int, int, int], None]]:
+    """The framing walks available here, by name: "python" always, "c" when it was built."""
+    impls: dict[str, Callable[[Buffer, int, int, int], None]] = {"python": check_framing_py}
+    if _check_framing_c is not None:
+        impls["c"] = _check_framing_c
+    return impls
 
 
 # -- encoding ----------------------------------------------------------------------------------

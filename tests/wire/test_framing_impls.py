@@ -1,0 +1,351 @@
+"""The record framing walk, pure Python and C (odradek/wire/_framing.c), held to the same cases.
+
+Both walks make Kafka's LogValidator / DefaultRecord.readFrom checks on a produced batch's
+records; the broker runs the C one when it was built. Every case here runs against each walk
+available (the C parameter is skipped, with the reason, where the extension was not built) and
+must give the same message; property tests check that the two agree on what they accept.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from odradek.wire import records
+from odradek.wire.batch import HEADER_SIZE, InvalidRecordError
+from odradek.wire.records import (
+    build_batch,
+    check_framing_py,
+    framing_implementations,
+    write_varint,
+    write_varlong,
+)
+
+IMPLS = framing_implementations()
+C_WALK = IMPLS.get("c")
+BASE_TS = 1_700_000_000_000
+
+
+@pytest.fixture(
+    params=[
+        "python",
+        pytest.param(
+            "c",
+            marks=pytest.mark.skipif(
+                C_WALK is None, reason="odradek.wire._framing not built (no compiler/headers)"
+            ),
+        ),
+    ]
+)
+def walk(request: pytest.FixtureRequest):
+    return IMPLS[request.param]
+
+
+def record(
+    offset_delta: int,
+    key: bytes | None = b"k",
+    value: bytes | None = b"v",
+    headers: list[tuple[bytes, bytes | None]] | None = None,
+    *,
+    timestamp_delta: int = 0,
+    length_fix: int = 0,
+    key_length: int | None = None,
+    value_length: int | None = None,
+    header_count: int | None = None,
+) -> bytes:
+    """One record's bytes, with knobs to make its framing lie."""
+    body = bytearray(b"\x00")
+    write_varlong(body, timestamp_delta)
+    write_varint(body, offset_delta)
+    for part, forced in ((key, key_length), (value, value_length)):
+        if forced is not None:
+            write_varint(body, forced)
+        elif part is None:
+            write_varint(body, -1)
+        else:
+            write_varint(body, len(part))
+        if part is not None:
+            body += part
+    headers = headers or []
+    write_varint(body, len(headers) if header_count is None else header_count)
+    for name, hv in headers:
+        write_varint(body, len(name))
+        body += name
+        if hv is None:
+            write_varint(body, -1)
+        else:
+            write_varint(body, len(hv))
+            body += hv
+    out = bytearray()
+    write_varint(out, len(body) + length_fix)
+    return bytes(out + body)
+
+
+def good(n: int) -> bytes:
+    return b"".join(record(i, b"key-%d" % i, b"value-%d" % i, [(b"h", b"x")]) for i in range(n))
+
+
+def section_of(batch: bytes) -> bytes:
+    return batch[HEADER_SIZE:]
+
+
+# -- valid sections ----------------------------------------------------------------------------
+
+VALID = [
+    ("one record", record(0), 1),
+    ("null key and value", record(0, None, None), 1),
+    ("empty key and value", record(0, b"", b""), 1),
+    ("headers with null and empty values", record(0, headers=[(b"a", None), (b"", b"")]), 1),
+    ("300 records: two-byte offset deltas", good(300), 300),
+    ("negative and 10-byte timestamp deltas", record(0, timestamp_delta=-(2**63)), 1),
+    ("a 70 KB value: three-byte lengths", record(0, b"", b"x" * 70_000), 1),
+    (
+        "a non-canonical zero header count",
+        # header count written as 0x80 0x00 (zero, two bytes): the length grows by one
+        bytes([record(0)[0] + 2]) + record(0)[1:-1] + b"\x80\x00",
+        1,
+    ),
+    (
+        "build_batch: mixed records",
+        section_of(
+            build_batch(
+                [
+                    (
+                        b"k%d" % i,
+                        os.urandom(i * 13),
+                        [(f"h{j}", b"v" * j) for j in range(i % 4)],
+                        BASE_TS + (i * 7919) % 1000 - 500,
+                    )
+                    for i in range(200)
+                ]
+            )
+        ),
+        200,
+    ),
+    ("no records in no bytes", b"", 0),
+]
+
+
+@pytest.mark.parametrize(("case", "section", "count"), VALID, ids=[c[0] for c in VALID])
+@pytest.mark.parametrize("kind", [bytes, bytearray, memoryview])
+def test_valid_sections_pass(walk, kind, case: str, section: bytes, count: int) -> None:
+    walk(kind(section), 0, len(section), count)
+    # at an offset inside a larger buffer, with bytes after `end` that are not looked at
+    padded = b"\xff" * 7 + section + b"\x01\x02"
+    walk(kind(padded), 7, 7 + len(section), count)
+
+
+def test_the_walk_stops_at_10000_records_of_real_batches(walk) -> None:
+    batch = build_batch([(None, b"v" * 100, (), BASE_TS + i) for i in range(10_000)])
+    walk(batch, HEADER_SIZE, len(batch), 10_000)
+
+
+# -- invalid sections, with the message both walks give ----------------------------------------
+
+OVERRUN = "record 0: key or value overruns the record"
+INVALID = [
+    ("fewer records than declared", good(2), 3, "record data ends before the declared records"),
+    ("more records than declared", good(3), 2, "23 bytes left after the 2 declared records"),
+    ("trailing garbage", good(2) + b"\x00\x01\x02", 2, "3 bytes left after the 2 declared records"),
+    (
+        "truncated last record",
+        good(3)[:-3],
+        3,
+        "record 2 declares 22 bytes with 19 left in the batch",
+    ),
+    ("offset deltas out of order", record(1) + record(0), 2, "record 0 has offset delta 1"),
+    ("offset deltas repeated", record(0) + record(0), 2, "record 1 has offset delta 0"),
+    ("offset deltas with a gap", record(0) + record(2), 2, "record 1 has offset delta 2"),
+    (
+        "record length too long",
+        record(0, length_fix=1) + record(1),
+        2,
+        "record 0 declares 9 bytes but holds 8",
+    ),
+    (
+        "record length too short",
+        record(0, length_fix=-1) + record(1),
+        2,
+        "record 0: key or value overruns the record",
+    ),
+    ("record length zero", b"\x00" * 10, 1, "record 0 declares 0 bytes with 9 left in the batch"),
+    (
+        "record length 5",
+        b"\x0a" + b"\x00" * 6,
+        1,
+        "record 0 declares 5 bytes with 6 left in the batch",
+    ),
+    (
+        "negative record length",
+        b"\x03" + record(0)[1:],
+        1,
+        "record 0 declares -2 bytes with 8 left in the batch",
+    ),
+    (
+        "record length 0x7fffffff",
+        b"\xfe\xff\xff\xff\x0f" + record(0)[1:] + bytes(50),
+        1,
+        "record 0 declares 2147483647 bytes with 58 left in the batch",
+    ),
+    (
+        "record length varint of 6 bytes",
+        b"\xff" * 6 + bytes(10),
+        1,
+        "record 0: varint longer than 5 bytes",
+    ),
+    ("key length below -1", record(0, b"", key_length=-2), 1, "record 0: invalid key length -2"),
+    (
+        "value length below -1",
+        record(0, value=b"", value_length=-5),
+        1,
+        "record 0: invalid value length -5",
+    ),
+    ("key length overruns", record(0, b"key", key_length=60), 1, OVERRUN),
+    ("value length overruns", record(0, value=b"v", value_length=2), 1, OVERRUN),
+    (
+        "header count too large",
+        record(0, headers=[(b"h", b"v")], header_count=50),
+        1,
+        "record 0: invalid header count 50",
+    ),
+    (
+        "negative header count",
+        record(0, headers=[], header_count=-1),
+        1,
+        "record 0: invalid header count -1",
+    ),
+    (
+        "negative header key length",
+        record(0, headers=[(b"h", b"v")])[:-4] + b"\x01h\x02v",
+        1,
+        "record 0: invalid header key length -1",
+    ),
+    (
+        "header value length overruns",
+        record(0, headers=[(b"h", b"v")])[:-2] + b"\x04v",
+        1,
+        "record 0: invalid header value length 2",
+    ),
+    ("unfinished timestamp varlong", b"\x0c\x00" + b"\xff" * 11, 1, "record 0: truncated varint"),
+    (
+        "timestamp varlong of 11 bytes",
+        b"\x1c\x00" + b"\xff" * 10 + b"\x00" * 4,
+        1,
+        "record 0: varint longer than 10 bytes",
+    ),
+    ("count of 3 in 20 bytes", bytes(20), 3, "record count 3 does not fit 20 bytes"),
+    ("negative count", good(1), -1, "record count -1 does not fit 23 bytes"),
+    ("one record in no bytes", b"", 1, "record count 1 does not fit 0 bytes"),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "section", "count", "message"), INVALID, ids=[c[0] for c in INVALID]
+)
+def test_invalid_sections_raise_invalid_record(
+    walk, case: str, section: bytes, count: int, message: str
+) -> None:
+    with pytest.raises(InvalidRecordError) as exc:
+        walk(section, 0, len(section), count)
+    assert str(exc.value) == message
+    # the same inside a larger buffer whose bytes past `end` would make it look complete
+    padded = b"\x00" + section + good(3)
+    with pytest.raises(InvalidRecordError) as exc:
+        walk(bytearray(padded), 1, 1 + len(section), count)
+    assert str(exc.value) == message
+
+
+def test_end_past_the_buffer_is_invalid_record(walk) -> None:
+    section = good(2)
+    with pytest.raises(InvalidRecordError):
+        walk(section, 0, len(section) + 40, 2)
+
+
+# -- the two walks agree -----------------------------------------------------------------------
+
+needs_c = pytest.mark.skipif(C_WALK is None, reason="odradek.wire._framing not built")
+
+
+def outcome(fn, data: bytes, pos: int, end: int, count: int) -> str | None:
+    """None when the walk accepts the section, "invalid" when it raises InvalidRecordError.
+
+    Messages are compared on the cases above only: where a varint straddles a record's end the
+    Python walk's inline reads run into the next bytes and may report a later symptom ("invalid
+    value length -64" for the C walk's "truncated varint"); the verdict is the same.
+    """
+    try:
+        fn(data, pos, end, count)
+    except InvalidRecordError:
+        return "invalid"
+    return None
+
+
+_records = st.lists(
+    st.tuples(
+        st.one_of(st.none(), st.binary(max_size=40)),
+        st.one_of(st.none(), st.binary(max_size=300)),
+        st.lists(
+            st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=8))),
+            max_size=3,
+        ),
+        st.integers(min_value=BASE_TS - 2**40, max_value=BASE_TS + 2**40),
+    ),
+    min_size=1,
+    max_size=80,
+)
+
+
+@needs_c
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_records, st.data())
+def test_walks_agree_on_mutated_valid_sections(recs, data) -> None:
+    section = bytearray(section_of(build_batch(recs)))
+    count = len(recs)
+    assert outcome(C_WALK, bytes(section), 0, len(section), count) is None
+    for _ in range(data.draw(st.integers(0, 4), label="mutations")):
+        i = data.draw(st.integers(0, len(section) - 1), label="at")
+        how = data.draw(st.sampled_from(["set", "delete", "insert"]), label="how")
+        byte = data.draw(st.integers(0, 255), label="byte")
+        if how == "set":
+            section[i] = byte
+        elif how == "delete" and len(section) > 1:
+            del section[i]
+        else:
+            section.insert(i, byte)
+    count += data.draw(st.sampled_from([0, 0, 0, -1, 1]), label="count change")
+    buf = bytes(section) + good(2)  # bytes after `end` that a lax walk might wander into
+    assert outcome(C_WALK, buf, 0, len(section), count) == outcome(
+        check_framing_py, buf, 0, len(section), count
+    )
+
+
+@needs_c
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=200), st.integers(min_value=-1, max_value=30))
+def test_walks_agree_on_arbitrary_bytes(section: bytes, count: int) -> None:
+    assert outcome(C_WALK, section, 0, len(section), count) == outcome(
+        check_framing_py, section, 0, len(section), count
+    )
+
+
+# -- which walk runs ---------------------------------------------------------------------------
+
+
+def test_check_framing_is_the_c_walk_when_built() -> None:
+    assert records.check_framing is (C_WALK or check_framing_py)
+
+
+def test_without_the_extension_the_python_walk_runs() -> None:
+    """The import guard: a missing (or unbuildable) extension leaves the pure-Python walk."""
+    code = (
+        "import sys; sys.modules['odradek.wire._framing'] = None\n"
+        "from odradek.wire import records\n"
+        "assert records.check_framing is records.check_framing_py, records.check_framing\n"
+        "assert list(records.framing_implementations()) == ['python']\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
