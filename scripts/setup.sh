@@ -63,6 +63,41 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt_install "${missing[@]}"
 fi
 
+# --- C compiler and Python headers ---------------------------------------------------------
+# For the optional C accelerator odradek/wire/_framing.c (setup.py): without them the install
+# only warns and the pure-Python framing walk runs, so a machine where nothing can be
+# installed still gets set up. Checked for the interpreter the venv uses.
+build_python() {
+    if [ -x "$VENV/bin/python" ]; then echo "$VENV/bin/python"; else echo "$PYTHON"; fi
+}
+has_compiler() {  # the compiler setuptools will call: the interpreter's CC
+    local cc
+    cc=$("$(build_python)" -c 'import sysconfig
+print((sysconfig.get_config_var("CC") or "cc").split()[0])')
+    command -v "$cc" >/dev/null 2>&1
+}
+has_python_headers() {
+    "$(build_python)" -c 'import os, sys, sysconfig
+sys.exit(not os.path.isfile(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'
+}
+c_missing=()
+has_compiler || c_missing+=(gcc)
+if ! has_python_headers; then
+    # Debian's python3-dev only helps Debian's interpreter (headers under /usr/include)
+    case "$("$(build_python)" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" in
+        /usr/include/*) c_missing+=(python3-dev) ;;
+        *) say "no Python.h for $(build_python): the C framing walk will not be built" >&2 ;;
+    esac
+fi
+if [ ${#c_missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" -eq 0 ] || [ ${#SUDO[@]} -gt 0 ]; then
+        apt_install "${c_missing[@]}"
+    else
+        say "cannot install ${c_missing[*]} without root or sudo:" \
+            "the C framing walk will not be built" >&2
+    fi
+fi
+
 # --- Python virtual environment ------------------------------------------------------------
 if [ ! -x "$VENV/bin/python" ]; then
     say "creating $VENV"
@@ -74,14 +109,27 @@ fi
     exit 1
 }
 
-# The stamp records what the last install was made from: pyproject.toml, the checkout's path
-# (an editable install points at it) and the interpreter.
-want=$( { cat pyproject.toml; echo "$ROOT"; "$VENV/bin/python" -VV; } | sha256sum | cut -d' ' -f1)
+# The stamp records what the last install was made from: pyproject.toml, setup.py and the C
+# source it builds, the checkout's path (an editable install points at it), the interpreter,
+# and whether a C extension could be built (so it is built once a compiler and headers arrive).
+c_build=no
+if has_compiler && has_python_headers; then c_build=yes; fi
+want=$( { cat pyproject.toml setup.py odradek/wire/_framing.c; echo "$ROOT"; "$VENV/bin/python" -VV
+    echo "c-build=$c_build"; } | sha256sum | cut -d' ' -f1)
 have=$(cat "$STAMP" 2>/dev/null || true)
-if [ "$want" != "$have" ] || [ ! -x "$VENV/bin/odradek" ]; then
+# the editable install builds the extension in place, next to its source: rebuild if it is gone
+ext=odradek/wire/_framing$("$VENV/bin/python" -c 'import sysconfig
+print(sysconfig.get_config_var("EXT_SUFFIX"))')
+ext_gone=no
+if [ "$c_build" = yes ] && [ ! -f "$ext" ]; then ext_gone=yes; fi
+if [ "$want" != "$have" ] || [ ! -x "$VENV/bin/odradek" ] || [ "$ext_gone" = yes ]; then
     say "pip install -e '.[test]'"
     export PIP_CACHE_DIR=$CACHE/pip PIP_DISABLE_PIP_VERSION_CHECK=1
     "$VENV/bin/python" -m pip install -q -e ".[test]"
+    if [ "$c_build" = yes ] && [ ! -f "$ext" ]; then
+        say "odradek/wire/_framing.c did not build (see pip's warning above):" \
+            "the pure-Python framing walk runs" >&2
+    fi
     echo "$want" >"$STAMP"
     rm -f "$CLASSPATH_FILE"
 fi
