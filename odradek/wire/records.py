@@ -34,6 +34,7 @@ Control records (transaction markers, KIP-98) sit alone in a control batch:
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -360,10 +361,14 @@ def _check_headers(data: Buffer, p: int, rec_end: int, index: int) -> int:
     return p
 
 
-try:  # the C walk (odradek/wire/_framing.c), built by `pip install` when a compiler is there
-    from odradek.wire._framing import check_framing as _check_framing_c
-except ImportError:  # pragma: no cover - depends on the build
-    _check_framing_c = None
+# The C walk (odradek/wire/_framing.c), built by `pip install` when a compiler is there;
+# ODRADEK_PURE_PYTHON=1 leaves it out (to measure or test the fallback).
+_check_framing_c: Callable[[Buffer, int, int, int], None] | None = None
+if os.environ.get("ODRADEK_PURE_PYTHON", "") in ("", "0"):
+    try:
+        from odradek.wire._framing import check_framing as _check_framing_c
+    except ImportError:  # pragma: no cover - depends on the build
+        pass
 
 check_framing = check_framing_py if _check_framing_c is None else _check_framing_c
 """check_framing(data, pos, end, count): the C walk when built, else check_framing_py.

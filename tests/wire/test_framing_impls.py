@@ -29,6 +29,7 @@ from odradek.wire.records import (
 IMPLS = framing_implementations()
 C_WALK = IMPLS.get("c")
 BASE_TS = 1_700_000_000_000
+NO_C = "odradek.wire._framing not built, or ODRADEK_PURE_PYTHON=1"
 
 
 @pytest.fixture(
@@ -36,9 +37,7 @@ BASE_TS = 1_700_000_000_000
         "python",
         pytest.param(
             "c",
-            marks=pytest.mark.skipif(
-                C_WALK is None, reason="odradek.wire._framing not built (no compiler/headers)"
-            ),
+            marks=pytest.mark.skipif(C_WALK is None, reason=NO_C),
         ),
     ]
 )
@@ -268,7 +267,7 @@ def test_end_past_the_buffer_is_invalid_record(walk) -> None:
 
 # -- the two walks agree -----------------------------------------------------------------------
 
-needs_c = pytest.mark.skipif(C_WALK is None, reason="odradek.wire._framing not built")
+needs_c = pytest.mark.skipif(C_WALK is None, reason=NO_C)
 
 
 def outcome(fn, data: bytes, pos: int, end: int, count: int) -> str | None:
@@ -340,12 +339,20 @@ def test_check_framing_is_the_c_walk_when_built() -> None:
     assert records.check_framing is (C_WALK or check_framing_py)
 
 
+FALLBACK_CHECK = (
+    "from odradek.wire import records\n"
+    "assert records.check_framing is records.check_framing_py, records.check_framing\n"
+    "assert list(records.framing_implementations()) == ['python']\n"
+)
+
+
 def test_without_the_extension_the_python_walk_runs() -> None:
     """The import guard: a missing (or unbuildable) extension leaves the pure-Python walk."""
-    code = (
-        "import sys; sys.modules['odradek.wire._framing'] = None\n"
-        "from odradek.wire import records\n"
-        "assert records.check_framing is records.check_framing_py, records.check_framing\n"
-        "assert list(records.framing_implementations()) == ['python']\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    code = "import sys; sys.modules['odradek.wire._framing'] = None\n" + FALLBACK_CHECK
+    env = {k: v for k, v in os.environ.items() if k != "ODRADEK_PURE_PYTHON"}
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60, env=env)
+
+
+def test_odradek_pure_python_leaves_the_extension_out() -> None:
+    env = {**os.environ, "ODRADEK_PURE_PYTHON": "1"}
+    subprocess.run([sys.executable, "-c", FALLBACK_CHECK], check=True, timeout=60, env=env)
