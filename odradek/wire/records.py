@@ -274,6 +274,10 @@ def check_framing_py(data: Buffer, pos: int, end: int, count: int) -> None:
             if b < 0x80:
                 delta = (b >> 1) ^ -(b & 1)
                 p += 1
+            elif data[p + 1] < 0x80:  # records 64 to 8191 of a batch
+                u = (b & 0x7F) | (data[p + 1] << 7)
+                delta = (u >> 1) ^ -(u & 1)
+                p += 2
             else:
                 delta, p = read_varint(data, p, rec_end)
             if delta != index:
