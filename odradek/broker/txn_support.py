@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from odradek.broker import internal_topics
 from odradek.broker.txn_markers import OFFSETS_TOPIC, MarkerSender
 from odradek.coordinator.txn.config import STATE_TOPIC, TxnConfig
 from odradek.coordinator.txn.coordinator import TransactionCoordinator
@@ -84,9 +85,13 @@ class BrokerTxnHost:
         return None if info is None else len(info.partitions)
 
     def create_state_topic(self, config: TxnConfig) -> None:
-        rf = min(config.replication_factor, len(self.broker.live_brokers()))
-        self.broker.topics.create_topic(
-            STATE_TOPIC, config.num_partitions, rf, config.topic_configs(), internal=True
+        """Start creating `__transaction_state` in the background (`internal_topics.py`): with
+        the configured replication factor once enough brokers are alive, never fewer replicas
+        (Kafka answers COORDINATOR_NOT_AVAILABLE meanwhile; before, a broker down at the first
+        lookup left the topic under-replicated for good). The coordinator sees no partitions
+        until it exists; `StateTopicListener` loads them as they open."""
+        internal_topics.creator(self.broker).ensure(
+            STATE_TOPIC, config.num_partitions, config.replication_factor, config.topic_configs()
         )
 
     def state_partition_leader(self, partition: int) -> int | None:

@@ -20,10 +20,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from odradek.broker import internal_topics
 from odradek.broker.dispatch import RequestContext
 from odradek.broker.partition import AppendResult
 from odradek.broker.registry import handles
-from odradek.broker.topics import TopicError
 from odradek.coordinator.group.coordinator import OFFSETS_TOPIC, GroupCoordinator, append_error
 from odradek.coordinator.group.state import LeaveMember
 from odradek.wire import protocol
@@ -79,33 +79,22 @@ def _message(error: ErrorCode) -> str:
 
 
 def ensure_offsets_topic(broker, coord: GroupCoordinator) -> bool:
-    """Create `__consumer_offsets` on first use, as Kafka's auto topic creation does."""
+    """True when `__consumer_offsets` exists; else its creation starts (in the background, with
+    the configured replication factor once enough brokers are alive: `internal_topics.py`) and
+    the caller answers COORDINATOR_NOT_AVAILABLE, as Kafka's auto topic creation."""
     if broker.topics.info(OFFSETS_TOPIC) is not None:
         return True
     cfg = coord.config
-    rf = cfg.replication_factor
-    if len(broker.live_brokers()) < rf:
-        # as Kafka: the offsets topic waits until the cluster has enough brokers
-        log.warning(
-            "cannot create %s: replication factor %d, %d live brokers",
-            OFFSETS_TOPIC,
-            rf,
-            len(broker.live_brokers()),
-        )
-        return False
-    try:
-        broker.topics.create_topic(
-            OFFSETS_TOPIC, cfg.num_partitions, rf, cfg.topic_configs(), internal=True
-        )
-    except TopicError as exc:
-        if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-            log.warning("cannot create %s: %s", OFFSETS_TOPIC, exc)
-            return False
-    for index in range(cfg.num_partitions):
-        part = broker.topics.get(OFFSETS_TOPIC, index)
-        if part is not None and part.is_leader:
-            coord.on_election(index)
-    return True
+
+    def created() -> None:
+        for index in range(cfg.num_partitions):
+            part = broker.topics.get(OFFSETS_TOPIC, index)
+            if part is not None and part.is_leader:
+                coord.on_election(index)
+
+    return internal_topics.creator(broker).ensure(
+        OFFSETS_TOPIC, cfg.num_partitions, cfg.replication_factor, cfg.topic_configs(), created
+    )
 
 
 def _endpoint(broker, node_id: int) -> tuple[int, str, int] | None:

@@ -1,0 +1,119 @@
+"""Creating the internal topics (`__consumer_offsets`, `__transaction_state`) on first use,
+off the request path, as Kafka's AutoTopicCreationManager.
+
+The first FindCoordinator (or InitProducerId, AddOffsetsToTxn) starts the creation and is
+answered COORDINATOR_NOT_AVAILABLE; clients retry until the topic's partitions are open and
+their coordinators loaded. The creation opens this broker's logs one per event-loop iteration
+(`TopicManager.create_topic_async`), so a 50-partition topic no longer holds every other client
+for hundreds of milliseconds.
+
+As Kafka, an internal topic is created with its configured replication factor or not at all:
+while fewer brokers are alive than that factor the lookup answers COORDINATOR_NOT_AVAILABLE
+("Number of alive brokers 'N' does not meet the required replication factor 'R' ... This error
+can be ignored if the cluster is starting up"). Creating it with fewer replicas would leave it
+under-replicated for good.
+
+The creator is a broker service (`stop` / `abandon` cancel a creation under way).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from odradek.broker.topics import TopicError
+from odradek.wire.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+EXTENSION = "internal_topic_creator"
+
+
+class InternalTopicCreator:
+    """Starts at most one creation per internal topic and remembers what it last logged."""
+
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+        self.pending: dict[str, asyncio.Task[None]] = {}
+        self._warned: dict[str, tuple[int, int]] = {}
+
+    def ensure(
+        self,
+        name: str,
+        num_partitions: int,
+        rf: int,
+        configs: dict[str, str],
+        on_created: Callable[[], None] | None = None,
+    ) -> bool:
+        """True when `name` exists; else start creating it (once) and return False."""
+        broker = self.broker
+        if broker.topics.info(name) is not None:
+            return True
+        if name in self.pending:
+            return False
+        live = len(broker.live_brokers())
+        if live < rf:
+            if self._warned.get(name) != (live, rf):  # once per situation, not per retry
+                self._warned[name] = (live, rf)
+                log.warning(
+                    "Number of alive brokers '%d' does not meet the required replication "
+                    "factor '%d' for the internal topic %s; it is created once enough brokers "
+                    "are alive (this can be ignored while the cluster is starting up)",
+                    live,
+                    rf,
+                    name,
+                )
+            return False
+        self._warned.pop(name, None)
+        task = asyncio.get_running_loop().create_task(
+            self._create(name, num_partitions, rf, configs, on_created),
+            name=f"create-{name}",
+        )
+        self.pending[name] = task
+        return False
+
+    async def _create(
+        self,
+        name: str,
+        num_partitions: int,
+        rf: int,
+        configs: dict[str, str],
+        on_created: Callable[[], None] | None,
+    ) -> None:
+        try:
+            await self.broker.topics.create_topic_async(
+                name, num_partitions, rf, configs, internal=True
+            )
+        except TopicError as exc:
+            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                log.warning("cannot create %s: %s", name, exc)
+                return
+        except Exception:
+            log.exception("creating %s failed", name)
+            return
+        finally:
+            self.pending.pop(name, None)
+        if on_created is not None:
+            on_created()
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        self.abandon()
+
+    def abandon(self) -> None:
+        for task in self.pending.values():
+            task.cancel()
+        self.pending.clear()
+
+
+def creator(broker: Any) -> InternalTopicCreator:
+    """This broker's creator (made, and registered as a service, on first use)."""
+    found = broker.extensions.get(EXTENSION)
+    if found is None:
+        found = broker.extensions[EXTENSION] = InternalTopicCreator(broker)
+        broker.services.append(found)
+    return found
