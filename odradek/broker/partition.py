@@ -53,6 +53,10 @@ class Partition:
         self.leader_epoch = leader_epoch
         self.isr = isr
         self.high_watermark = log.log_end_offset if self.is_leader else 0
+        # the log end offset when this replica became leader in its current epoch (Kafka's
+        # Partition.leaderEpochStartOffsetOpt); None as a follower or a standalone partition.
+        # Until the high watermark reaches it, client ListOffsets answer OFFSET_NOT_AVAILABLE.
+        self.leader_epoch_start_offset: int | None = None
         self._waiters: set[asyncio.Future[None]] = set()
 
     @property
@@ -69,6 +73,15 @@ class Partition:
         if first_unstable is None:
             return self.high_watermark
         return min(first_unstable, self.high_watermark)
+
+    @property
+    def high_watermark_lagging(self) -> bool:
+        """A new leader has not learned the high watermark yet: it is below the offset its
+        leader epoch started at (it moves there with the followers' next fetches). Kafka
+        refuses client ListOffsets then (OFFSET_NOT_AVAILABLE, retriable) rather than serve
+        an end offset below what the previous leader served (KIP-320 era)."""
+        start = self.leader_epoch_start_offset
+        return start is not None and start > self.high_watermark
 
     def append_records(self, validated: ValidatedBatches) -> AppendResult:
         """Append a validated produce payload as leader (one writer: no await inside)."""

@@ -1,7 +1,13 @@
 """ListOffsets (key 2), v1-9. Timestamps: -2 earliest (log start offset), -1 latest (high
 watermark, or last stable offset for read_committed, v2+), -3 max timestamp (v7, KIP-734),
 -4 earliest local (v8, KIP-405), -5 earliest pending upload (v9, KIP-1005: no tiered storage,
-so -1); v4 current leader epoch; v6 flexible. A timestamp past the last record answers -1."""
+so -1); v4 current leader epoch; v6 flexible. A timestamp past the last record answers -1.
+
+A new leader whose high watermark is still below the start offset of its leader epoch answers a
+client's LATEST, and a timestamp lookup that finds nothing below the high watermark,
+OFFSET_NOT_AVAILABLE (retriable), as Kafka's Partition.fetchOffsetForTimestamp: else the end of
+the partition could be seen moving back after a leader change. Fetch has no such guard in Kafka
+(it serves up to the high watermark, returning nothing beyond it), nor here."""
 
 from __future__ import annotations
 
@@ -52,10 +58,14 @@ def list_offset(broker, topic: str, p, isolation: int, replica_id: int) -> PartR
         fetchable = part.last_stable_offset
     else:
         fetchable = part.high_watermark
+    # a new leader that has not learned the high watermark yet (Partition.fetchOffsetForTimestamp)
+    lagging = replica_id < 0 and part.high_watermark_lagging
     ts = p.timestamp
     if ts in (EARLIEST, EARLIEST_LOCAL):
         return answer(offset=lg.log_start_offset, epoch=epoch)
     if ts == LATEST:
+        if lagging:
+            return answer(ErrorCode.OFFSET_NOT_AVAILABLE)
         return answer(offset=fetchable, epoch=epoch)
     if ts == EARLIEST_PENDING_UPLOAD:
         return answer()
@@ -66,7 +76,8 @@ def list_offset(broker, topic: str, p, isolation: int, replica_id: int) -> PartR
     else:
         return answer(ErrorCode.INVALID_REQUEST)
     if found is None or found[0] >= fetchable:
-        return answer()
+        # beyond what may be served: while lagging it may lie below the real high watermark
+        return answer(ErrorCode.OFFSET_NOT_AVAILABLE) if lagging else answer()
     return answer(ts=found[1], offset=found[0], epoch=epoch)
 
 

@@ -262,6 +262,7 @@ class ReplicaManager:
             checkpointed = self.broker.logs.high_watermarks.get(key, 0)
             part.high_watermark = min(checkpointed, lg.log_end_offset)
         lg.epochs.assign(st.leader_epoch, lg.log_end_offset)
+        part.leader_epoch_start_offset = lg.log_end_offset
         self.trackers[key] = LeaderTracker(
             self.node_id, part.replicas, part.isr, lg.log_end_offset, now_ms()
         )
@@ -284,6 +285,7 @@ class ReplicaManager:
         part.isr = list(st.isr)
         part.leader = st.leader
         part.leader_epoch = st.leader_epoch
+        part.leader_epoch_start_offset = None
         part.high_watermark = min(part.high_watermark, part.log.log_end_offset)
         part.wake()  # waiting fetches and acks=all answer NOT_LEADER_OR_FOLLOWER
         for node, fetcher in self.fetchers.items():
