@@ -30,26 +30,25 @@ Group metadata (key version 2):
 
 A null value is a tombstone: the offset was deleted or expired, or the group was deleted.
 Keys with other versions (KIP-848 consumer groups, share groups) are returned as `None`.
+The primitives (`Reader` / `Writer`, the partition of a group) are `coordinator/codec.py`'s.
 """
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
+
+from odradek.coordinator.codec import Reader, Writer
+
+# re-exported: callers name the offsets topic's error and partitioning through this module
+from odradek.coordinator.codec import RecordFormatError as RecordFormatError
+from odradek.coordinator.codec import java_string_hashcode as java_string_hashcode
+from odradek.coordinator.codec import partition_for as partition_for
 
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
 OFFSET_VALUE_VERSION = 3
 OFFSET_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_VALUE_VERSION = 3
-
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-
-
-class RecordFormatError(ValueError):
-    """A key or value that does not parse as the version it claims."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -98,72 +97,20 @@ class GroupValue:
 # -- writing -----------------------------------------------------------------------------------
 
 
-class _Writer:
-    def __init__(self, flexible: bool = False) -> None:
-        self.out = bytearray()
-        self.flexible = flexible
-
-    def i16(self, v: int) -> None:
-        self.out += _I16.pack(v)
-
-    def i32(self, v: int) -> None:
-        self.out += _I32.pack(v)
-
-    def i64(self, v: int) -> None:
-        self.out += _I64.pack(v)
-
-    def uvarint(self, v: int) -> None:
-        while v > 0x7F:
-            self.out.append((v & 0x7F) | 0x80)
-            v >>= 7
-        self.out.append(v)
-
-    def string(self, s: str | None) -> None:
-        if s is None:
-            if self.flexible:
-                self.uvarint(0)
-            else:
-                self.i16(-1)
-            return
-        raw = s.encode("utf-8")
-        if self.flexible:
-            self.uvarint(len(raw) + 1)
-        else:
-            self.i16(len(raw))
-        self.out += raw
-
-    def bytes_(self, b: bytes) -> None:
-        if self.flexible:
-            self.uvarint(len(b) + 1)
-        else:
-            self.i32(len(b))
-        self.out += b
-
-    def array_len(self, n: int) -> None:
-        if self.flexible:
-            self.uvarint(n + 1)
-        else:
-            self.i32(n)
-
-    def tags(self) -> None:
-        if self.flexible:
-            self.uvarint(0)
-
-
 def offset_key(group: str, topic: str, partition: int) -> bytes:
-    w = _Writer()
+    w = Writer()
     w.i16(OFFSET_KEY_VERSION)
     w.string(group)
     w.string(topic)
     w.i32(partition)
-    return bytes(w.out)
+    return w.finish()
 
 
 def group_key(group: str) -> bytes:
-    w = _Writer()
+    w = Writer()
     w.i16(GROUP_KEY_VERSION)
     w.string(group)
-    return bytes(w.out)
+    return w.finish()
 
 
 def offset_value(v: OffsetValue, version: int | None = None) -> bytes:
@@ -173,7 +120,7 @@ def offset_value(v: OffsetValue, version: int | None = None) -> bytes:
         )
     if not 0 <= version <= 4:
         raise ValueError(f"OffsetCommitValue has no version {version}")
-    w = _Writer(flexible=version >= 4)
+    w = Writer(flexible=version >= 4)
     w.i16(version)
     w.i64(v.offset)
     if version >= 3:
@@ -183,13 +130,13 @@ def offset_value(v: OffsetValue, version: int | None = None) -> bytes:
     if version == 1:
         w.i64(v.expire_timestamp)
     w.tags()
-    return bytes(w.out)
+    return w.finish()
 
 
 def group_value(v: GroupValue, version: int = GROUP_VALUE_VERSION) -> bytes:
     if not 0 <= version <= 4:
         raise ValueError(f"GroupMetadataValue has no version {version}")
-    w = _Writer(flexible=version >= 4)
+    w = Writer(flexible=version >= 4)
     w.i16(version)
     w.string(v.protocol_type)
     w.i32(v.generation)
@@ -211,83 +158,15 @@ def group_value(v: GroupValue, version: int = GROUP_VALUE_VERSION) -> bytes:
         w.bytes_(m.assignment)
         w.tags()
     w.tags()
-    return bytes(w.out)
+    return w.finish()
 
 
 # -- reading -----------------------------------------------------------------------------------
 
 
-class _Reader:
-    def __init__(self, data: bytes, flexible: bool = False) -> None:
-        self.data = bytes(data)
-        self.pos = 0
-        self.flexible = flexible
-
-    def _take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise RecordFormatError(f"need {n} bytes at {self.pos} of {len(self.data)}")
-        out = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return out
-
-    def i16(self) -> int:
-        return _I16.unpack(self._take(2))[0]
-
-    def i32(self) -> int:
-        return _I32.unpack(self._take(4))[0]
-
-    def i64(self) -> int:
-        return _I64.unpack(self._take(8))[0]
-
-    def uvarint(self) -> int:
-        result = shift = 0
-        for _ in range(5):
-            b = self._take(1)[0]
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-        raise RecordFormatError("varint too long")
-
-    def string(self, nullable: bool = False) -> str | None:
-        n = self.uvarint() - 1 if self.flexible else self.i16()
-        if n < 0:
-            if not nullable:
-                raise RecordFormatError("null in a non-nullable string")
-            return None
-        try:
-            return self._take(n).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise RecordFormatError(str(exc)) from None
-
-    def req_string(self) -> str:
-        s = self.string()
-        assert s is not None
-        return s
-
-    def bytes_(self) -> bytes:
-        n = self.uvarint() - 1 if self.flexible else self.i32()
-        if n < 0:
-            return b""
-        return self._take(n)
-
-    def array_len(self) -> int:
-        n = self.uvarint() - 1 if self.flexible else self.i32()
-        if n < 0:
-            raise RecordFormatError("null array")
-        return n
-
-    def skip_tags(self) -> None:
-        if not self.flexible:
-            return
-        for _ in range(self.uvarint()):
-            self.uvarint()  # tag
-            self._take(self.uvarint())
-
-
 def decode_key(data: bytes) -> OffsetKey | GroupKey | None:
     """The key of an offsets-topic record; None for record types odradek does not use."""
-    r = _Reader(data)
+    r = Reader(data)
     version = r.i16()
     if version in (0, 1):
         return OffsetKey(r.req_string(), r.req_string(), r.i32())
@@ -297,7 +176,7 @@ def decode_key(data: bytes) -> OffsetKey | GroupKey | None:
 
 
 def decode_offset_value(data: bytes) -> OffsetValue:
-    r = _Reader(data)
+    r = Reader(data)
     version = r.i16()
     if not 0 <= version <= 4:
         raise RecordFormatError(f"unknown OffsetCommitValue version {version}")
@@ -307,12 +186,12 @@ def decode_offset_value(data: bytes) -> OffsetValue:
     metadata = r.req_string()
     commit_ts = r.i64()
     expire_ts = r.i64() if version == 1 else -1
-    r.skip_tags()
+    r.tags()
     return OffsetValue(offset, metadata, commit_ts, epoch, expire_ts)
 
 
 def decode_group_value(data: bytes) -> GroupValue:
-    r = _Reader(data)
+    r = Reader(data)
     version = r.i16()
     if not 0 <= version <= 4:
         raise RecordFormatError(f"unknown GroupMetadataValue version {version}")
@@ -336,7 +215,7 @@ def decode_group_value(data: bytes) -> GroupValue:
             rebalance = session
         subscription = r.bytes_()
         assignment = r.bytes_()
-        r.skip_tags()
+        r.tags()
         members.append(
             MemberValue(
                 member_id,
@@ -349,23 +228,5 @@ def decode_group_value(data: bytes) -> GroupValue:
                 assignment,
             )
         )
-    r.skip_tags()
+    r.tags()
     return GroupValue(protocol_type, generation, protocol, leader, state_ts, members)
-
-
-# -- which partition ---------------------------------------------------------------------------
-
-
-def java_string_hashcode(s: str) -> int:
-    """Java's String.hashCode: s[0]*31^(n-1) + ... over UTF-16 code units, as a signed int32."""
-    h = 0
-    raw = s.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(raw), 2):
-        h = (31 * h + ((raw[i] << 8) | raw[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for(group_id: str, num_partitions: int) -> int:
-    """The offsets-topic partition of a group: Utils.abs(groupId.hashCode) % partitions."""
-    h = java_string_hashcode(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % num_partitions

@@ -3,7 +3,8 @@
 broker it runs in (so this package never imports the broker).
 
 A transactional id belongs to partition `Utils.abs(transactionalId.hashCode) % partitions` of
-`__transaction_state` (Java's String.hashCode; Utils.abs maps Integer.MIN_VALUE to 0).
+`__transaction_state` (Java's String.hashCode; Utils.abs maps Integer.MIN_VALUE to 0):
+`coordinator/codec.py`'s `partition_for`.
 """
 
 from __future__ import annotations
@@ -13,25 +14,12 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+# re-exported: callers name the state topic's partitioning through this module
+from odradek.coordinator.codec import partition_for as partition_for
 from odradek.coordinator.txn.state import TopicPartition
 from odradek.wire.errors import ErrorCode
 
 STATE_TOPIC = "__transaction_state"
-
-
-def java_string_hashcode(s: str) -> int:
-    """Java's String.hashCode over UTF-16 code units, as a signed int32."""
-    h = 0
-    raw = s.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(raw), 2):
-        h = (31 * h + ((raw[i] << 8) | raw[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for(transactional_id: str, num_partitions: int) -> int:
-    """Kafka's Utils.abs(transactionalId.hashCode) % partitions."""
-    h = java_string_hashcode(transactional_id)
-    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
 
 
 def now_ms() -> int:
