@@ -6,13 +6,14 @@ import pytest
 
 from odradek.coordinator.group import records as rec
 from odradek.coordinator.group.assignment import encode_subscription
-from odradek.coordinator.group.join import NEW_MEMBER_JOIN_TIMEOUT_MS
+from odradek.coordinator.group.join import NEW_MEMBER_JOIN_TIMEOUT_MS, JoinGroupOp, JoinParams
 from odradek.coordinator.group.metadata import GroupState, JoinResult, SyncResult
 from odradek.coordinator.group.state import (
     GroupConfig,
     GroupStateMachine,
     LeaveMember,
 )
+from odradek.coordinator.group.sync import SyncGroupOp, SyncParams
 from odradek.coordinator.group.timers import ManualScheduler
 from odradek.wire.errors import ErrorCode
 
@@ -32,6 +33,8 @@ class Harness:
             self.clock,
             self.append,
         )
+        self.joins = JoinGroupOp(self.machine)
+        self.syncs = SyncGroupOp(self.machine)
 
     def append(self, group_id, records):
         if self.fail_appends:
@@ -53,7 +56,7 @@ class Harness:
         protocol_type="consumer",
     ) -> list[JoinResult]:
         out: list[JoinResult] = []
-        self.machine.join(
+        params = JoinParams(
             group,
             member_id,
             instance,
@@ -65,8 +68,8 @@ class Harness:
             session,
             protocol_type,
             protocols,
-            out.append,
         )
+        self.joins.join(params, out.append)
         return out
 
     def join_new(self, **kw) -> list[JoinResult]:
@@ -87,9 +90,8 @@ class Harness:
         pname=None,
     ) -> list[SyncResult]:
         out: list[SyncResult] = []
-        self.machine.sync(
-            group, generation, member_id, ptype, pname, instance, assignments or {}, out.append
-        )
+        params = SyncParams(group, generation, member_id, ptype, pname, instance, assignments or {})
+        self.syncs.sync(params, out.append)
         return out
 
     def group(self, group_id="g"):

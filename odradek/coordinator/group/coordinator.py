@@ -23,7 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.coordinator.codec import append_error as append_error  # the handlers' too
 from odradek.coordinator.group import records as rec
+from odradek.coordinator.group.join import JoinGroupOp, JoinParams
 from odradek.coordinator.group.loader import replay
 from odradek.coordinator.group.metadata import (
     GroupState,
@@ -34,6 +36,7 @@ from odradek.coordinator.group.metadata import (
 )
 from odradek.coordinator.group.offsets import FetchedOffset, OffsetConfig, OffsetManager
 from odradek.coordinator.group.state import GroupConfig, GroupStateMachine, LeaveMember, Record
+from odradek.coordinator.group.sync import SyncGroupOp, SyncParams
 from odradek.coordinator.group.timers import AsyncioScheduler, Scheduler
 from odradek.wire.errors import ErrorCode
 from odradek.wire.records import build_batch
@@ -42,26 +45,6 @@ log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 GROUP_TYPE_CLASSIC = "classic"
-
-# Errors of an append to the offsets topic, as the client should see them (Kafka's
-# GroupMetadataManager maps them the same way).
-_APPEND_ERRORS = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
-    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
-    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
-}
-
-
-def append_error(error: ErrorCode) -> ErrorCode:
-    """An offsets-topic append (or its replication) error as the client should see it."""
-    return _APPEND_ERRORS.get(error, ErrorCode.UNKNOWN_SERVER_ERROR)
-
 
 # APIs that accept the empty group id (Kafka's isValidGroupId)
 _EMPTY_ID_OK = frozenset({"offset_commit", "offset_fetch", "describe", "delete"})
@@ -138,6 +121,8 @@ class GroupCoordinator:
         self.partition_count = partition_count
         self.scheduler: Scheduler = scheduler or AsyncioScheduler()
         self.machine = GroupStateMachine(config.group, self.scheduler, self._append)
+        self.joins = JoinGroupOp(self.machine)
+        self.syncs = SyncGroupOp(self.machine)
         self.offsets = OffsetManager(self.machine, config.offsets)
         self.loaded: set[int] = set()
         self.loading: set[int] = set()
@@ -353,6 +338,15 @@ class GroupCoordinator:
 
     # -- the classic protocol -----------------------------------------------------------------
 
+    async def join(self, req: JoinParams) -> JoinResult:
+        """JoinGroup as one typed request; answered when the join phase completes."""
+        error = self.status(req.group_id, "join")
+        if error is not None:
+            return JoinResult.failed(req.member_id, error)
+        fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+        self.joins.join(req, lambda r: fut.done() or fut.set_result(r))
+        return await fut
+
     async def join_group(
         self,
         group_id: str,
@@ -368,25 +362,34 @@ class GroupCoordinator:
         protocols: Protocols,
         reason: str | None = None,
     ) -> JoinResult:
-        error = self.status(group_id, "join")
-        if error is not None:
-            return JoinResult.failed(member_id, error)
-        fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
-        self.machine.join(
-            group_id,
-            member_id,
-            group_instance_id,
-            require_known_member_id,
-            support_skip_assignment,
-            client_id,
-            client_host,
-            rebalance_timeout_ms,
-            session_timeout_ms,
-            protocol_type,
-            protocols,
-            lambda r: fut.done() or fut.set_result(r),
-            reason,
+        """`join` with the request's fields spelled out (the handler's current call)."""
+        return await self.join(
+            JoinParams(
+                group_id,
+                member_id,
+                group_instance_id,
+                require_known_member_id,
+                support_skip_assignment,
+                client_id,
+                client_host,
+                rebalance_timeout_ms,
+                session_timeout_ms,
+                protocol_type,
+                protocols,
+                reason,
+            )
         )
+
+    async def sync(self, req: SyncParams) -> SyncResult:
+        """SyncGroup as one typed request; a follower's is answered once the leader's is stored."""
+        error = self.status(req.group_id, "sync")
+        if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            # the rebalance state was lost: have the member rejoin without a new lookup
+            return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
+        if error is not None:
+            return SyncResult(error)
+        fut: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
+        self.syncs.sync(req, lambda r: fut.done() or fut.set_result(r))
         return await fut
 
     async def sync_group(
@@ -399,24 +402,18 @@ class GroupCoordinator:
         group_instance_id: str | None,
         assignments: dict[str, bytes],
     ) -> SyncResult:
-        error = self.status(group_id, "sync")
-        if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
-            # the rebalance state was lost: have the member rejoin without a new lookup
-            return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
-        if error is not None:
-            return SyncResult(error)
-        fut: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
-        self.machine.sync(
-            group_id,
-            generation_id,
-            member_id,
-            protocol_type,
-            protocol_name,
-            group_instance_id,
-            assignments,
-            lambda r: fut.done() or fut.set_result(r),
+        """`sync` with the request's fields spelled out (the handler's current call)."""
+        return await self.sync(
+            SyncParams(
+                group_id,
+                generation_id,
+                member_id,
+                protocol_type,
+                protocol_name,
+                group_instance_id,
+                assignments,
+            )
         )
-        return await fut
 
     def heartbeat(
         self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int

@@ -1,13 +1,13 @@
-"""JoinGroup and the rebalance it drives, as Kafka's GroupCoordinator (a mixin of
-`state.GroupStateMachine`, which supplies groups, timers, persistence and member validation).
+"""JoinGroup, as Kafka's GroupCoordinator.handleJoinGroup: `JoinGroupOp` takes one typed
+request (`JoinParams`, built once from the JoinGroup request), validates it against the group and
+calls `state.GroupStateMachine`, which owns the groups, their transitions, timers and persistence
+and completes the join phase of the rebalance.
 
 KIP-394: from JoinGroup v4 a dynamic member's first join gets MEMBER_ID_REQUIRED and a member id,
 and is "pending" until it joins with it or its session times out. KIP-345: a static member that
 joins with an unknown member id and a known group.instance.id replaces the old member id, which is
 fenced, without a rebalance when the group is Stable and its protocol unchanged. KIP-814: from v9
-such a rejoining static leader gets skip_assignment. `group.initial.rebalance.delay.ms` delays the
-first rebalance of an Empty group, extended by each newcomer up to the rebalance timeout; members
-that do not rejoin within the rebalance timeout are removed (static ones are kept).
+such a rejoining static leader gets skip_assignment.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from odradek.coordinator.group.metadata import (
     Member,
     Protocols,
 )
+from odradek.coordinator.group.state import GroupStateMachine
 from odradek.wire.errors import ErrorCode
 
 log = logging.getLogger("odradek.coordinator.group.state")
@@ -36,78 +37,61 @@ Stable = GroupState.STABLE
 Dead = GroupState.DEAD
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
 class JoinParams:
-    """What a JoinGroup request says about the joining member, passed through the join steps."""
+    """One JoinGroup request (key 11), as the handler decodes it: v4 asks for a known member id
+    (KIP-394), v5 adds group_instance_id (KIP-345), v8 the reason (KIP-800), v9 lets a static
+    leader skip the assignment (KIP-814)."""
 
+    group_id: str
+    member_id: str
     instance_id: str | None
+    require_known: bool
+    support_skip: bool
     client_id: str
     client_host: str
     rebalance_timeout_ms: int
     session_timeout_ms: int
     protocol_type: str
     protocols: Protocols
-    callback: JoinCallback
-    reason: str
-    require_known: bool
-    support_skip: bool
+    reason: str | None = None
+
+    @property
+    def why(self) -> str:
+        return self.reason or "not provided"
 
 
-class JoinGroupMixin:
-    """JoinGroup, the delayed join (rebalance timeout, initial delay) and its completion."""
+class JoinGroupOp:
+    """JoinGroup: a new member, a pending one (KIP-394), a static one (KIP-345), a current one."""
 
-    def join(
-        self,
-        group_id: str,
-        member_id: str,
-        group_instance_id: str | None,
-        require_known_member_id: bool,
-        support_skip_assignment: bool,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: Protocols,
-        callback: JoinCallback,
-        reason: str | None = None,
-    ) -> None:
-        cfg = self.config
-        if not cfg.min_session_timeout_ms <= session_timeout_ms <= cfg.max_session_timeout_ms:
+    def __init__(self, machine: GroupStateMachine) -> None:
+        self.machine = machine
+
+    def join(self, p: JoinParams, callback: JoinCallback) -> None:
+        """Handle one JoinGroup; `callback` gets the answer, at once or when the join completes."""
+        m = self.machine
+        cfg = m.config
+        member_id = p.member_id
+        if not cfg.min_session_timeout_ms <= p.session_timeout_ms <= cfg.max_session_timeout_ms:
             callback(JoinResult.failed(member_id, ErrorCode.INVALID_SESSION_TIMEOUT))
             return
         unknown = member_id == ""
-        group = self.get_or_create(group_id) if unknown else self.get(group_id)
+        group = m.get_or_create(p.group_id) if unknown else m.get(p.group_id)
         if group is None:
             callback(JoinResult.failed(member_id, ErrorCode.UNKNOWN_MEMBER_ID))
             return
-        why = reason or "not provided"
         if not self._accept_joining_member(group, member_id):
             group.remove(member_id)
             callback(JoinResult.failed("", ErrorCode.GROUP_MAX_SIZE_REACHED))
+        elif unknown:
+            self._new_member_join(group, p, callback)
         else:
-            params = JoinParams(
-                group_instance_id,
-                client_id,
-                client_host,
-                rebalance_timeout_ms,
-                session_timeout_ms,
-                protocol_type,
-                protocols,
-                callback,
-                why,
-                require_known_member_id,
-                support_skip_assignment,
-            )
-            if unknown:
-                self._new_member_join(group, params)
-            else:
-                self._current_member_join(group, member_id, params)
+            self._current_member_join(group, member_id, p, callback)
         if group.is_(Preparing):
-            self._check_join(group)
+            m.check_join(group)
 
     def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
-        limit = self.config.max_size
+        limit = self.machine.config.max_size
         if group.state in (Empty, Dead):
             return True
         if group.is_(Preparing):
@@ -115,8 +99,9 @@ class JoinGroupMixin:
             return (member is not None and member.awaiting_join) or group.num_awaiting_join < limit
         return group.has(member_id) or group.size < limit
 
-    def _new_member_join(self, group: ClassicGroup, p: JoinParams) -> None:
-        callback, instance_id = p.callback, p.instance_id
+    def _new_member_join(self, group: ClassicGroup, p: JoinParams, callback: JoinCallback) -> None:
+        m = self.machine
+        instance_id = p.instance_id
         if group.is_(Dead):
             callback(JoinResult.failed("", ErrorCode.COORDINATOR_NOT_AVAILABLE))
             return
@@ -135,7 +120,7 @@ class JoinGroupMixin:
                     new_id,
                     old_id,
                 )
-                self._update_static_member(group, old_id, new_id, instance_id, p)
+                self._update_static_member(group, old_id, new_id, instance_id, p, callback)
                 return
         elif p.require_known:
             log.debug(
@@ -145,13 +130,16 @@ class JoinGroupMixin:
                 new_id,
             )
             group.pending_members.add(new_id)
-            self._schedule_pending_expiry(group, new_id, p.session_timeout_ms)
+            m.schedule_pending_expiry(group, new_id, p.session_timeout_ms)
             callback(JoinResult.failed(new_id, ErrorCode.MEMBER_ID_REQUIRED))
             return
-        self._add_member_and_rebalance(group, new_id, p)
+        self._add_member_and_rebalance(group, new_id, p, callback)
 
-    def _current_member_join(self, group: ClassicGroup, member_id: str, p: JoinParams) -> None:
-        callback, instance_id, protocols, reason = p.callback, p.instance_id, p.protocols, p.reason
+    def _current_member_join(
+        self, group: ClassicGroup, member_id: str, p: JoinParams, callback: JoinCallback
+    ) -> None:
+        m = self.machine
+        instance_id, protocols, reason = p.instance_id, p.protocols, p.why
         if group.is_(Dead):
             callback(JoinResult.failed(member_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
             return
@@ -168,9 +156,10 @@ class JoinGroupMixin:
                 group.group_id,
                 group.state.value,
             )
-            self._add_member_and_rebalance(group, member_id, p)  # p.instance_id is None here
+            # p.instance_id is None here
+            self._add_member_and_rebalance(group, member_id, p, callback)
             return
-        error = self.validate_member(group, member_id, instance_id)
+        error = m.validate_member(group, member_id, instance_id)
         if error is not None:
             callback(JoinResult.failed(member_id, error))
             return
@@ -180,18 +169,20 @@ class JoinGroupMixin:
                 group,
                 member,
                 p,
+                callback,
                 f"member {member_id} joining group during {group.state.value}; "
                 f"client reason: {reason}",
             )
         elif group.is_(Completing):
             if member.matches(protocols):
                 # a repeated join (its response was lost): answer with the current generation
-                callback(self._join_result(group, member, group.is_leader(member_id)))
+                callback(group.join_result(member, group.is_leader(member_id)))
             else:
                 self._update_member_and_rebalance(
                     group,
                     member,
                     p,
+                    callback,
                     f"updating metadata for member {member_id} during "
                     f"{group.state.value}; client reason: {reason}",
                 )
@@ -202,11 +193,12 @@ class JoinGroupMixin:
                     group,
                     member,
                     p,
+                    callback,
                     f"{'leader' if group.is_leader(member_id) else 'member'} "
                     f"{member_id} re-joining group during Stable; client reason: {reason}",
                 )
             else:
-                callback(self._join_result(group, member, False))
+                callback(group.join_result(member, False))
         else:
             log.warning(
                 "rejoining member %s of group %s in unexpected state %s",
@@ -216,26 +208,10 @@ class JoinGroupMixin:
             )
             callback(JoinResult.failed(member_id, ErrorCode.UNKNOWN_MEMBER_ID))
 
-    def _join_result(
-        self,
-        group: ClassicGroup,
-        member: Member,
-        with_members: bool,
-        leader_id: str | None = None,
-        skip: bool = False,
-    ) -> JoinResult:
-        return JoinResult(
-            error=ErrorCode.NONE,
-            member_id=member.member_id,
-            generation_id=group.generation_id,
-            protocol_type=group.protocol_type,
-            protocol_name=group.protocol_name,
-            leader_id=(group.leader_id if leader_id is None else leader_id) or "",
-            skip_assignment=skip,
-            members=group.current_member_metadata() if with_members else [],
-        )
-
-    def _add_member_and_rebalance(self, group: ClassicGroup, member_id: str, p: JoinParams) -> None:
+    def _add_member_and_rebalance(
+        self, group: ClassicGroup, member_id: str, p: JoinParams, callback: JoinCallback
+    ) -> None:
+        m = self.machine
         instance_id = p.instance_id
         member = Member(
             member_id,
@@ -250,45 +226,57 @@ class JoinGroupMixin:
         member.is_new = True
         if group.is_(Preparing) and group.generation_id == 0:
             group.new_member_added = True
-        group.add(member, p.callback)
+        group.add(member, callback)
         # a new member cannot heartbeat until its join completes; time the join out instead
-        self._schedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
-        self._maybe_prepare_rebalance(
+        m.schedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        m.maybe_prepare_rebalance(
             group,
             f"adding new member {member_id} with group instance id {instance_id}; "
             f"client reason: {p.reason}",
         )
 
     def _update_member_and_rebalance(
-        self, group: ClassicGroup, member: Member, p: JoinParams, reason: str
+        self,
+        group: ClassicGroup,
+        member: Member,
+        p: JoinParams,
+        callback: JoinCallback,
+        reason: str,
     ) -> None:
         group.update_member(
-            member, p.protocols, p.rebalance_timeout_ms, p.session_timeout_ms, p.callback
+            member, p.protocols, p.rebalance_timeout_ms, p.session_timeout_ms, callback
         )
-        self._maybe_prepare_rebalance(group, reason)
+        self.machine.maybe_prepare_rebalance(group, reason)
 
     def _update_static_member(
-        self, group: ClassicGroup, old_id: str, new_id: str, instance_id: str, p: JoinParams
+        self,
+        group: ClassicGroup,
+        old_id: str,
+        new_id: str,
+        instance_id: str,
+        p: JoinParams,
+        callback: JoinCallback,
     ) -> None:
-        callback, reason = p.callback, p.reason
+        m = self.machine
+        reason = p.why
         current_leader = group.leader_id
-        self._cancel_heartbeat(group, old_id)
+        m.cancel_heartbeat(group, old_id)
         member = group.replace_static_member(instance_id, old_id, new_id)
-        self._schedule_heartbeat(group, member)
+        m.schedule_heartbeat(group, member)
         old = (list(member.protocols), member.rebalance_timeout_ms, member.session_timeout_ms)
         group.update_member(
             member, p.protocols, p.rebalance_timeout_ms, p.session_timeout_ms, callback
         )
         if group.is_(Stable):
             if group.select_protocol() != group.protocol_name:
-                self._maybe_prepare_rebalance(
+                m.maybe_prepare_rebalance(
                     group,
                     f"static member {new_id} with instance id {instance_id} changes "
                     f"the group's protocol; client reason: {reason}",
                 )
                 return
-            assignment = {m.member_id: m.assignment for m in group.members.values()}
-            error = self.store_group(group, assignment)
+            assignment = {x.member_id: x.assignment for x in group.members.values()}
+            error = m.store_group(group, assignment)
             if error != ErrorCode.NONE:
                 log.warning(
                     "failed to persist group %s after static member %s rejoined: %s",
@@ -297,9 +285,9 @@ class JoinGroupMixin:
                     error.name,
                 )
                 group.update_member(member, old[0], old[1], old[2], None)
-                self._cancel_heartbeat(group, new_id)
+                m.cancel_heartbeat(group, new_id)
                 back = group.replace_static_member(instance_id, new_id, old_id)
-                self._schedule_heartbeat(group, back)
+                m.schedule_heartbeat(group, back)
                 callback(
                     JoinResult(
                         error,
@@ -313,121 +301,15 @@ class JoinGroupMixin:
                 return
             if p.support_skip:
                 is_leader = group.is_leader(new_id)
-                result = self._join_result(group, member, is_leader, skip=is_leader)
+                result = group.join_result(member, is_leader, skip=is_leader)
             else:
                 # before v9: answer with the old leader id so nobody runs a useless assignment
-                result = self._join_result(group, member, False, leader_id=current_leader)
+                result = group.join_result(member, False, leader_id=current_leader)
             group.maybe_invoke_join(member, result)
         elif group.is_(Completing):
             # the leader may have been given the old member id: assign again
-            self._prepare_rebalance(
+            m.prepare_rebalance(
                 group,
                 f"updating metadata for static member {new_id} with instance id "
                 f"{instance_id}; client reason: {reason}",
             )
-
-    def _maybe_prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
-        if group.can_rebalance():
-            self._prepare_rebalance(group, reason)
-
-    def _prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
-        if group.is_(Completing):
-            self._reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
-        self._clear_sync_expiration(group)
-        was_empty = group.is_(Empty)
-        group.transition_to(Preparing, self.now())
-        log.info(
-            "preparing to rebalance group %s with old generation %d (reason: %s)",
-            group.group_id,
-            group.generation_id,
-            reason,
-        )
-        if was_empty:
-            delay = self.config.initial_rebalance_delay_ms
-            remaining = max(group.rebalance_timeout_ms() - delay, 0)
-            self._schedule_initial_join(group, delay, remaining)
-        else:
-            self._watch_join(group, group.rebalance_timeout_ms())
-
-    def _schedule_initial_join(self, group: ClassicGroup, delay: int, remaining: int) -> None:
-        group.join_timer = "initial"
-        self.scheduler.schedule(
-            ("join", group.group_id), delay, lambda: self._initial_join_due(group, delay, remaining)
-        )
-
-    def _initial_join_due(self, group: ClassicGroup, delay: int, remaining: int) -> None:
-        if not self._live(group):
-            return
-        if group.new_member_added and remaining != 0:
-            group.new_member_added = False
-            next_delay = min(self.config.initial_rebalance_delay_ms, remaining)
-            self._schedule_initial_join(group, next_delay, max(remaining - delay, 0))
-        else:
-            self._complete_join(group)
-
-    def _watch_join(self, group: ClassicGroup, timeout_ms: int) -> None:
-        """Kafka's DelayedJoin: complete now if everyone joined, else on join or timeout."""
-        group.join_timer = "delayed"
-        if group.has_all_members_joined():
-            self._complete_join(group)
-            return
-        self.scheduler.schedule(
-            ("join", group.group_id), timeout_ms, lambda: self._join_timed_out(group)
-        )
-
-    def _join_timed_out(self, group: ClassicGroup) -> None:
-        if self._live(group) and group.join_timer == "delayed":
-            self._complete_join(group)
-
-    def _check_join(self, group: ClassicGroup) -> None:
-        if group.join_timer == "delayed" and group.has_all_members_joined():
-            self._complete_join(group)
-
-    def _complete_join(self, group: ClassicGroup) -> None:
-        """Kafka's onCompleteJoin: drop who did not rejoin, start the next generation."""
-        self.scheduler.cancel(("join", group.group_id))
-        group.join_timer = None
-        stragglers = [m for m in group.members.values() if not m.awaiting_join and not m.is_static]
-        if stragglers:
-            log.info(
-                "group %s removed dynamic members who did not rejoin: %s",
-                group.group_id,
-                [m.member_id for m in stragglers],
-            )
-            for member in stragglers:
-                group.remove(member.member_id)
-                self._cancel_heartbeat(group, member.member_id)
-        if group.is_(Dead):
-            return
-        if not group.maybe_elect_new_joined_leader() and group.members:
-            log.error(
-                "group %s could not complete its rebalance: no member rejoined", group.group_id
-            )
-            self._watch_join(group, group.rebalance_timeout_ms())
-            return
-        group.init_next_generation(self.now())
-        if group.is_(Empty):
-            log.info(
-                "group %s with generation %d is now empty", group.group_id, group.generation_id
-            )
-            error = self.store_group(group, {})
-            if error != ErrorCode.NONE:
-                log.warning(
-                    "failed to write empty metadata for group %s: %s", group.group_id, error.name
-                )
-            return
-        self.rebalances += 1
-        log.info(
-            "stabilized group %s generation %d with %d members (protocol %s)",
-            group.group_id,
-            group.generation_id,
-            group.size,
-            group.protocol_name,
-        )
-        for member in list(group.members.values()):
-            result = self._join_result(group, member, group.is_leader(member.member_id))
-            group.maybe_invoke_join(member, result)
-            self._schedule_heartbeat(group, member)
-            member.is_new = False
-            group.pending_sync_members.add(member.member_id)
-        self._schedule_pending_sync(group)

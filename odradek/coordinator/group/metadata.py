@@ -10,7 +10,7 @@ The group state machine (Kafka's GroupState):
                                   (leader's SyncGroup stored)
 
 and any state -> Dead (group deleted, or its offsets partition unloaded). This module holds the
-data and the transitions; `state.GroupStateMachine` drives them from requests and timers.
+data; the transitions and their table are `state.GroupStateMachine`'s alone.
 Static members (KIP-345) are kept in `static_members`: group.instance.id -> member id. Members
 that were handed a member id with MEMBER_ID_REQUIRED (KIP-394) but have not joined yet are in
 `pending_members`.
@@ -37,17 +37,6 @@ class GroupState(Enum):
     COMPLETING_REBALANCE = "CompletingRebalance"
     STABLE = "Stable"
     DEAD = "Dead"
-
-
-_VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
-    GroupState.DEAD: frozenset(GroupState),
-    GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
-    GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
-    GroupState.PREPARING_REBALANCE: frozenset(
-        {GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY}
-    ),
-    GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
-}
 
 
 class IllegalTransition(RuntimeError):
@@ -235,9 +224,6 @@ class ClassicGroup:
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
-    def can_rebalance(self) -> bool:
-        return self.state in _VALID_PREVIOUS[GroupState.PREPARING_REBALANCE]
-
     def generate_member_id(self, client_id: str, instance_id: str | None) -> str:
         prefix = client_id if instance_id is None else instance_id
         return f"{prefix}-{uuid.uuid4()}"
@@ -272,6 +258,26 @@ class ClassicGroup:
             for m in self.members.values()
         ]
 
+    def join_result(
+        self,
+        member: Member,
+        with_members: bool,
+        leader_id: str | None = None,
+        skip: bool = False,
+    ) -> JoinResult:
+        """A successful JoinGroup answer for `member` in the current generation (the member
+        list only for the leader, `with_members`)."""
+        return JoinResult(
+            error=ErrorCode.NONE,
+            member_id=member.member_id,
+            generation_id=self.generation_id,
+            protocol_type=self.protocol_type,
+            protocol_name=self.protocol_name,
+            leader_id=(self.leader_id if leader_id is None else leader_id) or "",
+            skip_assignment=skip,
+            members=self.current_member_metadata() if with_members else [],
+        )
+
     def is_consumer_group(self) -> bool:
         return self.protocol_type == CONSUMER_PROTOCOL_TYPE
 
@@ -279,14 +285,6 @@ class ClassicGroup:
         return True if self.subscribed is None else topic in self.subscribed
 
     # -- changes ------------------------------------------------------------------------------
-
-    def transition_to(self, state: GroupState, now_ms: int) -> None:
-        if self.state not in _VALID_PREVIOUS[state]:
-            raise IllegalTransition(
-                f"group {self.group_id} cannot go from {self.state.value} to {state.value}"
-            )
-        self.state = state
-        self.state_timestamp = now_ms
 
     def add(self, member: Member, callback: JoinCallback | None) -> None:
         if member.group_instance_id is not None:
@@ -369,14 +367,11 @@ class ClassicGroup:
                 return True
         return False
 
-    def init_next_generation(self, now_ms: int) -> None:
+    def init_next_generation(self) -> None:
+        """The next generation's number, protocol and subscription (the state machine then
+        moves the group to CompletingRebalance, or Empty when no member is left)."""
         self.generation_id += 1
-        if self.members:
-            self.protocol_name = self.select_protocol()
-            self.transition_to(GroupState.COMPLETING_REBALANCE, now_ms)
-        else:
-            self.protocol_name = None
-            self.transition_to(GroupState.EMPTY, now_ms)
+        self.protocol_name = self.select_protocol() if self.members else None
         self.subscribed = self.compute_subscribed_topics()
         self.pending_sync_members.clear()
 

@@ -1,13 +1,22 @@
 """The classic rebalance protocol, as Kafka's GroupCoordinator: JoinGroup, SyncGroup, Heartbeat,
 LeaveGroup, session expiry, rebalance and initial-delay timers.
 
-`GroupStateMachine` holds the groups, their timers and their persistence, answers Heartbeat and
-LeaveGroup, and takes JoinGroup from `join.JoinGroupMixin` and SyncGroup from
-`sync.SyncGroupMixin`. Sans-IO: no sockets and no asyncio. Requests come in as calls, responses
-that must wait for the rebalance (JoinGroup, SyncGroup) go out through callbacks, time comes from
-a `Scheduler`, and the group's metadata is persisted through an injected
-`append(group_id, records) -> ErrorCode` before it is applied (validate -> records -> append ->
-apply -> answer).
+`GroupStateMachine` is the one class that changes a group's state: every transition is an event
+looked up in `TRANSITIONS` (h11's rule: all that affects the state lives here), with the
+rebalance it drives (the delayed and initial joins, the pending-sync expiry, the assignment
+handed to the members), the groups, their session timers and their persistence, Heartbeat and
+LeaveGroup. The JoinGroup and SyncGroup requests are `join.JoinGroupOp` and `sync.SyncGroupOp`:
+collaborators that take one typed request (`JoinParams`, `SyncParams`), validate it and call
+the machine's transitions. Sans-IO: no sockets and no asyncio. Responses that must wait for the
+rebalance (JoinGroup, SyncGroup) go out through callbacks, time comes from a `Scheduler`, and
+the group's metadata is persisted through an injected `append(group_id, records) -> ErrorCode`
+before it is applied (validate -> records -> append -> apply -> answer).
+
+The join phase (Kafka's DelayedJoin / InitialDelayedJoin): `group.initial.rebalance.delay.ms`
+delays the first rebalance of an Empty group, extended by each newcomer up to the rebalance
+timeout; members that do not rejoin within the rebalance timeout are removed (static ones are
+kept). The sync phase: members that do not send SyncGroup within the rebalance timeout after the
+join completed are removed and the group rebalances.
 
 Sessions (Kafka's DelayedHeartbeat): every heartbeat, join, sync or offset commit of a member
 restarts its session timer; when it fires, a member waiting in a rebalance is spared (unless it
@@ -20,17 +29,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 
 from odradek.coordinator.group import records as rec
-from odradek.coordinator.group.join import JoinGroupMixin
 from odradek.coordinator.group.metadata import (
     ClassicGroup,
     GroupState,
+    IllegalTransition,
     JoinResult,
     Member,
     SyncResult,
 )
-from odradek.coordinator.group.sync import SyncGroupMixin
 from odradek.coordinator.group.timers import Scheduler
 from odradek.wire.errors import ErrorCode
 
@@ -44,6 +53,28 @@ Preparing = GroupState.PREPARING_REBALANCE
 Completing = GroupState.COMPLETING_REBALANCE
 Stable = GroupState.STABLE
 Dead = GroupState.DEAD
+
+
+class GroupEvent(Enum):
+    """What moves a group from one state to another."""
+
+    REBALANCE = "rebalance"  # a member joins, changes, leaves or expires
+    JOINED = "joined"  # the join phase completed with members: the next generation
+    EMPTIED = "emptied"  # the join phase completed with nobody left
+    ASSIGNED = "assigned"  # the leader's assignment is stored
+    DROPPED = "dropped"  # the group is deleted or its offsets partition unloaded
+
+
+# (state, event) -> next state; a pair not here is a bug (Kafka's assertValidTransition)
+TRANSITIONS: dict[tuple[GroupState, GroupEvent], GroupState] = {
+    (Empty, GroupEvent.REBALANCE): Preparing,
+    (Stable, GroupEvent.REBALANCE): Preparing,
+    (Completing, GroupEvent.REBALANCE): Preparing,
+    (Preparing, GroupEvent.JOINED): Completing,
+    (Preparing, GroupEvent.EMPTIED): Empty,
+    (Completing, GroupEvent.ASSIGNED): Stable,
+    **{(state, GroupEvent.DROPPED): Dead for state in GroupState},
+}
 
 
 @dataclass(slots=True, frozen=True)
@@ -63,7 +94,7 @@ class LeaveMember:
     reason: str | None = None
 
 
-class GroupStateMachine(JoinGroupMixin, SyncGroupMixin):
+class GroupStateMachine:
     """Every group of this coordinator and the rebalance protocol over them."""
 
     def __init__(self, config: GroupConfig, scheduler: Scheduler, append: Appender) -> None:
@@ -75,6 +106,21 @@ class GroupStateMachine(JoinGroupMixin, SyncGroupMixin):
 
     def now(self) -> int:
         return self.scheduler.now_ms()
+
+    # -- transitions --------------------------------------------------------------------------
+
+    def _transition(self, group: ClassicGroup, event: GroupEvent) -> None:
+        target = TRANSITIONS.get((group.state, event))
+        if target is None:
+            raise IllegalTransition(
+                f"group {group.group_id} cannot take {event.value} in {group.state.value}"
+            )
+        group.state = target
+        group.state_timestamp = self.now()
+
+    @staticmethod
+    def can_rebalance(group: ClassicGroup) -> bool:
+        return (group.state, GroupEvent.REBALANCE) in TRANSITIONS
 
     # -- groups -------------------------------------------------------------------------------
 
@@ -91,7 +137,7 @@ class GroupStateMachine(JoinGroupMixin, SyncGroupMixin):
         """Forget a group (deleted or unloaded): Dead, timers cancelled, waiters answered."""
         previous = group.state
         if not group.is_(Dead):
-            group.transition_to(Dead, self.now())
+            self._transition(group, GroupEvent.DROPPED)
         if previous is Preparing:
             for member in list(group.members.values()):
                 group.maybe_invoke_join(
@@ -149,6 +195,7 @@ class GroupStateMachine(JoinGroupMixin, SyncGroupMixin):
         group.generation_id = value.generation
         group.protocol_name = value.protocol
         group.leader_id = value.leader
+        # replay is not a transition: the record says which state the group was left in
         group.state = Stable if value.members else Empty
         if value.current_state_timestamp >= 0:
             group.state_timestamp = value.current_state_timestamp
@@ -177,13 +224,13 @@ class GroupStateMachine(JoinGroupMixin, SyncGroupMixin):
     def on_group_loaded(self, group: ClassicGroup) -> None:
         """Members of a loaded Stable group keep their session: their heartbeats continue."""
         if group.size > self.config.max_size:
-            self._prepare_rebalance(group, "freshly loaded group is over capacity")
+            self.prepare_rebalance(group, "freshly loaded group is over capacity")
         for member in group.members.values():
-            self._schedule_heartbeat(group, member)
+            self.schedule_heartbeat(group, member)
 
     # -- timers -------------------------------------------------------------------------------
 
-    def _schedule_heartbeat(
+    def schedule_heartbeat(
         self, group: ClassicGroup, member: Member, timeout_ms: int | None = None
     ) -> None:
         member_id = member.member_id
@@ -194,16 +241,14 @@ class GroupStateMachine(JoinGroupMixin, SyncGroupMixin):
             lambda: self._expire_heartbeat(group, member_id),
         )
 
-    def _schedule_pending_expiry(
-        self, group: ClassicGroup, member_id: str, timeout_ms: int
-    ) -> None:
+    def schedule_pending_expiry(self, group: ClassicGroup, member_id: str, timeout_ms: int) -> None:
         self.scheduler.schedule(
             ("heartbeat", group.group_id, member_id),
             timeout_ms,
             lambda: self._expire_pending(group, member_id),
         )
 
-    def _cancel_heartbeat(self, group: ClassicGroup, member_id: str) -> None:
+    def cancel_heartbeat(self, group: ClassicGroup, member_id: str) -> None:
         self.scheduler.cancel(("heartbeat", group.group_id, member_id))
 
     def _live(self, group: ClassicGroup) -> bool:
@@ -276,7 +321,7 @@ class GroupStateMachine(JoinGroupMixin, SyncGroupMixin):
             return ErrorCode.ILLEGAL_GENERATION
         if group.is_(Empty):
             return ErrorCode.UNKNOWN_MEMBER_ID
-        self._schedule_heartbeat(group, group.members[member_id])
+        self.schedule_heartbeat(group, group.members[member_id])
         if group.is_(Preparing):
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
@@ -285,7 +330,7 @@ class GroupStateMachine(JoinGroupMixin, SyncGroupMixin):
         """An offset commit from a member keeps its session alive, as a heartbeat does."""
         member = group.members.get(member_id)
         if member is not None:
-            self._schedule_heartbeat(group, member)
+            self.schedule_heartbeat(group, member)
 
     # -- LeaveGroup ---------------------------------------------------------------------------
 
@@ -313,7 +358,7 @@ class GroupStateMachine(JoinGroupMixin, SyncGroupMixin):
             return ErrorCode.NONE
         if group.is_pending_member(m.member_id):
             self._remove_pending_member(group, m.member_id)
-            self._cancel_heartbeat(group, m.member_id)
+            self.cancel_heartbeat(group, m.member_id)
             log.info("pending member %s has left group %s", m.member_id, group.group_id)
             return ErrorCode.NONE
         error = self.validate_member(group, m.member_id, m.group_instance_id)
@@ -327,7 +372,7 @@ class GroupStateMachine(JoinGroupMixin, SyncGroupMixin):
         self._remove_member_and_update_group(
             group, member, f"removing member {member_id} on LeaveGroup; client reason: {reason}"
         )
-        self._cancel_heartbeat(group, member_id)
+        self.cancel_heartbeat(group, member_id)
         log.info(
             "member %r has left group %s through LeaveGroup; client reason: %s",
             member,
@@ -342,11 +387,177 @@ class GroupStateMachine(JoinGroupMixin, SyncGroupMixin):
         group.maybe_invoke_join(member, JoinResult.failed("", ErrorCode.UNKNOWN_MEMBER_ID))
         group.remove(member.member_id)
         if group.state in (Stable, Completing):
-            self._maybe_prepare_rebalance(group, reason)
+            self.maybe_prepare_rebalance(group, reason)
         elif group.is_(Preparing):
-            self._check_join(group)
+            self.check_join(group)
 
     def _remove_pending_member(self, group: ClassicGroup, member_id: str) -> None:
         group.remove(member_id)
         if group.is_(Preparing):
-            self._check_join(group)
+            self.check_join(group)
+
+    # -- the rebalance: join phase ------------------------------------------------------------
+
+    def maybe_prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
+        if self.can_rebalance(group):
+            self.prepare_rebalance(group, reason)
+
+    def prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
+        if group.is_(Completing):
+            self.fail_assignment(group, ErrorCode.REBALANCE_IN_PROGRESS)
+        self._clear_sync_expiration(group)
+        was_empty = group.is_(Empty)
+        self._transition(group, GroupEvent.REBALANCE)
+        log.info(
+            "preparing to rebalance group %s with old generation %d (reason: %s)",
+            group.group_id,
+            group.generation_id,
+            reason,
+        )
+        if was_empty:
+            delay = self.config.initial_rebalance_delay_ms
+            remaining = max(group.rebalance_timeout_ms() - delay, 0)
+            self._schedule_initial_join(group, delay, remaining)
+        else:
+            self._watch_join(group, group.rebalance_timeout_ms())
+
+    def _schedule_initial_join(self, group: ClassicGroup, delay: int, remaining: int) -> None:
+        group.join_timer = "initial"
+        self.scheduler.schedule(
+            ("join", group.group_id), delay, lambda: self._initial_join_due(group, delay, remaining)
+        )
+
+    def _initial_join_due(self, group: ClassicGroup, delay: int, remaining: int) -> None:
+        if not self._live(group):
+            return
+        if group.new_member_added and remaining != 0:
+            group.new_member_added = False
+            next_delay = min(self.config.initial_rebalance_delay_ms, remaining)
+            self._schedule_initial_join(group, next_delay, max(remaining - delay, 0))
+        else:
+            self._complete_join(group)
+
+    def _watch_join(self, group: ClassicGroup, timeout_ms: int) -> None:
+        """Kafka's DelayedJoin: complete now if everyone joined, else on join or timeout."""
+        group.join_timer = "delayed"
+        if group.has_all_members_joined():
+            self._complete_join(group)
+            return
+        self.scheduler.schedule(
+            ("join", group.group_id), timeout_ms, lambda: self._join_timed_out(group)
+        )
+
+    def _join_timed_out(self, group: ClassicGroup) -> None:
+        if self._live(group) and group.join_timer == "delayed":
+            self._complete_join(group)
+
+    def check_join(self, group: ClassicGroup) -> None:
+        if group.join_timer == "delayed" and group.has_all_members_joined():
+            self._complete_join(group)
+
+    def _complete_join(self, group: ClassicGroup) -> None:
+        """Kafka's onCompleteJoin: drop who did not rejoin, start the next generation."""
+        self.scheduler.cancel(("join", group.group_id))
+        group.join_timer = None
+        stragglers = [m for m in group.members.values() if not m.awaiting_join and not m.is_static]
+        if stragglers:
+            log.info(
+                "group %s removed dynamic members who did not rejoin: %s",
+                group.group_id,
+                [m.member_id for m in stragglers],
+            )
+            for member in stragglers:
+                group.remove(member.member_id)
+                self.cancel_heartbeat(group, member.member_id)
+        if group.is_(Dead):
+            return
+        if not group.maybe_elect_new_joined_leader() and group.members:
+            log.error(
+                "group %s could not complete its rebalance: no member rejoined", group.group_id
+            )
+            self._watch_join(group, group.rebalance_timeout_ms())
+            return
+        group.init_next_generation()
+        self._transition(group, GroupEvent.JOINED if group.members else GroupEvent.EMPTIED)
+        if group.is_(Empty):
+            log.info(
+                "group %s with generation %d is now empty", group.group_id, group.generation_id
+            )
+            error = self.store_group(group, {})
+            if error != ErrorCode.NONE:
+                log.warning(
+                    "failed to write empty metadata for group %s: %s", group.group_id, error.name
+                )
+            return
+        self.rebalances += 1
+        log.info(
+            "stabilized group %s generation %d with %d members (protocol %s)",
+            group.group_id,
+            group.generation_id,
+            group.size,
+            group.protocol_name,
+        )
+        for member in list(group.members.values()):
+            result = group.join_result(member, group.is_leader(member.member_id))
+            group.maybe_invoke_join(member, result)
+            self.schedule_heartbeat(group, member)
+            member.is_new = False
+            group.pending_sync_members.add(member.member_id)
+        self._schedule_pending_sync(group)
+
+    # -- the rebalance: sync phase ------------------------------------------------------------
+
+    def complete_assignment(self, group: ClassicGroup, assignment: dict[str, bytes]) -> None:
+        """The leader's stored assignment goes to every member; the group is Stable."""
+        for member in group.members.values():
+            member.assignment = assignment[member.member_id]
+        self._propagate_assignment(group, ErrorCode.NONE)
+        self._transition(group, GroupEvent.ASSIGNED)
+
+    def fail_assignment(self, group: ClassicGroup, error: ErrorCode) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+        self._propagate_assignment(group, error)
+
+    def _propagate_assignment(self, group: ClassicGroup, error: ErrorCode) -> None:
+        ok = error == ErrorCode.NONE
+        for member in list(group.members.values()):
+            result = SyncResult(
+                error,
+                group.protocol_type if ok else None,
+                group.protocol_name if ok else None,
+                member.assignment,
+            )
+            if group.maybe_invoke_sync(member, result):
+                self.schedule_heartbeat(group, member)
+
+    def _schedule_pending_sync(self, group: ClassicGroup) -> None:
+        generation = group.generation_id
+        self.scheduler.schedule(
+            ("sync", group.group_id),
+            group.rebalance_timeout_ms(),
+            lambda: self._expire_pending_sync(group, generation),
+        )
+
+    def remove_pending_sync_member(self, group: ClassicGroup, member_id: str) -> None:
+        group.pending_sync_members.discard(member_id)
+        if not group.pending_sync_members:
+            self.scheduler.cancel(("sync", group.group_id))
+
+    def _clear_sync_expiration(self, group: ClassicGroup) -> None:
+        group.pending_sync_members.clear()
+        self.scheduler.cancel(("sync", group.group_id))
+
+    def _expire_pending_sync(self, group: ClassicGroup, generation: int) -> None:
+        if not self._live(group) or generation != group.generation_id:
+            return
+        if group.state not in (Completing, Stable) or not group.pending_sync_members:
+            return
+        late = sorted(group.pending_sync_members)
+        for member_id in late:
+            group.remove(member_id)
+            self.cancel_heartbeat(group, member_id)
+        log.info(
+            "group %s removed members who did not send SyncGroup in time: %s", group.group_id, late
+        )
+        self.prepare_rebalance(group, f"removing {late} on pending sync request expiration")

@@ -1,11 +1,15 @@
-"""SyncGroup: the leader's assignment is stored, then handed to every member, as Kafka's
-GroupCoordinator (a mixin of `state.GroupStateMachine`). Members that do not send SyncGroup
-within the rebalance timeout after the join completed are removed and the group rebalances.
+"""SyncGroup, as Kafka's GroupCoordinator.handleSyncGroup: `SyncGroupOp` takes one typed request
+(`SyncParams`, built once from the SyncGroup request), validates it, and hands the leader's
+assignment to `state.GroupStateMachine`, which stores it, gives every member its part and makes
+the group Stable. Members that do not send SyncGroup within the rebalance timeout after the join
+completed are removed by the machine and the group rebalances. v5 adds protocol_type and
+protocol_name, checked against the group's (KIP-559).
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 
 from odradek.coordinator.group.metadata import (
     ClassicGroup,
@@ -13,6 +17,7 @@ from odradek.coordinator.group.metadata import (
     SyncCallback,
     SyncResult,
 )
+from odradek.coordinator.group.state import GroupStateMachine
 from odradek.wire.errors import ErrorCode
 
 log = logging.getLogger("odradek.coordinator.group.state")
@@ -24,27 +29,33 @@ Stable = GroupState.STABLE
 Dead = GroupState.DEAD
 
 
-class SyncGroupMixin:
-    """SyncGroup and the expiry of members that never send it."""
+@dataclass(slots=True, frozen=True)
+class SyncParams:
+    """One SyncGroup request (key 14), as the handler decodes it."""
 
-    def sync(
-        self,
-        group_id: str,
-        generation_id: int,
-        member_id: str,
-        protocol_type: str | None,
-        protocol_name: str | None,
-        instance_id: str | None,
-        assignments: dict[str, bytes],
-        callback: SyncCallback,
-    ) -> None:
-        group = self.get(group_id)
+    group_id: str
+    generation_id: int
+    member_id: str
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    instance_id: str | None = None
+    assignments: dict[str, bytes] = field(default_factory=dict)  # only the leader's has any
+
+
+class SyncGroupOp:
+    """SyncGroup: followers wait for the leader's assignment, the leader's is stored."""
+
+    def __init__(self, machine: GroupStateMachine) -> None:
+        self.machine = machine
+
+    def sync(self, p: SyncParams, callback: SyncCallback) -> None:
+        """Handle one SyncGroup; `callback` gets the answer, at once or when it is assigned."""
+        m = self.machine
+        group = m.get(p.group_id)
         if group is None:
             callback(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
             return
-        error = self._validate_sync(
-            group, generation_id, member_id, protocol_type, protocol_name, instance_id
-        )
+        error = self._validate(group, p)
         if error is not None:
             callback(SyncResult(error))
         elif group.is_(Empty):
@@ -52,46 +63,39 @@ class SyncGroupMixin:
         elif group.is_(Preparing):
             callback(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
         elif group.is_(Completing):
-            member = group.members[member_id]
+            member = group.members[p.member_id]
             member.sync_callback = callback
-            self._remove_pending_sync_member(group, member_id)
-            if group.is_leader(member_id):
-                self._leader_sync(group, member_id, assignments)
+            m.remove_pending_sync_member(group, p.member_id)
+            if group.is_leader(p.member_id):
+                self._leader_sync(group, p.member_id, p.assignments)
         elif group.is_(Stable):
-            self._remove_pending_sync_member(group, member_id)
-            member = group.members[member_id]
+            m.remove_pending_sync_member(group, p.member_id)
+            member = group.members[p.member_id]
             callback(
                 SyncResult(
                     ErrorCode.NONE, group.protocol_type, group.protocol_name, member.assignment
                 )
             )
-            self._schedule_heartbeat(group, member)
+            m.schedule_heartbeat(group, member)
 
-    def _validate_sync(
-        self,
-        group: ClassicGroup,
-        generation_id: int,
-        member_id: str,
-        protocol_type: str | None,
-        protocol_name: str | None,
-        instance_id: str | None,
-    ) -> ErrorCode | None:
+    def _validate(self, group: ClassicGroup, p: SyncParams) -> ErrorCode | None:
         if group.is_(Dead):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        error = self.validate_member(group, member_id, instance_id)
+        error = self.machine.validate_member(group, p.member_id, p.instance_id)
         if error is not None:
             return error
-        if generation_id != group.generation_id:
+        if p.generation_id != group.generation_id:
             return ErrorCode.ILLEGAL_GENERATION
-        if protocol_type is not None and protocol_type != group.protocol_type:
+        if p.protocol_type is not None and p.protocol_type != group.protocol_type:
             return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-        if protocol_name is not None and protocol_name != group.protocol_name:
+        if p.protocol_name is not None and p.protocol_name != group.protocol_name:
             return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
         return None
 
     def _leader_sync(
         self, group: ClassicGroup, leader_id: str, assignments: dict[str, bytes]
     ) -> None:
+        m = self.machine
         log.info(
             "assignment received from leader %s of group %s for generation %d: %d "
             "members, %d static",
@@ -99,9 +103,9 @@ class SyncGroupMixin:
             group.group_id,
             group.generation_id,
             group.size,
-            sum(1 for m in group.members.values() if m.is_static),
+            sum(1 for x in group.members.values() if x.is_static),
         )
-        missing = [m for m in group.members if m not in assignments]
+        missing = [x for x in group.members if x not in assignments]
         if missing:
             log.warning(
                 "setting empty assignments for members %s of %s for generation %d",
@@ -109,66 +113,15 @@ class SyncGroupMixin:
                 group.group_id,
                 group.generation_id,
             )
-        assignment = {m: bytes(assignments.get(m, b"")) for m in group.members}
+        assignment = {x: bytes(assignments.get(x, b"")) for x in group.members}
         generation = group.generation_id
-        error = self.store_group(group, assignment)
+        error = m.store_group(group, assignment)
         if not group.is_(Completing) or generation != group.generation_id:
             return
         if error != ErrorCode.NONE:
-            self._reset_and_propagate_assignment_error(group, error)
-            self._maybe_prepare_rebalance(
+            m.fail_assignment(group, error)
+            m.maybe_prepare_rebalance(
                 group, f"error {error.name} storing the assignment of leader {leader_id}"
             )
             return
-        for member in group.members.values():
-            member.assignment = assignment[member.member_id]
-        self._propagate_assignment(group, ErrorCode.NONE)
-        group.transition_to(Stable, self.now())
-
-    def _reset_and_propagate_assignment_error(self, group: ClassicGroup, error: ErrorCode) -> None:
-        for member in group.members.values():
-            member.assignment = b""
-        self._propagate_assignment(group, error)
-
-    def _propagate_assignment(self, group: ClassicGroup, error: ErrorCode) -> None:
-        ok = error == ErrorCode.NONE
-        for member in list(group.members.values()):
-            result = SyncResult(
-                error,
-                group.protocol_type if ok else None,
-                group.protocol_name if ok else None,
-                member.assignment,
-            )
-            if group.maybe_invoke_sync(member, result):
-                self._schedule_heartbeat(group, member)
-
-    def _schedule_pending_sync(self, group: ClassicGroup) -> None:
-        generation = group.generation_id
-        self.scheduler.schedule(
-            ("sync", group.group_id),
-            group.rebalance_timeout_ms(),
-            lambda: self._expire_pending_sync(group, generation),
-        )
-
-    def _remove_pending_sync_member(self, group: ClassicGroup, member_id: str) -> None:
-        group.pending_sync_members.discard(member_id)
-        if not group.pending_sync_members:
-            self.scheduler.cancel(("sync", group.group_id))
-
-    def _clear_sync_expiration(self, group: ClassicGroup) -> None:
-        group.pending_sync_members.clear()
-        self.scheduler.cancel(("sync", group.group_id))
-
-    def _expire_pending_sync(self, group: ClassicGroup, generation: int) -> None:
-        if not self._live(group) or generation != group.generation_id:
-            return
-        if group.state not in (Completing, Stable) or not group.pending_sync_members:
-            return
-        late = sorted(group.pending_sync_members)
-        for member_id in late:
-            group.remove(member_id)
-            self._cancel_heartbeat(group, member_id)
-        log.info(
-            "group %s removed members who did not send SyncGroup in time: %s", group.group_id, late
-        )
-        self._prepare_rebalance(group, f"removing {late} on pending sync request expiration")
+        m.complete_assignment(group, assignment)
