@@ -356,3 +356,121 @@ def test_without_the_extension_the_python_walk_runs() -> None:
 def test_odradek_pure_python_leaves_the_extension_out() -> None:
     env = {**os.environ, "ODRADEK_PURE_PYTHON": "1"}
     subprocess.run([sys.executable, "-c", FALLBACK_CHECK], check=True, timeout=60, env=env)
+
+
+# -- the C walk under AddressSanitizer -----------------------------------------------------------
+
+_ASAN_DRIVER = """
+import ctypes, importlib.machinery, importlib.util, random, sys
+name = "odradek.wire._framing"
+loader = importlib.machinery.ExtensionFileLoader(name, sys.argv[1])
+mod = importlib.util.module_from_spec(importlib.util.spec_from_loader(name, loader))
+loader.exec_module(mod)
+from odradek.wire.batch import InvalidRecordError
+from odradek.wire.records import build_batch
+rng = random.Random(int(sys.argv[2]))
+for _ in range(int(sys.argv[3])):
+    if rng.random() < 0.5:  # a valid section, mutated
+        n = rng.randint(1, 20)
+        recs = [
+            (rng.choice([None, b"k" * rng.randint(0, 100)]),
+             rng.choice([None, b"v" * rng.randint(0, 300)]),
+             [("h" * rng.randint(0, 3), rng.choice([None, b"x"]))] * rng.randint(0, 2),
+             1_700_000_000_000 + rng.randint(-10**12, 10**12))
+            for _ in range(n)
+        ]
+        sec = bytearray(build_batch(recs)[61:])
+        for _ in range(rng.randint(0, 3)):
+            i = rng.randrange(len(sec))
+            h = rng.random()
+            if h < 0.6:
+                sec[i] = rng.choice([0, 0x7F, 0x80, 0xFF, rng.randrange(256)])
+            elif h < 0.8:
+                del sec[i]
+            else:
+                sec.insert(i, rng.randrange(256))
+        if rng.random() < 0.3:
+            sec = sec[: rng.randrange(len(sec) + 1)]
+        count = n + rng.choice([0, 0, 0, -1, 1])
+    elif rng.random() < 0.5:  # records whose declared length ends at the buffer's end
+        sec = bytearray()
+        count = rng.randint(1, 3)
+        for i in range(count):
+            body = bytearray([0]) + bytes(
+                rng.choice([0x80, 0xFF, 0x81, 0, 2, 2 * i, rng.randrange(256)])
+                for _ in range(rng.randint(5, 24))
+            )
+            n = len(body) + rng.choice([0, 0, 0, -1, 1])
+            sec += bytes([(n << 1) & 0x7F | 0x80, n >> 6]) if n > 63 else bytes([n << 1])
+            sec += body
+    else:  # bytes that look like small varints
+        pool = [0, 2, 0x0C, 0x10, 0x7F, 0x80, 0xFF]
+        sec = bytes(rng.choice(pool + [rng.randrange(256)]) for _ in range(rng.randint(0, 80)))
+        count = rng.randint(-1, 6)
+    # a malloc'd block that ends where the section ends: any read past it is a
+    # heap-buffer-overflow (ctypes keeps buffers of 16 bytes or less inside the object: pad)
+    data = bytes([0xFF]) * 32 + bytes(sec)
+    buf = ctypes.create_string_buffer(data, len(data))
+    try:
+        mod.check_framing(buf, 32, len(data), count)
+    except InvalidRecordError:
+        pass
+print("clean")
+"""
+
+
+@pytest.mark.slow
+def test_c_walk_reads_nothing_outside_the_buffer_under_asan(tmp_path) -> None:
+    """Hostile and mutated sections in exactly-sized buffers, with AddressSanitizer and UBSan.
+
+    Compiles _framing.c with -fsanitize=address,undefined; skipped where gcc or libasan is not
+    installed.
+    """
+    import shutil
+    import sysconfig
+
+    source = os.path.join(os.path.dirname(records.__file__), "_framing.c")
+    gcc = shutil.which("gcc")
+    libs = []
+    if gcc:
+        for lib in ("libasan.so", "libubsan.so"):
+            path = subprocess.run(
+                [gcc, f"-print-file-name={lib}"], capture_output=True, text=True, check=True
+            ).stdout.strip()
+            libs.append(path)
+    if not gcc or not all(os.path.isabs(p) and os.path.exists(p) for p in libs):
+        pytest.skip("needs gcc with libasan and libubsan")
+    so = tmp_path / "_framing_asan.so"
+    include = sysconfig.get_paths()["include"]
+    subprocess.run(
+        [
+            gcc,
+            "-O1",
+            "-g",
+            "-fsanitize=address,undefined",
+            "-fno-sanitize-recover=undefined",
+            "-fno-omit-frame-pointer",
+            "-shared",
+            "-fPIC",
+            f"-I{include}",
+            source,
+            "-o",
+            str(so),
+        ],
+        check=True,
+        timeout=120,
+    )
+    env = {
+        **os.environ,
+        "LD_PRELOAD": " ".join(libs),
+        "ASAN_OPTIONS": "detect_leaks=0",
+        "PYTHONMALLOC": "malloc",  # so ASan sees every buffer's true end
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _ASAN_DRIVER, str(so), "11", "40000"],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        env=env,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "clean", done.stderr[-3000:]
