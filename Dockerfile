@@ -12,11 +12,15 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 WORKDIR /opt/odradek
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY odradek ./odradek
-# The runtime dependencies (kafka-python, crc32c, cramjam, uvloop) ship manylinux wheels,
-# so no compiler is needed.
-RUN pip install . \
+# The runtime dependencies ship manylinux wheels; gcc is needed only to build the produce-time
+# record framing walk (odradek/wire/_framing.c) and is removed again in the same layer.
+RUN apt-get update -qq \
+    && apt-get install -y -qq --no-install-recommends gcc libc6-dev >/dev/null \
+    && pip install . \
+    && apt-get purge -y -qq gcc libc6-dev >/dev/null && apt-get autoremove -y -qq >/dev/null \
+    && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 1000 --user-group --home-dir /var/lib/odradek odradek \
     && mkdir -p /var/lib/odradek \
     && chown odradek:odradek /var/lib/odradek
