@@ -14,14 +14,17 @@ import os
 import shutil
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 
+from odradek.log import reader
 from odradek.log.config import LONG_MAX, LogConfig
 from odradek.log.disk_faults import LogDir, storage_op
 from odradek.log.leader_epoch import LeaderEpochCache
 from odradek.log.producer_state import ProducerStateManager
 from odradek.log.segment import LogSegment
-from odradek.log.transactions import replay_marker
+from odradek.log.transactions import collect_aborted, replay_marker
+from odradek.log.txn_index import AbortedTxn
 from odradek.wire.batch import (
     BatchHeader,
     CorruptRecordError,
@@ -135,6 +138,10 @@ class Log:
         for seg in self.segments[:-1]:
             seg.seal()
         self.epochs.truncate_from_end(self.log_end_offset)
+        # snapshots past a recovered (cut) log end describe records that are gone; left there, a
+        # later start would load one once the log grew past it again (Kafka's LogLoader removes
+        # them too: ProducerStateManager.truncateAndReload)
+        self.producer_state.delete_snapshots_after(self.log_end_offset)
         self._rebuild_producer_state()
 
     def _open_segment(self, base: int, created: int) -> LogSegment:
@@ -212,6 +219,30 @@ class Log:
 
     def _segment_for(self, offset: int) -> int:
         return max(0, bisect.bisect_right(self._bases, offset) - 1)
+
+    def segments_from(self, offset: int) -> list[LogSegment]:
+        """The segment holding `offset` and every later one (a snapshot of the list)."""
+        return self.segments[self._segment_for(offset) :]
+
+    # -- iterating (log/reader.py) --------------------------------------------------------------
+
+    def batches(
+        self, from_offset: int | None = None, to_offset: int | None = None
+    ) -> Iterator[reader.LogBatch]:
+        """Every stored batch from the one holding `from_offset` to `to_offset` (exclusive)."""
+        return reader.batches(self, from_offset, to_offset)
+
+    def records(
+        self, from_offset: int | None = None, to_offset: int | None = None, name: str = ""
+    ) -> Iterator[tuple[BatchHeader, list[Record]]]:
+        """(header, records) of every decodable batch in that range, decoded within the
+        decompression bound; an undecodable batch is logged once and skipped."""
+        return reader.records(self, from_offset, to_offset, name)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions a read_committed fetch from `fetch_offset` must be told of
+        (Kafka's UnifiedLog.collectAbortedTransactions)."""
+        return collect_aborted(self, fetch_offset, upper_bound)
 
     # -- appending ------------------------------------------------------------------------------
 
