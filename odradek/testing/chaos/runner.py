@@ -278,6 +278,10 @@ def _settled(cluster: Cluster, timeout: float) -> str:
     try:
         for topic in topics:
             for p in range(PARTITIONS):
+                try:
+                    cluster.partition(topic, p)
+                except KeyError:
+                    continue  # an internal topic not created yet (it waits for 3 live brokers)
                 cluster.wait_for_leader(topic, p, timeout=timeout)
                 replicas = set(cluster.partition(topic, p).replicas)
                 cluster.wait_for_isr(topic, p, members=replicas, timeout=timeout)
