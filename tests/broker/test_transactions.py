@@ -256,7 +256,7 @@ def test_crash_between_prepare_and_markers_is_finished_on_restart(commit: bool) 
             # what EndTxn persists first; the broker "dies" before writing any marker
             coord = server.txn_coordinator
             md = coord.txns["c1"]
-            return await coord._persist(md, md.prepare_end(commit, coord.clock()))
+            return await coord.manager.persist(md, md.prepare_end(commit, coord.clock()))
 
         assert broker.call(prepare_only) == ErrorCode.NONE
         assert offsets(broker, 0) == (0, 1)

@@ -1,4 +1,5 @@
-"""The transaction coordinator, as Kafka's TransactionCoordinator + TransactionStateManager.
+"""The transaction coordinator's operations, as Kafka's TransactionCoordinator (its state,
+the transactional-id map, the loaded partitions and their log, is `manager.TxnStateManager`).
 
 It answers InitProducerId for transactional ids, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn
 (KIP-98), bumps epochs to fence zombies (KIP-360, KIP-588), aborts transactions older than their
@@ -6,10 +7,10 @@ timeout, expires idle transactional ids, and answers DescribeTransactions / List
 (KIP-664). A transactional id belongs to partition `abs(java_hashcode(id)) % partitions` of the
 compacted `__transaction_state` topic, whose leader is its coordinator.
 
-Every transition is appended to that partition before it takes effect (`_persist`); loading a
-partition replays its records. Ending a transaction writes PrepareCommit/PrepareAbort, then the
-markers to every partition of the transaction, then CompleteCommit/CompleteAbort; a broker that
-dies in between finishes the job from the persisted Prepare state when it loads.
+Every transition is appended to that partition before it takes effect (`manager.persist`);
+loading a partition replays its records. Ending a transaction writes PrepareCommit/PrepareAbort,
+then the markers to every partition of the transaction, then CompleteCommit/CompleteAbort; a
+broker that dies in between finishes the job from the persisted Prepare state when it loads.
 
 Each request is checked against the current producer id and epoch, and EndTxn and the produce
 check demand exact equality, so a delayed or retried request from an older epoch can never end
@@ -26,15 +27,14 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from odradek.coordinator.txn import records as rec
 from odradek.coordinator.txn.config import (
     STATE_TOPIC,
     TxnConfig,
     TxnDescription,
     TxnHost,
     now_ms,
-    partition_for,
 )
+from odradek.coordinator.txn.manager import TxnStateManager
 from odradek.coordinator.txn.state import (
     EXPIRABLE,
     NO_PRODUCER_EPOCH,
@@ -42,7 +42,6 @@ from odradek.coordinator.txn.state import (
     TopicPartition,
     TxnMetadata,
     TxnState,
-    TxnTransit,
     epoch_exhausted,
 )
 from odradek.wire.errors import ErrorCode
@@ -52,18 +51,6 @@ log = logging.getLogger(__name__)
 MARKER_WAIT_S = 5.0  # EndTxn waits this long for markers, then answers and keeps trying
 RETRY_BACKOFF_S = (0.02, 1.0)
 
-# Errors of an append to the state topic, as the client should see them (Kafka's
-# TransactionStateManager.appendTransactionToLog maps them the same way).
-_APPEND_ERRORS = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-}
 # Marker results after which a partition needs no more attempts: written; topic deleted; the
 # partition already saw a newer producer or coordinator epoch (the transaction is over there).
 _MARKER_DONE = frozenset(
@@ -83,17 +70,23 @@ class TransactionCoordinator:
         self.host = host
         self.config = config
         self.clock = clock
-        self.txns: dict[str, TxnMetadata] = {}
-        self.by_producer: dict[int, str] = {}
-        self.coordinator_epochs: dict[int, int] = {}  # loaded state partitions
-        self.active = False
+        self.manager = TxnStateManager(host, config, clock)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._timers: list[asyncio.Task[Any]] = []
+
+    @property
+    def active(self) -> bool:
+        return self.manager.active
+
+    @property
+    def txns(self) -> dict[str, TxnMetadata]:
+        """Transactional id -> metadata, for the loaded state partitions."""
+        return self.manager.txns
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self.active = True
+        self.manager.active = True
         count = self.host.state_partition_count()
         if count:
             for p in range(count):
@@ -111,7 +104,7 @@ class TransactionCoordinator:
         log.info("transaction coordinator started: %d transactional ids loaded", len(self.txns))
 
     async def stop(self) -> None:
-        self.active = False
+        self.manager.active = False
         tasks = [*self._timers, *self._tasks]
         for task in tasks:
             task.cancel()
@@ -124,7 +117,7 @@ class TransactionCoordinator:
 
     def abandon(self) -> None:
         """Unclean stop (a simulated kill -9): drop everything in memory, write nothing."""
-        self.active = False
+        self.manager.active = False
         for task in [*self._timers, *self._tasks]:
             task.cancel()
         self._clear()
@@ -135,9 +128,7 @@ class TransactionCoordinator:
             close()
         self._timers.clear()
         self._tasks.clear()
-        self.txns.clear()
-        self.by_producer.clear()
-        self.coordinator_epochs.clear()
+        self.manager.clear()
 
     async def _every(self, interval_ms: int, job: Callable[[], Awaitable[int]]) -> None:
         while True:
@@ -159,23 +150,16 @@ class TransactionCoordinator:
     # -- partitions and loading -----------------------------------------------------------------
 
     def partition_of(self, transactional_id: str) -> int | None:
-        count = self.host.state_partition_count()
-        return None if not count else partition_for(transactional_id, count)
+        return self.manager.partition_of(transactional_id)
 
     def ensure_state_topic(self) -> bool:
         """Create `__transaction_state` on first use (FindCoordinator, InitProducerId) and load
         any of its partitions not loaded yet."""
-        count = self.host.state_partition_count()
-        if not count:
-            try:
-                self.host.create_state_topic(self.config)
-            except Exception as exc:  # another creator won, or the cluster is too small
-                log.warning("cannot create %s: %s", STATE_TOPIC, exc)
-            count = self.host.state_partition_count()
-            if not count:
-                return False
+        count = self.manager.ensure_state_topic()
+        if count is None:
+            return False
         for p in range(count):
-            if p not in self.coordinator_epochs:
+            if not self.manager.is_loaded(p):
                 self.load_partition(p)
         return True
 
@@ -188,118 +172,41 @@ class TransactionCoordinator:
         return None if p is None else self.host.state_partition_leader(p)
 
     def load_partition(self, partition: int) -> int:
-        """Replay one state partition (no await inside); returns the ids loaded."""
-        epoch = self.host.leader_epoch(partition)
-        if epoch is None:
+        """Replay one state partition (no await inside) and finish the transactions it left
+        prepared; returns the ids loaded."""
+        loaded = self.manager.load_partition(partition)
+        if loaded is None:
             return 0
-        latest: dict[str, rec.TxnLogValue | None] = {}
-        for key, value in self.host.read_state(partition):
-            if key is None:
-                continue
-            try:
-                tid = rec.decode_key(key)
-                if tid is None:
-                    continue
-                latest[tid] = None if value is None else rec.decode_value(value)
-            except ValueError as exc:  # TxnRecordError, UnicodeDecodeError: skip, keep loading
-                log.warning("%s-%d: skipping unreadable record: %s", STATE_TOPIC, partition, exc)
-        self.coordinator_epochs[partition] = epoch
-        loaded = 0
-        for tid, value in latest.items():
-            if value is None or value.status == TxnState.DEAD:
-                continue
-            try:
-                md = TxnMetadata.from_value(tid, value)
-            except ValueError:
-                log.warning(
-                    "%s-%d: %s has unknown state %d", STATE_TOPIC, partition, tid, value.status
-                )
-                continue
-            self._put(md)
-            loaded += 1
+        for md in loaded:
             if md.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
                 commit = md.state == TxnState.PREPARE_COMMIT
                 log.info(
                     "resuming %s of transactional id %s after load",
                     "commit" if commit else "abort",
-                    tid,
+                    md.transactional_id,
                 )
-                self._spawn(self._write_markers_and_complete(md, commit), f"txn-markers-{tid}")
-        if loaded:
-            log.info("loaded %s-%d: %d transactional ids", STATE_TOPIC, partition, loaded)
-        return loaded
+                self._spawn(
+                    self._write_markers_and_complete(md, commit),
+                    f"txn-markers-{md.transactional_id}",
+                )
+        return len(loaded)
 
     def on_election(self, partition: int) -> None:
         """This broker now leads a state partition: load it (again, if the epoch changed)."""
         epoch = self.host.leader_epoch(partition)
-        if not self.active or epoch is None or self.coordinator_epochs.get(partition) == epoch:
+        if (
+            not self.active
+            or epoch is None
+            or self.manager.coordinator_epochs.get(partition) == epoch
+        ):
             return
         self.on_resignation(partition)
         self.load_partition(partition)
 
     def on_resignation(self, partition: int) -> None:
         """Another broker leads a state partition now: forget its transactional ids."""
-        if self.coordinator_epochs.pop(partition, None) is None:
-            return
-        count = self.host.state_partition_count() or 0
-        for tid in [t for t in self.txns if count and partition_for(t, count) == partition]:
-            md = self.txns.pop(tid)
-            if self.by_producer.get(md.producer_id) == tid:
-                del self.by_producer[md.producer_id]
-        log.info("resigned as transaction coordinator for %s-%d", STATE_TOPIC, partition)
-
-    def _put(self, md: TxnMetadata) -> None:
-        self.txns[md.transactional_id] = md
-        self.by_producer[md.producer_id] = md.transactional_id
-
-    def _owner_error(self, transactional_id: str) -> ErrorCode | None:
-        """NOT_COORDINATOR unless this broker leads and has loaded the id's partition."""
-        if not self.active:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        p = self.partition_of(transactional_id)
-        if p is None or p not in self.coordinator_epochs:
-            return ErrorCode.NOT_COORDINATOR
-        if self.host.leader_epoch(p) != self.coordinator_epochs[p]:
-            return ErrorCode.NOT_COORDINATOR
-        return None
-
-    # -- persisting -----------------------------------------------------------------------------
-
-    async def _persist(self, md: TxnMetadata, transit: TxnTransit) -> ErrorCode:
-        """Append the transit's record, then apply it; on failure nothing changes."""
-        tid = md.transactional_id
-        p = self.partition_of(tid)
-        if p is None:
-            md.abandon()
-            return ErrorCode.NOT_COORDINATOR
-        value = None if transit.state == TxnState.DEAD else rec.encode_value(transit.to_value())
-        epoch = self.coordinator_epochs.get(p)
-        try:
-            error = ErrorCode(await self.host.append_state(p, rec.encode_key(tid), value))
-        except asyncio.CancelledError:
-            md.abandon()
-            raise
-        except Exception:
-            log.exception("append to %s-%d for %s failed", STATE_TOPIC, p, tid)
-            error = ErrorCode.UNKNOWN_SERVER_ERROR
-        if error != ErrorCode.NONE:
-            md.abandon()
-            log.warning(
-                "append of %s for transactional id %s failed: %s",
-                transit.state.display,
-                tid,
-                error.name,
-            )
-            return _APPEND_ERRORS.get(error, ErrorCode.UNKNOWN_SERVER_ERROR)
-        if self.coordinator_epochs.get(p) != epoch or self.txns.get(tid) is not md:
-            md.abandon()  # the partition moved to another coordinator meanwhile
-            return ErrorCode.NOT_COORDINATOR
-        old_pid = md.producer_id
-        md.complete(transit)
-        if old_pid != md.producer_id and self.by_producer.get(old_pid) == tid:
-            del self.by_producer[old_pid]
-        self.by_producer[md.producer_id] = tid
-        return ErrorCode.NONE
+        if self.manager.unload_partition(partition):
+            log.info("resigned as transaction coordinator for %s-%d", STATE_TOPIC, partition)
 
     # -- InitProducerId -------------------------------------------------------------------------
 
@@ -321,7 +228,7 @@ class TransactionCoordinator:
         expected = None if producer_id == NO_PRODUCER_ID else (producer_id, producer_epoch)
         if self.active and not self.ensure_state_topic():
             return (ErrorCode.COORDINATOR_NOT_AVAILABLE, *fail)
-        error = self._owner_error(transactional_id)
+        error = self.manager.owner_error(transactional_id)
         if error is not None:
             return (error, *fail)
         md = self.txns.get(transactional_id)
@@ -329,7 +236,7 @@ class TransactionCoordinator:
             md = TxnMetadata(
                 transactional_id, self.host.allocate_producer_id(), timeout_ms, self.clock()
             )
-            self._put(md)
+            self.manager.put(md)
         if md.pending is not None:
             return (ErrorCode.CONCURRENT_TRANSACTIONS, *fail)
         if expected is not None and not self._valid_expected(md, *expected):
@@ -356,7 +263,7 @@ class TransactionCoordinator:
             if isinstance(result, ErrorCode):
                 return (result, *fail)
             transit = result
-        error = await self._persist(md, transit)
+        error = await self.manager.persist(md, transit)
         if error != ErrorCode.NONE:
             return (error, *fail)
         log.info(
@@ -383,7 +290,7 @@ class TransactionCoordinator:
     ) -> tuple[ErrorCode | None, TxnMetadata | None]:
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST, None
-        error = self._owner_error(transactional_id)
+        error = self.manager.owner_error(transactional_id)
         if error is not None:
             return error, None
         md = self.txns.get(transactional_id)
@@ -410,7 +317,7 @@ class TransactionCoordinator:
             return ErrorCode.NONE
         if md.state == TxnState.DEAD:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        return await self._persist(md, md.prepare_add_partitions(wanted, self.clock()))
+        return await self.manager.persist(md, md.prepare_add_partitions(wanted, self.clock()))
 
     def verify_partitions(
         self,
@@ -456,12 +363,12 @@ class TransactionCoordinator:
 
         Ids coordinated by another broker are not verified here (Kafka asks their coordinator
         with AddPartitionsToTxn verify_only); the partition's own epoch checks still apply."""
-        tid = transactional_id or self.by_producer.get(producer_id)
+        tid = transactional_id or self.manager.by_producer.get(producer_id)
         count = self.host.state_partition_count() or 0
-        if tid is None and len(self.coordinator_epochs) < count:
+        if tid is None and len(self.manager.coordinator_epochs) < count:
             return None  # the producer may belong to another coordinator
         p = None if tid is None else self.partition_of(tid)
-        if p is not None and p not in self.coordinator_epochs:
+        if p is not None and not self.manager.is_loaded(p):
             return None
         md = self.txns.get(tid) if tid else None
         if md is None or md.producer_id != producer_id:
@@ -484,7 +391,7 @@ class TransactionCoordinator:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         state = md.state
         if state == TxnState.ONGOING:
-            error = await self._persist(md, md.prepare_end(commit, self.clock()))
+            error = await self.manager.persist(md, md.prepare_end(commit, self.clock()))
             if error != ErrorCode.NONE:
                 return error
             await self._finish(md, commit)
@@ -521,7 +428,7 @@ class TransactionCoordinator:
     async def _fence_and_abort(self, md: TxnMetadata) -> ErrorCode:
         """Bump the epoch of an ongoing transaction and abort it (new producer, or timeout)."""
         md.bump_epoch_for_fence()
-        error = await self._persist(md, md.prepare_end(False, self.clock()))
+        error = await self.manager.persist(md, md.prepare_end(False, self.clock()))
         if error != ErrorCode.NONE:
             md.failed_fence = True
             return error
@@ -542,8 +449,7 @@ class TransactionCoordinator:
                 and md.producer_epoch == epoch
             )
 
-        p = self.partition_of(tid)
-        coordinator_epoch = self.coordinator_epochs.get(p, -1) if p is not None else -1
+        coordinator_epoch = self.manager.coordinator_epoch(tid)
         backoff, max_backoff = RETRY_BACKOFF_S
         while md.partitions and current():
             results = await self.host.write_markers(
@@ -559,7 +465,7 @@ class TransactionCoordinator:
                 backoff = min(backoff * 2, max_backoff)
         backoff = RETRY_BACKOFF_S[0]
         while current() and md.pending is None:
-            error = await self._persist(md, md.prepare_complete(self.clock()))
+            error = await self.manager.persist(md, md.prepare_complete(self.clock()))
             if error in (ErrorCode.NONE, ErrorCode.NOT_COORDINATOR):
                 return
             await asyncio.sleep(backoff)
@@ -599,10 +505,8 @@ class TransactionCoordinator:
                 and md.pending is None
                 and md.last_update_ms + self.config.id_expiration_ms <= now
             ):
-                if await self._persist(md, md.prepare_dead()) == ErrorCode.NONE:
-                    self.txns.pop(md.transactional_id, None)
-                    if self.by_producer.get(md.producer_id) == md.transactional_id:
-                        del self.by_producer[md.producer_id]
+                if await self.manager.persist(md, md.prepare_dead()) == ErrorCode.NONE:
+                    self.manager.remove(md)
                     log.info("expired transactional id %s", md.transactional_id)
                     count += 1
         return count
@@ -612,7 +516,7 @@ class TransactionCoordinator:
     def describe(self, transactional_id: str) -> tuple[ErrorCode, TxnDescription | None]:
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST, None
-        error = self._owner_error(transactional_id)
+        error = self.manager.owner_error(transactional_id)
         if error is not None:
             return error, None
         md = self.txns.get(transactional_id)
