@@ -60,7 +60,14 @@ from odradek.wire.batch import (
     write_crc,
 )
 from odradek.wire.compression import DEFAULT_MAX_DECOMPRESSED, compress, max_decompressed_size
-from odradek.wire.records import ABORT, Record, decode_records, write_varint, write_varlong
+from odradek.wire.records import (
+    ABORT,
+    Record,
+    decode_records,
+    end_txn_marker,
+    write_varint,
+    write_varlong,
+)
 
 log = logging.getLogger(__name__)
 
@@ -296,12 +303,8 @@ class LogCleaner:
                     continue
                 if h.is_control:
                     pending = open_txns.pop(h.producer_id, [])
-                    if (
-                        records
-                        and records[0].key is not None
-                        and len(records[0].key) >= 4
-                        and int.from_bytes(records[0].key[2:4], "big") == ABORT
-                    ):
+                    marker = end_txn_marker(records)
+                    if marker is not None and marker[0] == ABORT:
                         plan.aborted.update(pending)
                         found_by_marker = found_by_marker or bool(pending)
                     continue

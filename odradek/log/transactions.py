@@ -7,7 +7,7 @@ first offset stops holding back the last stable offset, and an abort is recorded
 ProducerStateManager.lastStableOffset(completedTxn)). read_committed fetches then collect the
 aborted transactions overlapping their range (Kafka's UnifiedLog.collectAbortedTransactions).
 
-A marker batch holds one control record (see `odradek.wire.records`):
+A marker batch holds one control record (parsed by `odradek.wire.records.end_txn_marker`):
 
     key    int16 version (0)   int16 type (0 abort, 1 commit)
     value  int16 version (0)   int32 coordinator_epoch
@@ -15,19 +15,16 @@ A marker batch holds one control record (see `odradek.wire.records`):
 
 from __future__ import annotations
 
-import struct
 from typing import TYPE_CHECKING
 
 from odradek.log.txn_index import AbortedTxn
 from odradek.wire.batch import BatchHeader, CorruptRecordError
-from odradek.wire.records import ABORT, COMMIT, decode_records
+from odradek.wire.records import ABORT, decode_records, end_txn_marker
 
 if TYPE_CHECKING:
     from odradek.log.log import Log
     from odradek.log.segment import LogSegment
 
-_KEY = struct.Struct(">hh")
-_VALUE = struct.Struct(">hi")
 # a marker batch holds one record of a few bytes; a control batch inflating past this is not one
 _MARKER_MAX_DECOMPRESSED = 1 << 20
 
@@ -38,16 +35,7 @@ def marker_info(buf: bytes | bytearray | memoryview) -> tuple[int, int] | None:
         _h, records = decode_records(buf, max_size=_MARKER_MAX_DECOMPRESSED)
     except CorruptRecordError:
         return None
-    if not records or records[0].key is None or len(records[0].key) < _KEY.size:
-        return None
-    _version, ctype = _KEY.unpack_from(records[0].key)
-    if ctype not in (ABORT, COMMIT):
-        return None  # another control record type (KRaft's leader change, snapshots)
-    value = records[0].value
-    coordinator_epoch = -1
-    if value is not None and len(value) >= _VALUE.size:
-        coordinator_epoch = _VALUE.unpack_from(value)[1]
-    return ctype, coordinator_epoch
+    return end_txn_marker(records)
 
 
 def complete_transaction(
@@ -100,8 +88,7 @@ def collect_aborted(log: Log, fetch_offset: int, upper_bound: int) -> list[Abort
     """Aborted transactions with a marker at or after `fetch_offset` that began before
     `upper_bound`, from the segment holding `fetch_offset` onwards."""
     out: list[AbortedTxn] = []
-    start = log._segment_for(fetch_offset)
-    for seg in log.segments[start:]:
+    for seg in log.segments_from(fetch_offset):
         found, complete = seg.txn_index.collect(fetch_offset, upper_bound)
         out.extend(found)
         if complete:

@@ -508,6 +508,27 @@ def build_control_batch(
     )
 
 
+def end_txn_marker(records: Sequence[Record]) -> tuple[int, int] | None:
+    """(type, coordinator epoch) of the transaction marker in a control batch's decoded records,
+    as Kafka's ControlRecordType.parse + EndTransactionMarker.deserializeValue: the one parser of
+    markers for the log, the coordinators' loaders and the cleaner. None when the batch holds no
+    record (compaction can empty it), a key shorter than 4 bytes, or another control type
+    (KRaft's leader change, snapshots); the epoch is -1 when the value is missing or short."""
+    if not records:
+        return None
+    key = records[0].key
+    if key is None or len(key) < _CONTROL_KEY.size:
+        return None
+    _version, ctype = _CONTROL_KEY.unpack_from(key)
+    if ctype not in (ABORT, COMMIT):
+        return None
+    value = records[0].value
+    coordinator_epoch = -1
+    if value is not None and len(value) >= _END_TXN_VALUE.size:
+        coordinator_epoch = _END_TXN_VALUE.unpack_from(value)[1]
+    return ctype, coordinator_epoch
+
+
 def control_type(buf: Buffer, pos: int = 0) -> int | None:
     """The control record type of a control batch (0 abort, 1 commit, as stored).
 

@@ -17,55 +17,20 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Iterator
-from typing import Any
 
 from odradek.coordinator.group import records as rec
 from odradek.coordinator.group.metadata import ClassicGroup, OffsetAndMetadata
 from odradek.coordinator.group.offsets import OffsetManager
 from odradek.coordinator.group.state import GroupStateMachine
+from odradek.log.log import Log
 from odradek.wire.batch import BatchHeader
-from odradek.wire.compression import max_decompressed_size
-from odradek.wire.records import COMMIT, Record, decode_records
+from odradek.wire.records import COMMIT, Record, end_txn_marker
 
 log = logging.getLogger(__name__)
 
-# what decoding a stored batch or record raises on bad bytes (CorruptRecordError and
-# RecordFormatError are ValueErrors)
+# what decoding a stored record's key or value raises on bad bytes (RecordFormatError is a
+# ValueError); undecodable batches are skipped by `Log.records`
 DECODE_ERRORS = (ValueError, struct.error)
-
-
-def batches(log_: Any, max_offset: int) -> Iterator[tuple[int, bytes]]:
-    """(base offset, bytes) of every batch of a log below `max_offset` (its end), in order."""
-    for seg in list(log_.segments):
-        for bp in seg.batches_from(0):
-            if bp.base_offset >= max_offset:
-                return
-            yield bp.base_offset, seg.read_bytes(bp.position, bp.size)
-
-
-def decoded_batches(
-    log_: Any, max_offset: int, name: str
-) -> Iterator[tuple[BatchHeader, list[Record]]]:
-    """Every decodable batch below `max_offset`; an undecodable one is logged and skipped."""
-    bound = max_decompressed_size(log_.config.max_message_bytes)
-    for base_offset, data in batches(log_, max_offset):
-        try:
-            yield decode_records(data, max_size=bound)
-        except DECODE_ERRORS as exc:
-            log.warning(
-                "%s: skipping undecodable batch at offset %d (%d bytes): %s",
-                name,
-                base_offset,
-                len(data),
-                exc,
-            )
-
-
-def _control_type(records: list[Record]) -> int | None:
-    if not records or records[0].key is None or len(records[0].key) < 4:
-        return None
-    return int.from_bytes(records[0].key[2:4], "big", signed=True)
 
 
 class _Replay:
@@ -80,7 +45,8 @@ class _Replay:
 
     def batch(self, header: BatchHeader, records: list[Record]) -> None:
         if header.is_control:
-            commit = _control_type(records) == COMMIT
+            marker = end_txn_marker(records)
+            commit = marker is not None and marker[0] == COMMIT
             for group_id in self.txn_groups.pop(header.producer_id, set()):
                 self.offsets.complete_txn(group_id, header.producer_id, commit)
             return
@@ -135,12 +101,12 @@ class _Replay:
 
 
 def replay(
-    machine: GroupStateMachine, offsets: OffsetManager, log_: Any, max_offset: int, name: str
+    machine: GroupStateMachine, offsets: OffsetManager, log_: Log, max_offset: int, name: str
 ) -> tuple[int, int]:
     """Apply a partition's records to the coordinator; returns (records, groups loaded)."""
     before = set(machine.groups)
     state = _Replay(machine, offsets, name)
-    for header, records in decoded_batches(log_, max_offset, name):
+    for header, records in log_.records(None, max_offset, name):
         state.batch(header, records)
     loaded = 0
     for group_id in state.touched - before:
