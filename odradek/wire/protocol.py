@@ -40,8 +40,10 @@ for _mod in (_admin, _consumer, _metadata, _producer):
         _obj = getattr(_mod, _name)
         _EXPORTS[_name] = _obj
         if isinstance(_obj, type) and issubclass(_obj, ApiMessage) and _obj is not ApiMessage:
-            table = _REQUESTS if _obj.is_request() else _RESPONSES
-            table[_obj.API_KEY] = _obj
+            # kafka-python's generated message classes carry no types: Any is what they are.
+            _message: Any = _obj
+            table = _REQUESTS if _message.is_request() else _RESPONSES
+            table[_message.API_KEY] = _message
 
 globals().update(_EXPORTS)
 __all__ = sorted(_EXPORTS) + [

@@ -95,7 +95,7 @@ def _wrap64(value: int) -> int:
     return ((value + _TWO63) % _TWO64) - _TWO63
 
 
-def _read_unsigned(data: bytes, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
+def _read_unsigned(data: Buffer, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
     result = 0
     shift = 0
     for _ in range(max_bytes):
@@ -110,14 +110,14 @@ def _read_unsigned(data: bytes, pos: int, end: int, max_bytes: int) -> tuple[int
     raise CorruptRecordError(f"varint longer than {max_bytes} bytes")
 
 
-def read_varint(data: bytes, pos: int, end: int | None = None) -> tuple[int, int]:
+def read_varint(data: Buffer, pos: int, end: int | None = None) -> tuple[int, int]:
     """Zigzag int32 at `pos`, not reading at or past `end`: (value, next position)."""
     raw, pos = _read_unsigned(data, pos, len(data) if end is None else end, 5)
     raw &= _MASK32  # Java drops what overflows an int
     return (raw >> 1) ^ -(raw & 1), pos
 
 
-def read_varlong(data: bytes, pos: int, end: int | None = None) -> tuple[int, int]:
+def read_varlong(data: Buffer, pos: int, end: int | None = None) -> tuple[int, int]:
     """Zigzag int64 at `pos`, not reading at or past `end`: (value, next position)."""
     raw, pos = _read_unsigned(data, pos, len(data) if end is None else end, 10)
     raw &= _MASK64
@@ -543,6 +543,8 @@ def control_type(buf: Buffer, pos: int = 0) -> int | None:
     key = records[0].key
     if key is None or len(key) < _CONTROL_KEY.size:
         raise CorruptRecordError("control record key shorter than 4 bytes")
+    version: int
+    ctype: int
     version, ctype = _CONTROL_KEY.unpack_from(key)
     if version < 0:
         raise CorruptRecordError(f"invalid control record key version {version}")

@@ -250,11 +250,11 @@ def _tagged_hook(
         _ORIGINAL["tagged"](self, ctx, var_name, indent, version)
 
 
-UnsignedVarInt32.emit_decode_from = classmethod(_uvarint_hook)  # type: ignore[method-assign,assignment]
-SimpleField.emit_decode_from = _simple_hook  # type: ignore[method-assign]
-ArrayField.emit_decode_from = _array_hook("array")  # type: ignore[method-assign]
-StructArrayField.emit_decode_from = _array_hook("struct_array")  # type: ignore[method-assign]
-StructField._emit_tagged_decode = _tagged_hook  # type: ignore[method-assign]
+UnsignedVarInt32.emit_decode_from = classmethod(_uvarint_hook)
+SimpleField.emit_decode_from = _simple_hook
+ArrayField.emit_decode_from = _array_hook("array")
+StructArrayField.emit_decode_from = _array_hook("struct_array")
+StructField._emit_tagged_decode = _tagged_hook
 
 
 # -- building decoders ---------------------------------------------------------------------------
