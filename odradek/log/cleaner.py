@@ -402,9 +402,9 @@ class LogCleaner:
         )
         tombstones = any(r.value is None for r in kept)
         horizon = h.base_timestamp if h.has_delete_horizon else None
-        if tombstones and horizon is None:
-            horizon = plan.now + plan.delete_retention_ms
         if tombstones:
+            if horizon is None:
+                horizon = plan.now + plan.delete_retention_ms
             plan.horizon = horizon if plan.horizon is None else min(plan.horizon, horizon)
         if not kept:
             if (

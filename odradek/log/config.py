@@ -7,6 +7,7 @@ log reads.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -28,7 +29,15 @@ class ConfigDef:
     minimum: float | None = None
 
 
-def _d(name, type_, default, broker_key, doc, choices=(), minimum=None) -> ConfigDef:
+def _d(
+    name: str,
+    type_: str,
+    default: Any,
+    broker_key: str | None,
+    doc: str,
+    choices: Iterable[str] = (),
+    minimum: float | None = None,
+) -> ConfigDef:
     return ConfigDef(name, type_, default, broker_key, doc, tuple(choices), minimum)
 
 

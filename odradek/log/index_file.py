@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from collections.abc import Callable
 
 
 class IndexFile:
@@ -67,6 +68,8 @@ class IndexFile:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             os.ftruncate(fd, size)
+            # None only while sized 0 (full: nothing is written or read); typed as always mapped so
+            # the subclasses' hot lookups need no check.
             self._mm = mmap.mmap(fd, size) if size else None  # type: ignore[assignment]
         finally:
             os.close(fd)
@@ -74,9 +77,9 @@ class IndexFile:
     def close(self) -> None:
         if self._mm is not None:
             self._mm.close()
-            self._mm = None  # type: ignore[assignment]
+            self._mm = None  # type: ignore[assignment]  # closed: no entry is read after close
 
-    def _search(self, key_at, target: int) -> int:
+    def _search(self, key_at: Callable[[int], int], target: int) -> int:
         """Index of the last entry whose key <= target, or -1."""
         lo, hi = 0, self.entries - 1
         found = -1

@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import uuid
+from collections.abc import Callable
 
 from odradek.log.checkpoints import (
     HIGH_WATERMARK,
@@ -45,7 +46,7 @@ class LogManager:
         self.log_dirs = {d: LogDir(d) for d in self.dirs}
         self.logs: dict[tuple[str, int], Log] = {}
         self._dir_of: dict[tuple[str, int], str] = {}
-        self._locks = []
+        self._locks: list[int] = []  # flock'd file descriptors, one per data dir
         for d in self.dirs:
             try:
                 os.makedirs(d, exist_ok=True)
@@ -83,7 +84,7 @@ class LogManager:
                     found.append((m.group(1), int(m.group(2)), read_partition_metadata(path), path))
         return found
 
-    def load_all(self, config_for) -> None:
+    def load_all(self, config_for: Callable[[str], LogConfig]) -> None:
         """Open every partition on disk; `config_for(topic)` gives its LogConfig."""
         for d in self.dirs:
             clean = os.path.exists(os.path.join(d, CLEAN_SHUTDOWN))
@@ -136,7 +137,7 @@ class LogManager:
 
     # -- log dir health ---------------------------------------------------------------------------
 
-    def on_dir_failure(self, fn) -> None:
+    def on_dir_failure(self, fn: Callable[[str], None]) -> None:
         """Call `fn(dir)` once when a data dir goes offline."""
         for ld in self.log_dirs.values():
             ld.on_failure(fn)

@@ -21,7 +21,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from odradek.coordinator.codec import append_error as append_error  # the handlers' too
 from odradek.coordinator.group import records as rec
@@ -344,7 +344,7 @@ class GroupCoordinator:
         if error is not None:
             return JoinResult.failed(req.member_id, error)
         fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
-        self.joins.join(req, lambda r: fut.done() or fut.set_result(r))
+        self.joins.join(req, _resolver(fut))
         return await fut
 
     async def join_group(
@@ -389,7 +389,7 @@ class GroupCoordinator:
         if error is not None:
             return SyncResult(error)
         fut: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
-        self.syncs.sync(req, lambda r: fut.done() or fut.set_result(r))
+        self.syncs.sync(req, _resolver(fut))
         return await fut
 
     async def sync_group(
@@ -585,3 +585,16 @@ class GroupCoordinator:
             error = self.status(group_id, "delete")
             out[group_id] = error if error is not None else self.offsets.delete_group(group_id)
         return out
+
+
+_T = TypeVar("_T")
+
+
+def _resolver(fut: asyncio.Future[_T]) -> Callable[[_T], None]:
+    """A callback that answers `fut` once (a later call, e.g. after a timeout, is dropped)."""
+
+    def resolve(result: _T) -> None:
+        if not fut.done():
+            fut.set_result(result)
+
+    return resolve

@@ -123,12 +123,12 @@ class OffsetManager:
         group = machine.get(group_id)
         if group is None:
             if generation_id >= 0:
-                error = (
+                unknown = (
                     ErrorCode.GROUP_ID_NOT_FOUND
                     if api_version >= 9
                     else ErrorCode.ILLEGAL_GENERATION
                 )
-                return dict.fromkeys(offsets, error)
+                return dict.fromkeys(offsets, unknown)
             log.info("creating simple consumer group %s through a manual offset commit", group_id)
             group = machine.get_or_create(group_id)
         error = self._validate_commit(group, generation_id, member_id, instance_id)

@@ -113,14 +113,14 @@ class TxnStateManager:
                 log.warning("%s-%d: skipping unreadable record: %s", STATE_TOPIC, partition, exc)
         self.coordinator_epochs[partition] = epoch
         loaded = []
-        for tid, value in latest.items():
-            if value is None or value.status == TxnState.DEAD:
+        for tid, stored in latest.items():
+            if stored is None or stored.status == TxnState.DEAD:
                 continue
             try:
-                md = TxnMetadata.from_value(tid, value)
+                md = TxnMetadata.from_value(tid, stored)
             except ValueError:
                 log.warning(
-                    "%s-%d: %s has unknown state %d", STATE_TOPIC, partition, tid, value.status
+                    "%s-%d: %s has unknown state %d", STATE_TOPIC, partition, tid, stored.status
                 )
                 continue
             self.put(md)
