@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import types
+from collections.abc import Callable
 
 from odradek.broker.config import BrokerConfig
 from odradek.cli_commands import register_all
@@ -174,4 +175,5 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return args.func(args)
+    command: Callable[[argparse.Namespace], int] = args.func
+    return command(args)

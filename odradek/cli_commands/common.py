@@ -111,7 +111,7 @@ def error_name(code_or_cls: Any) -> str:
     cls = errors.for_code(code_or_cls) if isinstance(code_or_cls, int) else code_or_cls
     if cls is errors.NoError:
         return "NONE"
-    return getattr(cls, "message", None) or getattr(cls, "__name__", str(cls))
+    return str(getattr(cls, "message", None) or getattr(cls, "__name__", str(cls)))
 
 
 def run_command(

@@ -15,10 +15,18 @@ import shutil
 import signal
 import sys
 import threading
-from typing import Any
+from collections.abc import Callable
+from types import FrameType
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from odradek.cli_commands.common import parse_key_values
 from odradek.cli_commands.output import CliError
+
+if TYPE_CHECKING:
+    from odradek.testing import Broker
+
+# What signal.signal returns and takes: a handler, SIG_DFL / SIG_IGN, or None (set outside Python).
+_SignalHandler: TypeAlias = Callable[[int, FrameType | None], object] | int | None
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -129,12 +137,12 @@ def cmd_dev(args: argparse.Namespace) -> int:
         _restore(previous)
 
 
-def _restore(handlers: dict[int, Any]) -> None:
+def _restore(handlers: dict[signal.Signals, _SignalHandler]) -> None:
     for sig, handler in handlers.items():
         signal.signal(sig, handler)
 
 
-def _discard(broker: Any, handlers: dict[int, Any]) -> None:
+def _discard(broker: Broker, handlers: dict[signal.Signals, _SignalHandler]) -> None:
     """After a failed start: nothing runs any more; remove the temp dir."""
     shutil.rmtree(broker.data_dir, ignore_errors=True)
     _restore(handlers)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 from odradek.cli_commands.common import run_command, want_json
@@ -95,7 +96,8 @@ def call(
     )
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
-            return json.loads(response.read() or b"{}")
+            answer: dict[str, Any] = json.loads(response.read() or b"{}")
+            return answer
     except urllib.error.HTTPError as exc:
         try:
             message = json.loads(exc.read()).get("error") or exc.reason
@@ -135,7 +137,7 @@ def cmd_delay(args: argparse.Namespace) -> None:
     _report(args, answer, "Armed: " + _describe(answer["armed"]) + ".")
 
 
-def _simple(path: str):
+def _simple(path: str) -> Callable[[argparse.Namespace], None]:
     def command(args: argparse.Namespace) -> None:
         answer = call(args, "POST", path)
         messages = {

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from odradek.cli_commands.common import (
     Closing,
@@ -90,10 +90,12 @@ def _assignment(member: dict[str, Any]) -> list[tuple[str, int]]:
         topics = raw.get("assigned_partitions") or []
     else:
         topics = getattr(raw, "assigned_partitions", None) or []
-    out = []
+    out: list[tuple[str, int]] = []
+    topic: str  # the shapes below come from kafka-python (untyped)
     for entry in topics:
         if isinstance(entry, dict):
-            topic, parts = entry.get("topic"), entry.get("partitions") or []
+            # kafka-python's decoded ConsumerProtocolAssignment always carries "topic"
+            topic, parts = cast(str, entry.get("topic")), entry.get("partitions") or []
         elif isinstance(entry, (list, tuple)):
             topic, parts = entry[0], entry[1]
         else:
@@ -227,7 +229,7 @@ def _assignment_text(member: dict[str, Any]) -> str:
 
 
 def _group_info(admin: Any, groups: list[str]) -> dict[str, dict[str, Any]]:
-    described = admin.describe_groups(groups)
+    described: dict[str, dict[str, Any]] = admin.describe_groups(groups)
     for group in groups:
         info = described.get(group)
         if info is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from odradek.cli_commands.common import (
@@ -73,7 +74,7 @@ def _headers(items: list[str] | None) -> list[tuple[str, bytes]]:
     return out
 
 
-def _lines(stream: BinaryIO):
+def _lines(stream: BinaryIO) -> Iterator[bytes]:
     for raw in stream:
         line = raw[:-1] if raw.endswith(b"\n") else raw
         if line.endswith(b"\r"):
