@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, overload
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.faults import FaultRule, api_key, error_code
 from odradek.broker.server import Broker as BrokerServer
-from odradek.testing.loop_thread import LoopThread
+from odradek.testing.loop_thread import LoopThread, T
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
@@ -60,6 +60,11 @@ class Broker:
         self._loop_thread.start(boot)
         return self
 
+    # Typed for the one-argument form every caller uses; extra `args` are passed through.
+    @overload
+    def call(self, fn: Callable[[BrokerServer], Coroutine[Any, Any, T]]) -> T: ...
+    @overload
+    def call(self, fn: Callable[[BrokerServer], T]) -> T: ...
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run `fn(server, *args)` on the broker's loop (a coroutine function is awaited)."""
         assert self.server is not None

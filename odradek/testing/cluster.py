@@ -22,13 +22,13 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, overload
 
 from odradek.broker.faults import FaultRule, api_key, error_code
 from odradek.broker.local_cluster import LocalCluster, drain_connections
 from odradek.broker.metadata_store import PartitionState
-from odradek.testing.loop_thread import LoopThread
+from odradek.testing.loop_thread import LoopThread, T
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
@@ -101,6 +101,11 @@ class Cluster:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    # Typed for the one-argument form every caller uses; extra `args` are passed through.
+    @overload
+    def call(self, fn: Callable[[LocalCluster], Coroutine[Any, Any, T]]) -> T: ...
+    @overload
+    def call(self, fn: Callable[[LocalCluster], T]) -> T: ...
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run `fn(local_cluster, *args)` on the cluster's loop (coroutines are awaited)."""
         assert self.local is not None

@@ -84,9 +84,22 @@ def _struct(f: Any, version: int) -> Any:
     return f.data_class(version=version, **values)
 
 
+def _request_class(api_key: int) -> Any:
+    """kafka-python's request class for the key (untyped); ValueError when it has none."""
+    cls = protocol.request_class(api_key)
+    if cls is None:
+        raise ValueError(f"kafka-python has no request schema for API key {api_key}")
+    return cls
+
+
+def _first_of(name: str) -> Callable[[Any], Any]:
+    """The first element of the message's array field `name`."""
+    return lambda message: getattr(message, name)[0]
+
+
 def sample_request(api_key: int, version: int) -> Any:
     """A well-formed request with every array holding one element."""
-    cls = protocol.request_class(api_key)
+    cls = _request_class(api_key)
     values = {g.name: _value(g, version) for g in cls._struct.untagged_fields(version)}
     return cls(version=version, **values)
 
@@ -101,7 +114,7 @@ def request_header(
     api_key: int, version: int, correlation_id: int, client_id: str = "fuzz"
 ) -> bytes:
     """The request header (v1, or v2 for flexible versions) for a body of this key/version."""
-    req = protocol.request_class(api_key)(version=version)
+    req = _request_class(api_key)(version=version)
     req.with_header(correlation_id=correlation_id, client_id=client_id)
     return bytes(req.encode_header(flexible=protocol.is_flexible_request(api_key, version)))
 
@@ -122,7 +135,7 @@ def null_field_bodies(api_key: int, version: int) -> list[tuple[str, bytes]]:
     Bodies whose null kafka-python's encoder replaces (Metadata v0 sends [] for None) are left
     out: each body returned really carries a count of -1 (or compact 0) in that field.
     """
-    cls = protocol.request_class(api_key)
+    cls = _request_class(api_key)
     out: list[tuple[str, bytes]] = []
 
     def add(path: str, req: Any, holder: Callable[[Any], Any], name: str) -> None:
@@ -139,7 +152,7 @@ def null_field_bodies(api_key: int, version: int) -> list[tuple[str, bytes]]:
         for g in _non_nullable_arrays(f, version):
             req = sample_request(api_key, version)
             setattr(getattr(req, f.name)[0], g.name, None)
-            add(f"{f.name}[].{g.name}", req, lambda r, f=f: getattr(r, f.name)[0], g.name)
+            add(f"{f.name}[].{g.name}", req, _first_of(f.name), g.name)
     return out
 
 
@@ -248,7 +261,7 @@ def round_plan(seed: int, round_no: int, connections: int, requests: int) -> lis
         conn = rng.randrange(connections)
         payload = encode(sample_request(key, version), version, 1000 + i)
         roll = rng.random()
-        name = f"{protocol.request_class(key).__name__} v{version}"
+        name = f"{_request_class(key).__name__} v{version}"
         if roll < 0.15:
             plan.append(Send(conn, framed(payload), f"{name} valid"))
             continue
@@ -307,7 +320,8 @@ class RoundResult:
 
 
 def _probe_frame(correlation_id: int) -> bytes:
-    return framed(encode(protocol.ApiVersionsRequest(), 0, correlation_id, "fuzz-probe"))
+    request = _request_class(protocol.API_VERSIONS_KEY)()
+    return framed(encode(request, 0, correlation_id, "fuzz-probe"))
 
 
 def _drain_until(sock: socket.socket, correlation_id: int, deadline: float) -> str:

@@ -68,7 +68,8 @@ def bomb_section(codec: int, inflated_mib: int) -> bytes:
     if codec == LZ4:
         f = lz4.frame.LZ4FrameCompressor(block_linked=False)
         parts = [f.begin()] + [f.compress(_CHUNK) for _ in range(inflated_mib)]
-        return b"".join(parts) + f.flush()
+        tail: bytes = f.flush()  # lz4 is untyped
+        return b"".join(parts) + tail
     if codec == SNAPPY:
         # xerial framing, 32 KiB blocks: snappy's ratio is capped near 21x, so this is the
         # "largest within max.message.bytes" kind of bomb rather than a gigabyte one

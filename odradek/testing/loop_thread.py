@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TypeVar, overload
 
 AsyncStep = Callable[[], Awaitable[None]]
+T = TypeVar("T")  # what a call's function returns (or its coroutine, awaited)
 
 
 class LoopThread:
@@ -68,6 +69,10 @@ class LoopThread:
             loop.run_until_complete(teardown())
         loop.close()
 
+    @overload
+    def call(self, fn: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T: ...
+    @overload
+    def call(self, fn: Callable[..., T], *args: Any) -> T: ...
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run `fn(*args)` on the loop and return its result (a coroutine is awaited)."""
         loop = self._loop

@@ -430,7 +430,8 @@ def final_read(
             "enable.auto.commit": False,
         }
     )
-    records: list[tuple[int, int, str]] = []
+    # (partition, offset, value); confluent-kafka types the first two optional (error events)
+    records: list[tuple[int | None, int | None, str]] = []
     try:
         deadline = time.monotonic() + timeout
         ends: dict[int, int] = {}

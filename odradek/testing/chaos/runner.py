@@ -102,7 +102,7 @@ class Result:
 def disk_hook(cluster: Cluster) -> Callable[[int, str | None], None] | None:
     """`fail(node, "ENOSPC" | None)` if this tree's brokers can fail their disk, else None."""
     if hasattr(cluster, "fail_disk"):
-        return lambda node, err: cluster.fail_disk(node, err)  # type: ignore[attr-defined]
+        return lambda node, err: cluster.fail_disk(node, err)
 
     def on_server(node: int, err: str | None) -> None:
         def run(c: Any) -> None:
