@@ -14,7 +14,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from odradek.log import reader
@@ -119,8 +119,8 @@ class Log:
         )
         for name in os.listdir(self.dir):
             if name.endswith((".index", ".timeindex", ".txnindex")):
-                base = name.split(".")[0]
-                if base.isdigit() and int(base) not in bases:
+                stem = name.split(".")[0]
+                if stem.isdigit() and int(stem) not in bases:
                     os.unlink(os.path.join(self.dir, name))  # orphaned index
             elif name.endswith((".cleaned", ".swap", ".deleted", ".tmp")):
                 path = os.path.join(self.dir, name)
@@ -263,13 +263,14 @@ class Log:
         first = offset = self.log_end_offset
         now = now_ms()
         max_ts, off_max = -1, -1
-        mutable = isinstance(buf, bytearray)
+        # a bytearray is patched in place; LogAppendTime payloads always are one (validator.py)
+        writable = buf if isinstance(buf, bytearray) else None
         pieces: list[bytes | bytearray | memoryview] = []
         view = memoryview(buf)
         for pos, h in batches:
-            if mutable:
-                set_base_offset(buf, pos, offset)
-                set_partition_leader_epoch(buf, pos, leader_epoch)
+            if writable is not None:
+                set_base_offset(writable, pos, offset)
+                set_partition_leader_epoch(writable, pos, leader_epoch)
             else:
                 prefix = bytearray(view[pos : pos + PREFIX_PATCH])
                 set_base_offset(prefix, 0, offset)
@@ -278,13 +279,15 @@ class Log:
             last = offset + h.last_offset_delta
             ts = h.max_timestamp
             if log_append_time:
-                set_log_append_time(buf, pos, now)
+                if writable is None:
+                    raise TypeError("LogAppendTime needs the payload as a bytearray")
+                set_log_append_time(writable, pos, now)
                 ts = now
             if ts > max_ts:
                 max_ts, off_max = ts, last
             offset = last + 1
         self.epochs.assign(leader_epoch, first)
-        self._write(buf if mutable else pieces, first, offset - 1, max_ts, off_max)
+        self._write(buf if writable is not None else pieces, first, offset - 1, max_ts, off_max)
         position_offset = first
         for _pos, h in batches:
             self.producer_state.apply(h, position_offset, position_offset + h.last_offset_delta)
@@ -546,7 +549,8 @@ class Log:
             deleted += self._delete_segments(over, "retention.bytes")
         return deleted
 
-    def _delete_segments(self, predicate, reason: str) -> int:
+    def _delete_segments(self, predicate: Callable[[LogSegment, int], object], reason: str) -> int:
+        """Delete oldest segments while `predicate(segment, next segment's base)` is truthy."""
         count = 0
         while len(self.segments) > 1:
             seg = self.segments[0]
