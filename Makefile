@@ -18,6 +18,12 @@ test: setup
 bench: setup
 	$(PYTHON) -m bench $(ARGS)
 
+# The packages the type checker runs clean over ([tool.mypy] in pyproject.toml); odradek/broker
+# joins the list once it is clean (issue 12 item 5).
+MYPY_PATHS := odradek/wire odradek/log odradek/coordinator odradek/testing odradek/cli_commands \
+              odradek/cli.py
+
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy $(MYPY_PATHS)
