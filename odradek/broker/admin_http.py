@@ -113,7 +113,7 @@ class AdminHttpServer:
             ("POST", "/faults/clear"): self.clear,
             ("POST", "/connections/drop"): self.drop_connections,
         }
-        broker.extensions["admin_http"] = self
+        broker.admin_http = self
 
     @property
     def url(self) -> str:

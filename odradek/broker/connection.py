@@ -74,6 +74,8 @@ class Connection(asyncio.BufferedProtocol):
         self._drained: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._throttle_s = 0.0  # quota throttle: stay muted this long after the answer
+        # (name, version) from ApiVersions v3+ (KIP-511), as Kafka keeps it per channel
+        self.client_software: tuple[str, str] | None = None
 
     # -- protocol callbacks -----------------------------------------------------------------
 
@@ -81,7 +83,7 @@ class Connection(asyncio.BufferedProtocol):
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        gate = self.broker.extensions.get("accept_gate")  # fault injection: a broker cut off
+        gate = self.broker.accept_gate  # fault injection: a broker cut off
         if gate is not None and not gate(transport):
             self.closed = True
             transport.close()

@@ -12,15 +12,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.broker.context import RequestContext
 from odradek.broker.faults import FaultInjector, error_response
 from odradek.broker.registry import REGISTRY, advertised
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
-from odradek.wire.header import HeaderError, RequestHeader, finish_flexible, parse_fixed
+from odradek.wire.header import HeaderError, finish_flexible, parse_fixed
 from odradek.wire.regions import Piece
 
 log = logging.getLogger(__name__)
@@ -35,23 +35,6 @@ THREAD_ENCODE = frozenset({ApiKey.METADATA, ApiKey.DESCRIBE_GROUPS})
 
 class ProtocolError(Exception):
     """The client broke the protocol; its connection is closed."""
-
-
-@dataclass(slots=True)
-class RequestContext:
-    broker: Any
-    header: RequestHeader
-    peer: str
-    connection: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def api_version(self) -> int:
-        return self.header.api_version
-
-    @property
-    def client_id(self) -> str | None:
-        return self.header.client_id
 
 
 def unsupported_api_versions(correlation_id: int) -> list[Piece]:

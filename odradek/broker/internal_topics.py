@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from odradek.broker.topics import TopicError
+from odradek.coordinator.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from odradek.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -111,9 +112,25 @@ class InternalTopicCreator:
 
 
 def creator(broker: Any) -> InternalTopicCreator:
-    """This broker's creator (made, and registered as a service, on first use)."""
-    found = broker.extensions.get(EXTENSION)
-    if found is None:
-        found = broker.extensions[EXTENSION] = InternalTopicCreator(broker)
-        broker.services.append(found)
-    return found
+    """This broker's creator."""
+    creator: InternalTopicCreator = broker.internal_topics
+    return creator
+
+
+def ensure_offsets_topic(broker: Any, coord: GroupCoordinator) -> bool:
+    """True when `__consumer_offsets` exists; else its creation starts (in the background, with
+    the configured replication factor once enough brokers are alive: `internal_topics.py`) and
+    the caller answers COORDINATOR_NOT_AVAILABLE, as Kafka's auto topic creation."""
+    if broker.topics.info(OFFSETS_TOPIC) is not None:
+        return True
+    cfg = coord.config
+
+    def created() -> None:
+        for index in range(cfg.num_partitions):
+            part = broker.topics.get(OFFSETS_TOPIC, index)
+            if part is not None and part.is_leader:
+                coord.on_election(index)
+
+    return creator(broker).ensure(
+        OFFSETS_TOPIC, cfg.num_partitions, cfg.replication_factor, cfg.topic_configs(), created
+    )

@@ -90,7 +90,7 @@ class LocalCluster:
         broker = Broker(self._config(node), store=self.store)
         broker.replication.reachable = self._reachable
         broker.replication.fetch_delay_ms = self.slowed.get(node, 0)
-        broker.extensions["accept_gate"] = lambda writer, node=node: self._admit(node, writer)
+        broker.accept_gate = lambda writer, node=node: self._admit(node, writer)
         await broker.start()
         self.ports[node] = broker.bound[0].port
         self.brokers[node] = broker

@@ -56,7 +56,7 @@ class _StateCollector:
         yield conns
         yield parts
         yield size
-        groups = b.extensions.get("group_coordinator")
+        groups = b.group_coordinator
         if groups is not None:
             count = GaugeMetricFamily("odradek_groups", "Consumer groups known to the coordinator")
             count.add_metric([], _group_count(groups))

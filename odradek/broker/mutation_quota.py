@@ -127,10 +127,6 @@ class MutationQuota:
 
 
 def quotas_of(broker: Any) -> MutationQuotas:
-    """The broker's quotas, made from its config on first use."""
-    quotas = broker.extensions.get("mutation_quotas")
-    if quotas is None:
-        quotas = broker.extensions["mutation_quotas"] = MutationQuotas.from_config(
-            broker.config.get
-        )
+    """The broker's quotas."""
+    quotas: MutationQuotas = broker.mutation_quotas
     return quotas

@@ -12,12 +12,22 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import dataclass
+from typing import Protocol
 
 from odradek.log.disk_faults import KafkaStorageError
 from odradek.log.log import Log
 from odradek.log.producer_state import SequenceError
 from odradek.log.validator import ValidatedBatches
 from odradek.wire.errors import ErrorCode
+
+
+class AppendVerifier(Protocol):
+    """Checks a produce payload before it is appended: the transaction coordinator's
+    produce-time verification (KIP-890 part 1), `txn_support.TxnAppendVerifier`."""
+
+    def verify(
+        self, part: Partition, validated: ValidatedBatches, transactional_id: str | None
+    ) -> ErrorCode | None: ...
 
 
 @dataclass(slots=True)
@@ -42,6 +52,7 @@ class Partition:
         leader: int,
         leader_epoch: int,
         isr: list[int],
+        verifier: AppendVerifier | None = None,
     ) -> None:
         self.topic = topic
         self.index = index
@@ -52,6 +63,7 @@ class Partition:
         self.leader = leader
         self.leader_epoch = leader_epoch
         self.isr = isr
+        self.verifier = verifier
         self.high_watermark = log.log_end_offset if self.is_leader else 0
         # the log end offset when this replica became leader in its current epoch (Kafka's
         # Partition.leaderEpochStartOffsetOpt); None as a follower or a standalone partition.
@@ -83,12 +95,18 @@ class Partition:
         start = self.leader_epoch_start_offset
         return start is not None and start > self.high_watermark
 
-    def append_records(self, validated: ValidatedBatches) -> AppendResult:
+    def append_records(
+        self, validated: ValidatedBatches, transactional_id: str | None = None
+    ) -> AppendResult:
         """Append a validated produce payload as leader (one writer: no await inside)."""
         if self.log.offline:
             return _storage_error(self)
         if not self.is_leader:
             return AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if self.verifier is not None:
+            refused = self.verifier.verify(self, validated, transactional_id)
+            if refused is not None:
+                return AppendResult(refused)
         log = self.log
         try:
             for _pos, h in validated.batches:

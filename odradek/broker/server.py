@@ -9,16 +9,33 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker import handlers  # noqa: F401  (registers every handler)
 from odradek.broker.config import BrokerConfig, Listener
 from odradek.broker.connection import Connection
 from odradek.broker.faults import FaultInjector
+from odradek.broker.fetch_sessions import FetchSessionCache
+from odradek.broker.internal_topics import InternalTopicCreator
+from odradek.broker.log_dir_failure import LogDirFailureHandler
 from odradek.broker.memory_pool import MemoryPool, tune_allocator
 from odradek.broker.metadata_store import LocalMetadataStore, MetadataStore
+from odradek.broker.mutation_quota import MutationQuotas
+from odradek.broker.replication.manager import ReplicaManager
+from odradek.broker.replication.single import SingleBrokerReplicas
 from odradek.broker.topics import TopicManager
+from odradek.broker.txn_support import install as install_transactions
+from odradek.coordinator.group.coordinator import (
+    OFFSETS_TOPIC,
+    GroupCoordinator,
+    GroupCoordinatorConfig,
+)
+from odradek.log.cleaner import LogCleanerService
 from odradek.log.manager import LogManager
+
+if TYPE_CHECKING:
+    from odradek.broker.admin_http import AdminHttpServer
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +63,12 @@ class Broker:
         tune_allocator()
         self.tasks: list[asyncio.Task[Any]] = []
         self.services: list[Any] = []  # coordinators etc.: objects with start()/stop()
-        self.extensions: dict[str, Any] = {}
         self.faults = FaultInjector()
+        self.fetch_sessions = FetchSessionCache()
+        self.mutation_quotas = MutationQuotas.from_config(config.get)
+        # fault injection: a cut-off broker of an in-process cluster refuses client connections
+        self.accept_gate: Callable[[asyncio.BaseTransport], bool] | None = None
+        self.admin_http: AdminHttpServer | None = None
         self.metrics: Any = None  # BrokerMetrics, imported only when enabled
         if config.get("metrics.listen"):
             from odradek.broker.metrics import BrokerMetrics
@@ -62,12 +83,6 @@ class Broker:
         self.started_at = 0.0
         self.stopped = asyncio.Event()
         self._stopping = False
-        # --- group coordinator and log cleaner (issue 3) ---------------------------------------
-        from odradek.coordinator.group.coordinator import (
-            OFFSETS_TOPIC,
-            GroupCoordinator,
-            GroupCoordinatorConfig,
-        )
 
         def _offsets_partitions() -> int | None:
             info = self.topics.info(OFFSETS_TOPIC)
@@ -80,8 +95,6 @@ class Broker:
         )
         self.topics.listeners.append(self.group_coordinator)
         self.services.append(self.group_coordinator)
-        self.extensions["group_coordinator"] = self.group_coordinator
-        from odradek.log.cleaner import LogCleanerService
 
         self.log_cleaner = LogCleanerService(
             lambda: [(p.log, p.last_stable_offset) for p in self.topics.partitions.values()],
@@ -89,37 +102,31 @@ class Broker:
             backoff_ms=int(config.get("log.cleaner.backoff.ms")),
         )
         self.services.append(self.log_cleaner)
-        # --- end group coordinator and log cleaner ----------------------------------------------
-        # --- transaction coordinator, produce check, aborted txns for Fetch (issue 4) -----------
-        from odradek.broker.txn_support import install as install_transactions
-
         self.txn_coordinator = install_transactions(self)
-        # --- end transaction coordinator ---------------------------------------------------------
-        # --- replication (issue 6): only with a cluster's metadata store ------------------------
-        self.replication: Any = None
+        # replication only with a cluster's metadata store; a standalone broker's replicas are
+        # a null object with the same joints
+        self.replication: ReplicaManager | None = None
+        self.replicas: ReplicaManager | SingleBrokerReplicas
         if self.store.clustered:
-            from odradek.broker.replication.manager import ReplicaManager
-
-            self.replication = ReplicaManager(self)
+            self.replicas = self.replication = ReplicaManager(self)
             self.services.append(self.replication)
-        # --- end replication ---------------------------------------------------------------------
-        from odradek.broker.log_dir_failure import LogDirFailureHandler
-
-        self.log_dir_failure = LogDirFailureHandler(self)  # issue 11: disk faults
+        else:
+            adv = self.advertised_listener
+            self.replicas = SingleBrokerReplicas(
+                self.node_id, lambda: (adv().host, adv().port), config.get("broker.rack")
+            )
+        self.internal_topics = InternalTopicCreator(self)
+        self.services.append(self.internal_topics)
+        self.log_dir_failure = LogDirFailureHandler(self)
 
     # -- cluster view ---------------------------------------------------------------------------
 
     def live_brokers(self) -> list[int]:
-        if self.replication is not None:
-            return self.replication.live_brokers()
-        return [self.node_id]
+        return self.replicas.live_brokers()
 
     def broker_endpoints(self) -> list[tuple[int, str, int, str | None]]:
         """(node id, host, port, rack) of every live broker, as clients should reach them."""
-        if self.replication is not None:
-            return self.replication.broker_endpoints()
-        adv = self.advertised_listener()
-        return [(self.node_id, adv.host, adv.port, self.config.get("broker.rack"))]
+        return self.replicas.broker_endpoints()
 
     def advertised_listener(self) -> Listener:
         adv = self.config.advertised[0]
@@ -131,9 +138,7 @@ class Broker:
 
     @property
     def controller_id(self) -> int:
-        if self.replication is not None:
-            return self.replication.controller_id()
-        return self.node_id
+        return self.replicas.controller_id()
 
     @property
     def cluster_id(self) -> str:
@@ -167,8 +172,7 @@ class Broker:
             self.servers.append(server)
             port = server.sockets[0].getsockname()[1]
             self.bound.append(Listener(listener.name, listener.host or "0.0.0.0", port))
-        if self.replication is not None:
-            self.replication.on_listening()  # register with the cluster, take up replicas
+        self.replicas.on_listening()  # in a cluster: register, take up replicas
         self.tasks.append(asyncio.create_task(self._housekeeping(), name="housekeeping"))
         log.info(
             "odradek broker %d listening on %s, data in %s",
@@ -244,8 +248,8 @@ class Broker:
             await self.stopped.wait()
             return
         self._stopping = True
-        if clean and self.replication is not None:
-            await self.replication.controlled_shutdown()  # leadership moves away first
+        if clean:
+            await self.replicas.controlled_shutdown()  # leadership moves away first
         for server in self.servers:
             server.close()
         for conn in list(self.connections):

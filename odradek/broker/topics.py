@@ -18,7 +18,7 @@ from odradek.broker.metadata_store import (
     TopicExistsError,
     TopicInfo,
 )
-from odradek.broker.partition import Partition
+from odradek.broker.partition import AppendVerifier, Partition
 from odradek.log.config import ConfigError, validate_topic_configs
 from odradek.log.log import write_partition_metadata
 from odradek.log.manager import LogManager
@@ -57,6 +57,7 @@ class TopicManager:
         self.live_brokers = live_brokers
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.by_id: dict[uuid.UUID, str] = {}
+        self.verifier: AppendVerifier | None = None  # set by the broker: transactions
         self.listeners: list[Any] = []  # on_partition_added / on_partition_removed(partition)
 
     # -- loading --------------------------------------------------------------------------------
@@ -88,6 +89,7 @@ class TopicManager:
             state.leader,
             state.leader_epoch,
             state.isr or list(state.replicas),
+            self.verifier,
         )
         hw = self.logs.high_watermarks.get((info.name, idx))
         if not part.is_leader and hw is not None:

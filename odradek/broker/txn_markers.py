@@ -101,10 +101,9 @@ async def write_local_markers(
                 index,
                 error.name,
             )
-    waiter = broker.extensions.get("acks_all_wait")
-    if waits and waiter is not None:
-        await waiter(waits, MARKER_TIMEOUT_MS)
-    groups = broker.extensions.get("group_coordinator")
+    if waits:
+        await broker.replicas.wait_for_acks(waits, MARKER_TIMEOUT_MS)
+    groups = broker.group_coordinator
     out = {}
     for (topic, index), result in results.items():
         out[(topic, index)] = ErrorCode(result.error)

@@ -2,14 +2,9 @@
 
 `install(broker)` creates the coordinator with a `BrokerTxnHost` (its view of this broker:
 the `__transaction_state` partitions, producer ids, marker writing, the group coordinator) and
-sets the broker extensions the core handlers call:
-
-- `txn_coordinator`: InitProducerId with a transactional id, and the transaction handlers;
-- `produce_check(partition, validated, transactional_id)`: a transactional batch is appended
-  only to a partition of its producer's ongoing transaction, under the current producer id and
-  epoch (Kafka's produce-time verification), else its error code;
-- `aborted_transactions(partition, fetch_offset, upper_bound)`: the (producer id, first offset)
-  list a read_committed Fetch returns, from the segments' `.txnindex`.
+gives the partitions its `TxnAppendVerifier`: a transactional batch is appended only to a
+partition of its producer's ongoing transaction, under the current producer id and epoch
+(Kafka's produce-time verification), else its error code.
 """
 
 from __future__ import annotations
@@ -21,11 +16,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from odradek.broker import internal_topics
+from odradek.broker.internal_topics import ensure_offsets_topic
+from odradek.broker.partition import Partition
 from odradek.broker.txn_markers import OFFSETS_TOPIC, MarkerSender
 from odradek.coordinator.txn.config import STATE_TOPIC, TxnConfig
 from odradek.coordinator.txn.coordinator import TransactionCoordinator
 from odradek.coordinator.txn.state import TopicPartition
-from odradek.log.transactions import collect_aborted
+from odradek.log.validator import ValidatedBatches
 from odradek.wire.compression import max_decompressed_size
 from odradek.wire.errors import ErrorCode
 from odradek.wire.records import build_batch, decode_records
@@ -132,9 +129,8 @@ class BrokerTxnHost:
         result = part.append_internal(batch)
         if result.error != ErrorCode.NONE:
             return ErrorCode(result.error)
-        waiter = self.broker.extensions.get("acks_all_wait")
-        if waiter is not None:  # replicated: the transition counts once the ISR has it
-            await waiter([(part, result)], APPEND_TIMEOUT_MS)
+        # replicated: the transition counts once the ISR has it
+        await self.broker.replicas.wait_for_acks([(part, result)], APPEND_TIMEOUT_MS)
         return ErrorCode(result.error)
 
     async def write_markers(
@@ -153,12 +149,8 @@ class BrokerTxnHost:
         return self.broker.next_producer_id()
 
     def offsets_partition(self, group_id: str) -> TopicPartition | None:
-        groups = self.broker.extensions.get("group_coordinator")
-        if groups is None:
-            return None
+        groups = self.broker.group_coordinator
         if groups.partition_for(group_id) is None:
-            from odradek.broker.handlers.groups import ensure_offsets_topic
-
             ensure_offsets_topic(self.broker, groups)
         index = groups.partition_for(group_id)
         return None if index is None else (OFFSETS_TOPIC, index)
@@ -187,41 +179,43 @@ class StateTopicListener:
         self.on_become_follower(part)
 
 
+class TxnAppendVerifier:
+    """Kafka's produce-time transaction verification (KIP-890 part 1), called by
+    `Partition.append_records`: a transactional batch is appended only to a partition of its
+    producer's ongoing transaction, under the current producer id and epoch."""
+
+    def __init__(self, coordinator: TransactionCoordinator) -> None:
+        self.coordinator = coordinator
+
+    def verify(
+        self, part: Partition, validated: ValidatedBatches, transactional_id: str | None
+    ) -> ErrorCode | None:
+        for _pos, h in validated.batches:
+            if not h.is_transactional:
+                continue
+            error = self.coordinator.check_append(
+                transactional_id, h.producer_id, h.producer_epoch, (part.topic, part.index)
+            )
+            if error is not None:
+                log.info(
+                    "transactional produce to %s-%d by producer %d (epoch %d) refused: %s",
+                    part.topic,
+                    part.index,
+                    h.producer_id,
+                    h.producer_epoch,
+                    error.name,
+                )
+                return error
+        return None
+
+
 def install(broker: Any) -> TransactionCoordinator:
-    """Create the coordinator, register it as a service and set the extensions."""
+    """Create the coordinator, register it as a service and a topic listener, and give the
+    partitions its append verifier."""
     coordinator = TransactionCoordinator(
         BrokerTxnHost(broker), TxnConfig.from_broker(broker.config.get)
     )
     broker.services.append(coordinator)
     broker.topics.listeners.append(StateTopicListener(coordinator))
-    broker.extensions["txn_coordinator"] = coordinator
-
-    def produce_check(part: Any, validated: Any, transactional_id: str | None) -> ErrorCode | None:
-        for _pos, h in validated.batches:
-            if h.is_transactional:
-                error = coordinator.check_append(
-                    transactional_id, h.producer_id, h.producer_epoch, (part.topic, part.index)
-                )
-                if error is not None:
-                    log.info(
-                        "transactional produce to %s-%d by producer %d (epoch %d) refused: %s",
-                        part.topic,
-                        part.index,
-                        h.producer_id,
-                        h.producer_epoch,
-                        error.name,
-                    )
-                    return error
-        return None
-
-    def aborted_transactions(
-        part: Any, fetch_offset: int, upper_bound: int
-    ) -> list[tuple[int, int]]:
-        return [
-            (a.producer_id, a.first_offset)
-            for a in collect_aborted(part.log, fetch_offset, upper_bound)
-        ]
-
-    broker.extensions["produce_check"] = produce_check
-    broker.extensions["aborted_transactions"] = aborted_transactions
+    broker.topics.verifier = TxnAppendVerifier(coordinator)
     return coordinator

@@ -73,7 +73,7 @@ def _topics(items: list[str] | None) -> dict[str, int]:
 
 
 def _admin_url(broker: Any) -> str | None:
-    admin = broker.server.extensions.get("admin_http") if broker.server else None
+    admin = broker.server.admin_http if broker.server else None
     return admin.url if admin is not None else None
 
 

@@ -122,7 +122,10 @@ def test_write_txn_markers_ends_a_transaction(broker: Broker, kadmin: KafkaAdmin
     assert write(epoch) == [ErrorCode.NONE]
     assert offsets(broker, 0) == (2, 2)  # the abort marker ended it: LSO moves on
     aborted = broker.call(
-        lambda s: s.extensions["aborted_transactions"](s.topics.get(TOPIC, 0), 0, 2)
+        lambda s: [
+            (a.producer_id, a.first_offset)
+            for a in s.topics.get(TOPIC, 0).log.aborted_transactions(0, 2)
+        ]
     )
     assert aborted == [(pid, 0)]
     assert write(epoch - 1, parts=(1,)) == [ErrorCode.INVALID_PRODUCER_EPOCH]

@@ -44,7 +44,7 @@ def name(request: pytest.FixtureRequest) -> str:
 
 
 def admin_url(broker: Broker) -> str:
-    return broker.call(lambda server: server.extensions["admin_http"].url)
+    return broker.call(lambda server: server.admin_http.url)
 
 
 def cli(
@@ -694,7 +694,7 @@ def test_admin_endpoint_survives_garbage(broker: Broker) -> None:
 
 def test_admin_endpoint_is_off_unless_configured() -> None:
     with Broker() as plain:
-        assert plain.call(lambda server: "admin_http" not in server.extensions)
+        assert plain.call(lambda server: server.admin_http is None)
 
 
 # -- output helpers -----------------------------------------------------------------------------

@@ -29,7 +29,7 @@ import uuid
 from collections import Counter
 from typing import Any
 
-from odradek.broker.dispatch import RequestContext
+from odradek.broker.context import RequestContext
 from odradek.broker.handlers.configs import topic_entries
 from odradek.broker.mutation_quota import MutationQuota, quotas_of
 from odradek.broker.registry import handles

@@ -3,7 +3,7 @@ response always uses response header v0. The key list comes from the handler reg
 
 from __future__ import annotations
 
-from odradek.broker.dispatch import RequestContext
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import advertised, handles
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
@@ -12,8 +12,8 @@ from odradek.wire.errors import ErrorCode
 
 @handles(ApiKey.API_VERSIONS, versions=(0, 4))
 async def api_versions(ctx: RequestContext, req) -> object:
-    if ctx.api_version >= 3:
-        ctx.extra["client_software"] = (req.client_software_name, req.client_software_version)
+    if ctx.api_version >= 3 and ctx.connection is not None:
+        ctx.connection.client_software = (req.client_software_name, req.client_software_version)
     return protocol.ApiVersionsResponse(
         error_code=ErrorCode.NONE,
         api_keys=[(k, lo, hi) for k, lo, hi in advertised()],

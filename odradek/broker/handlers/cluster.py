@@ -18,7 +18,7 @@ import logging
 import uuid
 from typing import Any
 
-from odradek.broker.dispatch import RequestContext
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handles
 from odradek.broker.topics import INTERNAL_TOPICS, TopicError, check_topic_name
 from odradek.wire import protocol

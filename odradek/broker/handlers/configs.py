@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.broker.config import BROKER_KEYS
-from odradek.broker.dispatch import RequestContext
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handles
 from odradek.broker.topics import TopicError, check_topic_name
 from odradek.log.config import TOPIC_CONFIGS, ConfigError, parse_value, render_value

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from odradek.broker.dispatch import RequestContext
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handles
 from odradek.broker.topics import INTERNAL_TOPICS
 from odradek.wire import protocol

@@ -10,8 +10,8 @@ always the preferred leader.
 
 from __future__ import annotations
 
+from odradek.broker.context import RequestContext
 from odradek.broker.controller import PREFERRED, UNCLEAN
-from odradek.broker.dispatch import RequestContext
 from odradek.broker.registry import handles
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey

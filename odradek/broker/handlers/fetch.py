@@ -9,7 +9,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from odradek.broker.dispatch import RequestContext
+from odradek.broker.context import RequestContext
 from odradek.broker.fetch_sessions import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
@@ -34,9 +34,7 @@ class FetchParams:
 
 
 def _sessions(broker) -> FetchSessionCache:
-    cache = broker.extensions.get("fetch_sessions")
-    if cache is None:
-        cache = broker.extensions["fetch_sessions"] = FetchSessionCache()
+    cache: FetchSessionCache = broker.fetch_sessions
     return cache
 
 
@@ -81,9 +79,7 @@ def read_partition(
     out.log_start_offset = lg.log_start_offset
     if follower:
         bound = lg.log_end_offset
-        hook = broker.extensions.get("follower_fetch")
-        if hook is not None:
-            hook(part, params.replica_id, sp.fetch_offset)
+        broker.replicas.on_follower_fetch(part, params.replica_id, sp.fetch_offset)
     elif params.isolation_level == READ_COMMITTED:
         bound = part.last_stable_offset
         out.aborted_transactions = []
@@ -97,10 +93,11 @@ def read_partition(
     if region is not None:
         out.records = [region]
         if params.isolation_level == READ_COMMITTED and not follower:
-            aborted = broker.extensions.get("aborted_transactions")
-            if aborted is not None:
-                # upper bound: the LSO; entries past the returned data are harmless to clients
-                out.aborted_transactions = aborted(part, sp.fetch_offset, bound)
+            # upper bound: the LSO; entries past the returned data are harmless to clients
+            out.aborted_transactions = [
+                (a.producer_id, a.first_offset)
+                for a in lg.aborted_transactions(sp.fetch_offset, bound)
+            ]
     return out
 
 

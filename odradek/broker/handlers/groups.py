@@ -20,8 +20,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from odradek.broker import internal_topics
-from odradek.broker.dispatch import RequestContext
+from odradek.broker.context import RequestContext
+from odradek.broker.internal_topics import ensure_offsets_topic
 from odradek.broker.partition import AppendResult
 from odradek.broker.registry import handles
 from odradek.coordinator.group.coordinator import OFFSETS_TOPIC, GroupCoordinator, append_error
@@ -42,8 +42,8 @@ GROUP_OPERATIONS = frozenset({3, 6, 8})
 NO_OPERATIONS = None
 
 
-def coordinator(ctx: RequestContext) -> GroupCoordinator | None:
-    return ctx.broker.extensions.get("group_coordinator")
+def coordinator(ctx: RequestContext) -> GroupCoordinator:
+    return ctx.broker.group_coordinator
 
 
 async def replicated(ctx: RequestContext, group_id: str) -> ErrorCode:
@@ -52,23 +52,19 @@ async def replicated(ctx: RequestContext, group_id: str) -> ErrorCode:
     assignment of SyncGroup) only once they are replicated (acks=-1 within
     `offsets.commit.timeout.ms`), so what a client saw succeed survives the coordinator's death.
     Call it right after the write, with no await in between. Returns the client's error."""
-    waiter = ctx.broker.extensions.get("acks_all_wait")
-    coord = coordinator(ctx)
-    if waiter is None or coord is None:
-        return ErrorCode.NONE  # a single broker: an append is as safe as it gets
-    part = coord.offsets_partition(group_id)
+    part = coordinator(ctx).offsets_partition(group_id)
     if part is None or not part.is_leader:
         return ErrorCode.NONE
     result = AppendResult(ErrorCode.NONE)
-    await waiter([(part, result)], int(ctx.broker.config.get("offsets.commit.timeout.ms")))
+    timeout_ms = int(ctx.broker.config.get("offsets.commit.timeout.ms"))
+    await ctx.broker.replicas.wait_for_acks([(part, result)], timeout_ms)
     error = ErrorCode(result.error)
     return error if error == ErrorCode.NONE else append_error(error)
 
 
 def client_host(ctx: RequestContext) -> str:
     """As Kafka's InetAddress.toString: "/127.0.0.1"."""
-    host = ctx.peer.rsplit(":", 1)[0] if ":" in ctx.peer else ctx.peer
-    return "/" + host.strip("[]")
+    return "/" + ctx.client_host.strip("[]")
 
 
 def _message(error: ErrorCode) -> str:
@@ -76,25 +72,6 @@ def _message(error: ErrorCode) -> str:
 
 
 # -- FindCoordinator ---------------------------------------------------------------------------
-
-
-def ensure_offsets_topic(broker, coord: GroupCoordinator) -> bool:
-    """True when `__consumer_offsets` exists; else its creation starts (in the background, with
-    the configured replication factor once enough brokers are alive: `internal_topics.py`) and
-    the caller answers COORDINATOR_NOT_AVAILABLE, as Kafka's auto topic creation."""
-    if broker.topics.info(OFFSETS_TOPIC) is not None:
-        return True
-    cfg = coord.config
-
-    def created() -> None:
-        for index in range(cfg.num_partitions):
-            part = broker.topics.get(OFFSETS_TOPIC, index)
-            if part is not None and part.is_leader:
-                coord.on_election(index)
-
-    return internal_topics.creator(broker).ensure(
-        OFFSETS_TOPIC, cfg.num_partitions, cfg.replication_factor, cfg.topic_configs(), created
-    )
 
 
 def _endpoint(broker, node_id: int) -> tuple[int, str, int] | None:
@@ -108,14 +85,13 @@ def find_one(broker, key_type: int, key: str) -> tuple[ErrorCode, tuple[int, str
     no_node = (-1, "", -1)
     if key_type == TRANSACTION_KEY:
         # the leader of the id's __transaction_state partition (created on first use)
-        txn = broker.extensions.get("txn_coordinator")
-        leader = broker.node_id if txn is None else txn.coordinator_node(key)
+        leader = broker.txn_coordinator.coordinator_node(key)
         me = _endpoint(broker, leader) if leader in broker.live_brokers() else None
         return (ErrorCode.NONE, me) if me else (ErrorCode.COORDINATOR_NOT_AVAILABLE, no_node)
     if key_type != GROUP_KEY:
         return ErrorCode.INVALID_REQUEST, no_node
-    coord = broker.extensions.get("group_coordinator")
-    if coord is None or not ensure_offsets_topic(broker, coord):
+    coord = broker.group_coordinator
+    if not ensure_offsets_topic(broker, coord):
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, no_node
     info = broker.topics.info(OFFSETS_TOPIC)
     index = coord.partition_for(key)

@@ -4,7 +4,7 @@ With a transactional id the transaction coordinator answers."""
 
 from __future__ import annotations
 
-from odradek.broker.dispatch import RequestContext
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handles
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
@@ -15,7 +15,7 @@ from odradek.wire.errors import ErrorCode
 async def init_producer_id(ctx: RequestContext, req) -> object:
     broker = ctx.broker
     if req.transactional_id is not None:
-        txn = broker.extensions.get("txn_coordinator")
+        txn = broker.txn_coordinator
         if txn is None:
             return protocol.InitProducerIdResponse(
                 throttle_time_ms=0,

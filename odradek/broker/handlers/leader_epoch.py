@@ -9,7 +9,7 @@ detect truncation (KIP-320). Only the leader answers.
 
 from __future__ import annotations
 
-from odradek.broker.dispatch import RequestContext
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handles
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey

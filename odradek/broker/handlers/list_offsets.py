@@ -11,7 +11,7 @@ the partition could be seen moving back after a leader change. Fetch has no such
 
 from __future__ import annotations
 
-from odradek.broker.dispatch import RequestContext
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handles
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey

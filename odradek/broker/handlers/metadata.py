@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from odradek.broker.dispatch import RequestContext
+from odradek.broker.context import RequestContext
 from odradek.broker.handlers.cluster import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from odradek.broker.registry import handles
 from odradek.broker.topics import TopicError, check_topic_name

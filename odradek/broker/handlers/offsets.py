@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 
-from odradek.broker.dispatch import RequestContext
+from odradek.broker.context import RequestContext
 from odradek.broker.handlers.groups import coordinator, replicated
 from odradek.broker.registry import handles
 from odradek.coordinator.group.metadata import OffsetAndMetadata

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 
-from odradek.broker.dispatch import RequestContext
+from odradek.broker.context import RequestContext
 from odradek.broker.partition import AppendResult
 from odradek.broker.registry import handles
 from odradek.broker.topics import INTERNAL_TOPICS, TopicError, check_topic_name
@@ -90,12 +90,7 @@ def _produce_one(
             f"min.isr requirement of {part.log.config.min_insync_replicas} for partition "
             f"{topic}-{index}",
         )
-    hook = broker.extensions.get("produce_check")
-    if hook is not None:
-        err = hook(part, validated, transactional_id)
-        if err is not None:
-            return AppendResult(err)
-    result = part.append_records(validated)
+    result = part.append_records(validated, transactional_id)
     metrics = broker.metrics
     if metrics is not None:
         if result.error:
@@ -123,9 +118,7 @@ async def produce(ctx: RequestContext, req) -> object | None:
             parts.append((pd.index, res))
         responses.append((name, td, parts))
     if waits:
-        waiter = broker.extensions.get("acks_all_wait")
-        if waiter is not None:
-            await waiter(waits, req.timeout_ms)
+        await broker.replicas.wait_for_acks(waits, req.timeout_ms)
     if req.acks == 0:
         return None
     out = []

@@ -18,18 +18,19 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from odradek.broker.dispatch import RequestContext
+from odradek.broker.context import RequestContext
 from odradek.broker.handlers.groups import replicated
 from odradek.broker.registry import handles
 from odradek.broker.txn_markers import OFFSETS_TOPIC, write_local_markers
 from odradek.coordinator.group.metadata import OffsetAndMetadata
+from odradek.coordinator.txn.coordinator import TransactionCoordinator
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
 
-def _txn(ctx: RequestContext) -> Any:
-    return ctx.broker.extensions.get("txn_coordinator")
+def _txn(ctx: RequestContext) -> TransactionCoordinator:
+    return ctx.broker.txn_coordinator
 
 
 def _fenced(error: ErrorCode, version: int, first_fenced_version: int) -> ErrorCode:
@@ -196,11 +197,8 @@ def _txn_offset_errors(ctx: RequestContext, req: Any) -> dict[tuple[str, int], E
             )
     if not offsets:
         return errors
-    groups = broker.extensions.get("group_coordinator")
+    groups = broker.group_coordinator
     coord = _txn(ctx)
-    if groups is None or coord is None:
-        errors.update(dict.fromkeys(offsets, ErrorCode.COORDINATOR_NOT_AVAILABLE))
-        return errors
     # the group's offsets partition must be in the producer's ongoing transaction (added by
     # AddOffsetsToTxn), under its current producer id and epoch
     index = groups.partition_for(req.group_id)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.broker.dispatch import RequestContext
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handles
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
@@ -19,7 +19,7 @@ from odradek.wire.errors import ErrorCode
 
 
 def _txn(ctx: RequestContext) -> Any:
-    return ctx.broker.extensions.get("txn_coordinator")
+    return ctx.broker.txn_coordinator
 
 
 @handles(ApiKey.DESCRIBE_PRODUCERS, versions=(0, 0))

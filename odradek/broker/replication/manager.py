@@ -75,8 +75,6 @@ class ReplicaManager:
         self._tasks: list[asyncio.Task[Any]] = []
         # a broker's data dir remembers its cluster and id, as Kafka's meta.properties
         _load_or_create_cluster_id(broker.logs.dirs[0], self.store.cluster_id, self.node_id)
-        broker.extensions["follower_fetch"] = self.on_follower_fetch
-        broker.extensions["acks_all_wait"] = self.wait_for_acks
 
     # -- cluster view -----------------------------------------------------------------------
 

@@ -1,0 +1,54 @@
+"""The request context: everything a handler may use for one request, typed.
+
+Built by `dispatch` for each decoded request. A handler reaches the broker's parts through the
+named properties (topics, coordinators, replicas, fetch sessions, metrics, faults) rather than
+through a service locator; the connection's listener name and authenticated principal travel
+here too, so that authorization (Kafka's `RequestContext.principal`, KIP-11) can be checked per
+resource by the handler that knows the resource.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from odradek.wire.header import RequestHeader
+
+if TYPE_CHECKING:
+    from odradek.broker.connection import Connection
+    from odradek.broker.fetch_sessions import FetchSessionCache
+    from odradek.broker.server import Broker
+    from odradek.broker.topics import TopicManager
+
+ANONYMOUS = "User:ANONYMOUS"
+
+
+@dataclass(slots=True)
+class RequestContext:
+    broker: Broker
+    header: RequestHeader
+    peer: str
+    connection: Connection | None = None
+    listener: str = "PLAINTEXT"
+    principal: str = ANONYMOUS
+
+    @property
+    def api_version(self) -> int:
+        return self.header.api_version
+
+    @property
+    def client_id(self) -> str | None:
+        return self.header.client_id
+
+    @property
+    def client_host(self) -> str:
+        """The peer's address without its port (DescribeGroups' client_host, ACL hosts)."""
+        return self.peer.rsplit(":", 1)[0] if ":" in self.peer else self.peer
+
+    @property
+    def topics(self) -> TopicManager:
+        return self.broker.topics
+
+    @property
+    def fetch_sessions(self) -> FetchSessionCache:
+        return self.broker.fetch_sessions
