@@ -237,8 +237,14 @@ def test_slow_follower_leaves_the_isr_and_returns(make_cluster) -> None:
         with pytest.raises(NotEnoughReplicasError):
             strict.send("t", b"refused").get(10)
         cluster.slow_follower(slow, 0)
-        assert sorted(cluster.wait_for_isr("t", size=3)) == [0, 1, 2]
-        strict.send("t", b"accepted again").get(10)
+        for attempt in range(5):  # under load a healthy follower may lag out for a moment
+            assert sorted(cluster.wait_for_isr("t", size=3)) == [0, 1, 2]
+            try:
+                strict.send("t", b"accepted again").get(10)
+                break
+            except NotEnoughReplicasError:
+                if attempt == 4:
+                    raise
     finally:
         stop.set()
         writer.join(10)
