@@ -237,7 +237,7 @@ def test_cluster_leader_with_a_full_disk_halts_and_leadership_moves():
 
 
 def test_a_transaction_marker_on_a_failed_disk_is_an_error_code_not_an_exception():
-    from odradek.broker.txn_markers import append_marker
+    from odradek.broker.transactions.markers import append_marker
 
     with Broker(topics={TOPIC: 1}) as broker:
         broker.fail_disk("EIO")

@@ -117,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_local_cluster(sub: argparse._SubParsersAction) -> None:
     """`odradek cluster --brokers N [--base-dir D] [--port P] [--override k=v]`: N brokers in
-    this process sharing one metadata store (broker/local_cluster.py). Without --brokers,
+    this process sharing one metadata store (broker/cluster/local_cluster.py). Without --brokers,
     `odradek cluster` describes a running cluster (cli_commands/cluster.py)."""
     parser = sub.choices.get("cluster") or sub.add_parser("cluster", help="run a cluster")
     describe = parser.get_default("func")
@@ -149,7 +149,7 @@ def _add_local_cluster(sub: argparse._SubParsersAction) -> None:
     def run(args: argparse.Namespace) -> int:
         if not args.brokers:
             return describe(args) if describe else 2
-        from odradek.broker import local_cluster
+        from odradek.broker.cluster import local_cluster
 
         _skip_kafka_client_import()
         try:

@@ -13,19 +13,19 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from odradek.broker import handlers  # noqa: F401  (registers every handler)
+from odradek.broker.cluster.metadata_store import LocalMetadataStore, MetadataStore
 from odradek.broker.config import BrokerConfig, Listener
-from odradek.broker.connection import Connection
-from odradek.broker.faults import FaultInjector
-from odradek.broker.fetch_sessions import FetchSessionCache
-from odradek.broker.internal_topics import InternalTopicCreator
-from odradek.broker.log_dir_failure import LogDirFailureHandler
-from odradek.broker.memory_pool import MemoryPool, tune_allocator
-from odradek.broker.metadata_store import LocalMetadataStore, MetadataStore
-from odradek.broker.mutation_quota import MutationQuotas
+from odradek.broker.network.connection import Connection
+from odradek.broker.network.memory_pool import MemoryPool, tune_allocator
+from odradek.broker.network.mutation_quota import MutationQuotas
+from odradek.broker.ops.faults import FaultInjector
+from odradek.broker.partitions.fetch_sessions import FetchSessionCache
+from odradek.broker.partitions.internal_topics import InternalTopicCreator
+from odradek.broker.partitions.log_dir_failure import LogDirFailureHandler
+from odradek.broker.partitions.topics import TopicManager
 from odradek.broker.replication.manager import ReplicaManager
 from odradek.broker.replication.single import SingleBrokerReplicas
-from odradek.broker.topics import TopicManager
-from odradek.broker.txn_support import install as install_transactions
+from odradek.broker.transactions.host import install as install_transactions
 from odradek.coordinator.group.coordinator import (
     OFFSETS_TOPIC,
     GroupCoordinator,
@@ -35,7 +35,7 @@ from odradek.log.cleaner import LogCleanerService
 from odradek.log.manager import LogManager
 
 if TYPE_CHECKING:
-    from odradek.broker.admin_http import AdminHttpServer
+    from odradek.broker.ops.admin_http import AdminHttpServer
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class Broker:
         self.logs = LogManager(config.log_dirs)
         self._owns_store = store is None
         if store is None and config.get("zookeeper.connect"):
-            from odradek.broker.zk_store import ZooKeeperMetadataStore
+            from odradek.broker.cluster.zk_store import ZooKeeperMetadataStore
 
             store = ZooKeeperMetadataStore.from_config(config)
         self.store = store or LocalMetadataStore(
@@ -71,12 +71,12 @@ class Broker:
         self.admin_http: AdminHttpServer | None = None
         self.metrics: Any = None  # BrokerMetrics, imported only when enabled
         if config.get("metrics.listen"):
-            from odradek.broker.metrics import BrokerMetrics
+            from odradek.broker.ops.metrics import BrokerMetrics
 
             self.metrics = BrokerMetrics(self, config.get("metrics.listen"))
             self.services.append(self.metrics)
         if config.get("odradek.admin.listen"):  # fault-injection HTTP endpoint (admin_http.py)
-            from odradek.broker.admin_http import start_admin_http
+            from odradek.broker.ops.admin_http import start_admin_http
 
             start_admin_http(self)
         self._producer_ids: tuple[int, int] = (0, 0)

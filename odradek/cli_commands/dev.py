@@ -2,7 +2,7 @@
 
 It is `odradek.testing.Broker`: the real broker on a temporary data dir that is removed at exit.
 The first line on stdout is the bootstrap address (`127.0.0.1:PORT`) so a script can read it;
-with `--admin` the fault-injection HTTP endpoint (odradek/broker/admin_http.py) is started too
+with `--admin` the fault-injection HTTP endpoint (odradek/broker/ops/admin_http.py) is started too
 and its URL is the second line. `--json` prints one JSON object with both instead. It runs until
 Ctrl-C or SIGTERM and exits 0 after a clean stop.
 """

@@ -1,5 +1,5 @@
 """`odradek fault`: arm faults on a running odradek broker through its admin HTTP endpoint
-(`odradek.admin.listen`, odradek/broker/admin_http.py). Kafka has no equivalent.
+(`odradek.admin.listen`, odradek/broker/ops/admin_http.py). Kafka has no equivalent.
 
     odradek fault --admin 127.0.0.1:9644 fail produce NOT_LEADER_OR_FOLLOWER --count 3
     odradek fault delay fetch 500 --count 2

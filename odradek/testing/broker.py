@@ -12,7 +12,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, overload
 
 from odradek.broker.config import BrokerConfig
-from odradek.broker.faults import FaultRule, api_key, error_code
+from odradek.broker.ops.faults import FaultRule, api_key, error_code
 from odradek.broker.server import Broker as BrokerServer
 from odradek.testing.loop_thread import LoopThread, T
 from odradek.wire.api_keys import ApiKey

@@ -9,10 +9,10 @@
         cluster.restart(killed)                          # truncates, catches up, rejoins
 
 The brokers share one event-loop thread and an in-process metadata store, each with its own
-port and data dir, and replicate over TCP (see `odradek/broker/local_cluster.py`). Fault hooks:
-`kill` / `restart` / `stop_broker` (controlled shutdown) / `start_broker`, `cut_off_peers`,
-`cut_off_clients`, `slow_follower`, `heal`, per broker `fail` / `delay` of chosen requests by
-API key (as `odradek.testing.Broker`), and a full or failing disk per broker with
+port and data dir, and replicate over TCP (see `odradek/broker/cluster/local_cluster.py`).
+Fault hooks: `kill` / `restart` / `stop_broker` (controlled shutdown) / `start_broker`,
+`cut_off_peers`, `cut_off_clients`, `slow_follower`, `heal`, per broker `fail` / `delay` of
+chosen requests by API key (as `odradek.testing.Broker`), and a full or failing disk per broker with
 `fail_disk(node, "ENOSPC")` (or `cluster.brokers[node].fail_disk("ENOSPC")`). The `wait_for_*`
 helpers poll with a deadline.
 """
@@ -25,9 +25,9 @@ import time
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, overload
 
-from odradek.broker.faults import FaultRule, api_key, error_code
-from odradek.broker.local_cluster import LocalCluster, drain_connections
-from odradek.broker.metadata_store import PartitionState
+from odradek.broker.cluster.local_cluster import LocalCluster, drain_connections
+from odradek.broker.cluster.metadata_store import PartitionState
+from odradek.broker.ops.faults import FaultRule, api_key, error_code
 from odradek.testing.loop_thread import LoopThread, T
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode

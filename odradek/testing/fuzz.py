@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.broker import handlers as _handlers  # noqa: F401 - registers every handler
-from odradek.broker.registry import REGISTRY, advertised
+from odradek.broker.network.registry import REGISTRY, advertised
 from odradek.wire import protocol
 from odradek.wire.records import build_batch
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from odradek.broker.memory_pool import MemoryPool
+from odradek.broker.network.memory_pool import MemoryPool
 
 
 def test_non_strict_reservations_and_waiters_woken_on_release() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from odradek.broker.mutation_quota import MutationQuotas
+from odradek.broker.network.mutation_quota import MutationQuotas
 
 
 class Clock:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from odradek.broker.controller import PREFERRED, UNCLEAN, Controller
-from odradek.broker.metadata_store import (
+from odradek.broker.cluster.controller import PREFERRED, UNCLEAN, Controller
+from odradek.broker.cluster.metadata_store import (
     BrokerRegistration,
     LocalMetadataStore,
     PartitionState,

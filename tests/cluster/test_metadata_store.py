@@ -8,7 +8,7 @@ import json
 import uuid
 from pathlib import Path
 
-from odradek.broker.metadata_store import (
+from odradek.broker.cluster.metadata_store import (
     STATE_FILE,
     BrokerRegistration,
     LocalMetadataStore,

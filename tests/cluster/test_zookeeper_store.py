@@ -14,14 +14,14 @@ from collections.abc import Awaitable, Callable, Iterator
 
 import pytest
 
-from odradek.broker.metadata_store import (
+from odradek.broker.cluster.metadata_store import (
     BrokerRegistration,
     MetadataChange,
     PartitionState,
     TopicExistsError,
     TopicInfo,
 )
-from odradek.broker.zk_store import ZooKeeperError, ZooKeeperMetadataStore
+from odradek.broker.cluster.zk_store import ZooKeeperError, ZooKeeperMetadataStore
 from odradek.testing.zookeeper import ZooKeeperServer
 
 SESSION_MS = 2000

@@ -29,11 +29,11 @@ import uuid
 from collections import Counter
 from typing import Any
 
-from odradek.broker.context import RequestContext
 from odradek.broker.handlers.configs import topic_entries
-from odradek.broker.mutation_quota import MutationQuota, quotas_of
-from odradek.broker.registry import handles
-from odradek.broker.topics import TopicError, check_topic_name
+from odradek.broker.network.context import RequestContext
+from odradek.broker.network.mutation_quota import MutationQuota, quotas_of
+from odradek.broker.network.registry import handles
+from odradek.broker.partitions.topics import TopicError, check_topic_name
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode

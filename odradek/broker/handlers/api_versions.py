@@ -3,8 +3,8 @@ response always uses response header v0. The key list comes from the handler reg
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
-from odradek.broker.registry import advertised, handles
+from odradek.broker.network.context import RequestContext
+from odradek.broker.network.registry import advertised, handles
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode

@@ -18,9 +18,9 @@ import logging
 import uuid
 from typing import Any
 
-from odradek.broker.context import RequestContext
-from odradek.broker.registry import handles
-from odradek.broker.topics import INTERNAL_TOPICS, TopicError, check_topic_name
+from odradek.broker.network.context import RequestContext
+from odradek.broker.network.registry import handles
+from odradek.broker.partitions.topics import INTERNAL_TOPICS, TopicError, check_topic_name
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.broker.config import BROKER_KEYS
-from odradek.broker.context import RequestContext
-from odradek.broker.registry import handles
-from odradek.broker.topics import TopicError, check_topic_name
+from odradek.broker.network.context import RequestContext
+from odradek.broker.network.registry import handles
+from odradek.broker.partitions.topics import TopicError, check_topic_name
 from odradek.log.config import TOPIC_CONFIGS, ConfigError, parse_value, render_value
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey

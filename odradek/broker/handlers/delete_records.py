@@ -13,9 +13,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from odradek.broker.context import RequestContext
-from odradek.broker.registry import handles
-from odradek.broker.topics import INTERNAL_TOPICS
+from odradek.broker.network.context import RequestContext
+from odradek.broker.network.registry import handles
+from odradek.broker.partitions.topics import INTERNAL_TOPICS
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode

@@ -10,9 +10,9 @@ always the preferred leader.
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
-from odradek.broker.controller import PREFERRED, UNCLEAN
-from odradek.broker.registry import handles
+from odradek.broker.cluster.controller import PREFERRED, UNCLEAN
+from odradek.broker.network.context import RequestContext
+from odradek.broker.network.registry import handles
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode

@@ -9,14 +9,14 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from odradek.broker.context import RequestContext
-from odradek.broker.fetch_sessions import (
+from odradek.broker.network.context import RequestContext
+from odradek.broker.network.registry import handles
+from odradek.broker.partitions.fetch_sessions import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     FetchSessionCache,
     SessionPartition,
 )
-from odradek.broker.registry import handles
 from odradek.log.log import OffsetOutOfRange
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode

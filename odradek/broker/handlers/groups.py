@@ -20,10 +20,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from odradek.broker.context import RequestContext
-from odradek.broker.internal_topics import ensure_offsets_topic
-from odradek.broker.partition import AppendResult
-from odradek.broker.registry import handles
+from odradek.broker.network.context import RequestContext
+from odradek.broker.network.registry import handles
+from odradek.broker.partitions.internal_topics import ensure_offsets_topic
+from odradek.broker.partitions.partition import AppendResult
 from odradek.coordinator.group.coordinator import OFFSETS_TOPIC, GroupCoordinator, append_error
 from odradek.coordinator.group.state import LeaveMember
 from odradek.wire import protocol

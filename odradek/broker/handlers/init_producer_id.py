@@ -4,8 +4,8 @@ With a transactional id the transaction coordinator answers."""
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
-from odradek.broker.registry import handles
+from odradek.broker.network.context import RequestContext
+from odradek.broker.network.registry import handles
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode

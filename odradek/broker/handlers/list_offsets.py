@@ -11,8 +11,8 @@ the partition could be seen moving back after a leader change. Fetch has no such
 
 from __future__ import annotations
 
-from odradek.broker.context import RequestContext
-from odradek.broker.registry import handles
+from odradek.broker.network.context import RequestContext
+from odradek.broker.network.registry import handles
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode

@@ -7,10 +7,10 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from odradek.broker.context import RequestContext
 from odradek.broker.handlers.cluster import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
-from odradek.broker.registry import handles
-from odradek.broker.topics import TopicError, check_topic_name
+from odradek.broker.network.context import RequestContext
+from odradek.broker.network.registry import handles
+from odradek.broker.partitions.topics import TopicError, check_topic_name
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import time
 
-from odradek.broker.context import RequestContext
 from odradek.broker.handlers.groups import coordinator, replicated
-from odradek.broker.registry import handles
+from odradek.broker.network.context import RequestContext
+from odradek.broker.network.registry import handles
 from odradek.coordinator.group.metadata import OffsetAndMetadata
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey

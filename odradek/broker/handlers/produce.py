@@ -16,10 +16,10 @@ from __future__ import annotations
 import logging
 import time
 
-from odradek.broker.context import RequestContext
-from odradek.broker.partition import AppendResult
-from odradek.broker.registry import handles
-from odradek.broker.topics import INTERNAL_TOPICS, TopicError, check_topic_name
+from odradek.broker.network.context import RequestContext
+from odradek.broker.network.registry import handles
+from odradek.broker.partitions.partition import AppendResult
+from odradek.broker.partitions.topics import INTERNAL_TOPICS, TopicError, check_topic_name
 from odradek.log.validator import ValidationError, validate
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey

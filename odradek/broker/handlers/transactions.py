@@ -18,10 +18,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from odradek.broker.context import RequestContext
 from odradek.broker.handlers.groups import replicated
-from odradek.broker.registry import handles
-from odradek.broker.txn_markers import OFFSETS_TOPIC, write_local_markers
+from odradek.broker.network.context import RequestContext
+from odradek.broker.network.registry import handles
+from odradek.broker.transactions.markers import OFFSETS_TOPIC, write_local_markers
 from odradek.coordinator.group.metadata import OffsetAndMetadata
 from odradek.coordinator.txn.coordinator import TransactionCoordinator
 from odradek.wire import protocol

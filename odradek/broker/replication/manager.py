@@ -33,8 +33,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from odradek.broker.controller import Controller
-from odradek.broker.metadata_store import (
+from odradek.broker.cluster.controller import Controller
+from odradek.broker.cluster.metadata_store import (
     BrokerRegistration,
     MetadataChange,
     PartitionState,

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from odradek.broker.partition import AppendResult, Partition
+    from odradek.broker.partitions.partition import AppendResult, Partition
 
 
 class SingleBrokerReplicas:

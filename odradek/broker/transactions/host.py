@@ -15,10 +15,10 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from odradek.broker import internal_topics
-from odradek.broker.internal_topics import ensure_offsets_topic
-from odradek.broker.partition import Partition
-from odradek.broker.txn_markers import OFFSETS_TOPIC, MarkerSender
+from odradek.broker.partitions import internal_topics
+from odradek.broker.partitions.internal_topics import ensure_offsets_topic
+from odradek.broker.partitions.partition import Partition
+from odradek.broker.transactions.markers import OFFSETS_TOPIC, MarkerSender
 from odradek.coordinator.txn.config import STATE_TOPIC, TxnConfig
 from odradek.coordinator.txn.coordinator import TransactionCoordinator
 from odradek.coordinator.txn.state import TopicPartition

@@ -34,8 +34,8 @@ import time
 from collections import deque
 from typing import Any
 
-from odradek.broker.dispatch import ProtocolError, dispatch
-from odradek.broker.memory_pool import MemoryPool
+from odradek.broker.network.dispatch import ProtocolError, dispatch
+from odradek.broker.network.memory_pool import MemoryPool
 from odradek.wire.regions import FileRegion, Piece
 
 log = logging.getLogger(__name__)

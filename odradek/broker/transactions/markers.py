@@ -18,7 +18,7 @@ import logging
 import time
 from typing import Any
 
-from odradek.broker.partition import AppendResult
+from odradek.broker.partitions.partition import AppendResult
 from odradek.broker.replication.client import PeerClient, PeerError
 from odradek.log.disk_faults import KafkaStorageError
 from odradek.log.transactions import complete_transaction

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from odradek.broker import zk_layout as zl
+from odradek.broker.cluster import zk_layout as zl
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from odradek.broker.topics import TopicError
+from odradek.broker.partitions.topics import TopicError
 from odradek.coordinator.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from odradek.wire.errors import ErrorCode
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from odradek.broker.metadata_store import MetadataStore, PartitionState
+from odradek.broker.cluster.metadata_store import MetadataStore, PartitionState
 from odradek.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)

@@ -30,7 +30,7 @@ import time
 import uuid
 from typing import Any
 
-from odradek.broker.metadata_store import BrokerRegistration, PartitionState
+from odradek.broker.cluster.metadata_store import BrokerRegistration, PartitionState
 
 CLUSTER_ID = "/cluster/id"
 CONTROLLER = "/controller"

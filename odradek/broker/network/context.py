@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 from odradek.wire.header import RequestHeader
 
 if TYPE_CHECKING:
-    from odradek.broker.connection import Connection
-    from odradek.broker.fetch_sessions import FetchSessionCache
+    from odradek.broker.network.connection import Connection
+    from odradek.broker.partitions.fetch_sessions import FetchSessionCache
+    from odradek.broker.partitions.topics import TopicManager
     from odradek.broker.server import Broker
-    from odradek.broker.topics import TopicManager
 
 ANONYMOUS = "User:ANONYMOUS"
 

@@ -25,8 +25,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from odradek.broker.cluster.metadata_store import LocalMetadataStore, PartitionState
 from odradek.broker.config import BrokerConfig
-from odradek.broker.metadata_store import LocalMetadataStore, PartitionState
 from odradek.broker.server import Broker
 
 log = logging.getLogger(__name__)

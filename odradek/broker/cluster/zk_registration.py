@@ -22,9 +22,9 @@ import time
 import uuid
 from collections.abc import Callable
 
-from odradek.broker import zk_layout as zl
-from odradek.broker.metadata_store import PRODUCER_ID_BLOCK, BrokerRegistration
-from odradek.broker.zk_session import ZooKeeperError, ZooKeeperSession
+from odradek.broker.cluster import zk_layout as zl
+from odradek.broker.cluster.metadata_store import PRODUCER_ID_BLOCK, BrokerRegistration
+from odradek.broker.cluster.zk_session import ZooKeeperError, ZooKeeperSession
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ import logging
 import time
 from typing import Any
 
-from odradek.broker.context import RequestContext
-from odradek.broker.faults import FaultInjector, error_response
-from odradek.broker.registry import REGISTRY, advertised
+from odradek.broker.network.context import RequestContext
+from odradek.broker.network.registry import REGISTRY, advertised
+from odradek.broker.ops.faults import FaultInjector, error_response
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode

@@ -2,7 +2,7 @@
 written in Python (`odradek.admin.listen=HOST:PORT`; `odradek fault` is its client).
 
 Kafka has no such thing; it is what `odradek.testing.Broker`'s fault hooks are for Python tests,
-over HTTP. It drives the broker's FaultInjector (odradek/broker/faults.py) on the broker's own
+over HTTP. It drives the broker's FaultInjector (odradek/broker/ops/faults.py) on the broker's own
 event loop, so a rule is armed before the response is sent.
 
     GET  /health              {"status": "ok", "node_id", "cluster_id", "bootstrap", "paused", ...}
@@ -29,7 +29,7 @@ from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
-from odradek.broker.faults import FaultRule, api_key, error_code
+from odradek.broker.ops.faults import FaultRule, api_key, error_code
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 

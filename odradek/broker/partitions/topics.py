@@ -12,13 +12,13 @@ import re
 import uuid
 from typing import Any
 
-from odradek.broker.metadata_store import (
+from odradek.broker.cluster.metadata_store import (
     MetadataStore,
     PartitionState,
     TopicExistsError,
     TopicInfo,
 )
-from odradek.broker.partition import AppendVerifier, Partition
+from odradek.broker.partitions.partition import AppendVerifier, Partition
 from odradek.log.config import ConfigError, validate_topic_configs
 from odradek.log.log import write_partition_metadata
 from odradek.log.manager import LogManager

@@ -16,15 +16,15 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from odradek.broker import zk_layout as zl
-from odradek.broker.metadata_store import (
+from odradek.broker.cluster import zk_layout as zl
+from odradek.broker.cluster.metadata_store import (
     BrokerRegistration,
     MetadataChange,
     PartitionState,
     TopicInfo,
 )
-from odradek.broker.topics import INTERNAL_TOPICS
-from odradek.broker.zk_session import ZooKeeperSession
+from odradek.broker.cluster.zk_session import ZooKeeperSession
+from odradek.broker.partitions.topics import INTERNAL_TOPICS
 
 log = logging.getLogger(__name__)
 

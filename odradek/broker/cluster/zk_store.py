@@ -28,8 +28,8 @@ import asyncio
 import logging
 from typing import Any
 
-from odradek.broker import zk_layout as zl
-from odradek.broker.metadata_store import (
+from odradek.broker.cluster import zk_layout as zl
+from odradek.broker.cluster.metadata_store import (
     BrokerRegistration,
     MetadataChange,
     MetadataStore,
@@ -38,9 +38,9 @@ from odradek.broker.metadata_store import (
     TopicExistsError,
     TopicInfo,
 )
-from odradek.broker.zk_cache import TopicRead, ZooKeeperWatchCache
-from odradek.broker.zk_registration import ZooKeeperRegistration
-from odradek.broker.zk_session import ZooKeeperError, ZooKeeperSession
+from odradek.broker.cluster.zk_cache import TopicRead, ZooKeeperWatchCache
+from odradek.broker.cluster.zk_registration import ZooKeeperRegistration
+from odradek.broker.cluster.zk_session import ZooKeeperError, ZooKeeperSession
 
 __all__ = ["ZooKeeperError", "ZooKeeperMetadataStore"]
 

@@ -1,0 +1,1 @@
+"""Operations: Prometheus metrics, the admin HTTP endpoint and fault injection."""
