@@ -134,6 +134,13 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         _k("replica.lag.time.max.ms", "long", 30000, "a follower this far behind leaves the ISR"),
         _k("replica.fetch.max.bytes", "int", 1048576, "bytes a follower fetches per partition"),
         _k("replica.fetch.wait.max.ms", "int", 500, "follower long-poll wait"),
+        _k(
+            "replica.high.watermark.checkpoint.interval.ms",
+            "long",
+            5000,
+            "how often high watermarks are written to disk",
+            minimum=1,
+        ),
         _k("zookeeper.connect", "string", None, "ZooKeeper for cluster metadata (unset: embedded)"),
         _k("zookeeper.connection.timeout.ms", "int", 18000, "ZooKeeper connect timeout"),
         _k("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout"),

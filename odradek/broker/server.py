@@ -39,7 +39,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_INTERVAL_S = 60.0
+# Recovery points and log start offsets: Kafka's log.flush.offset.checkpoint.interval.ms and
+# log.flush.start.offset.checkpoint.interval.ms defaults. High watermarks are written more often
+# (replica.high.watermark.checkpoint.interval.ms).
+OFFSET_CHECKPOINT_INTERVAL_S = 60.0
 
 
 class Broker:
@@ -187,17 +190,21 @@ class Broker:
     async def _housekeeping(self) -> None:
         """Retention and checkpoints, on Kafka's intervals."""
         retention_every = self.config.get("log.retention.check.interval.ms") / 1000
-        last_retention = last_checkpoint = time.monotonic()
+        hw_every = self.config.get("replica.high.watermark.checkpoint.interval.ms") / 1000
+        last_retention = last_checkpoint = last_hw = time.monotonic()
         while True:
-            await asyncio.sleep(min(retention_every, CHECKPOINT_INTERVAL_S, 1.0))
+            await asyncio.sleep(min(retention_every, hw_every, 1.0))
             now = time.monotonic()
             try:
                 if now - last_retention >= retention_every:
                     last_retention = now
                     self.run_retention()
-                if now - last_checkpoint >= CHECKPOINT_INTERVAL_S:
-                    last_checkpoint = now
+                if now - last_checkpoint >= OFFSET_CHECKPOINT_INTERVAL_S:
+                    last_checkpoint = last_hw = now
                     self.checkpoint()
+                elif now - last_hw >= hw_every:
+                    last_hw = now
+                    self.checkpoint_high_watermarks()
                 self.close_idle_connections(now)
             except Exception:
                 log.exception("housekeeping failed")
@@ -236,9 +243,16 @@ class Broker:
         return deleted
 
     def checkpoint(self) -> None:
+        self._note_high_watermarks()
+        self.logs.checkpoint()
+
+    def checkpoint_high_watermarks(self) -> None:
+        self._note_high_watermarks()
+        self.logs.checkpoint_high_watermarks()
+
+    def _note_high_watermarks(self) -> None:
         for (topic, idx), part in self.topics.partitions.items():
             self.logs.high_watermarks[(topic, idx)] = part.high_watermark
-        self.logs.checkpoint()
 
     async def stop(self, clean: bool = True) -> None:
         """Shut down. Clean: flush, checkpoint, clean-shutdown marker. Unclean (`clean=False`):
@@ -252,8 +266,7 @@ class Broker:
             await self.replicas.controlled_shutdown()  # leadership moves away first
         for server in self.servers:
             server.close()
-        for conn in list(self.connections):
-            conn.close()
+        await asyncio.gather(*(conn.stop() for conn in list(self.connections)))
         for task in self.tasks:
             task.cancel()
         for task in self.tasks:

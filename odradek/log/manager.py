@@ -169,6 +169,22 @@ class LogManager:
             except OSError as exc:
                 ld.fail(exc)
 
+    def checkpoint_high_watermarks(self) -> None:
+        """Write only the high-watermark checkpoint of every online data dir (Kafka writes it
+        every replica.high.watermark.checkpoint.interval.ms, the other two less often)."""
+        for d in self.dirs:
+            ld = self.log_dirs[d]
+            if ld.offline:
+                continue
+            keys = [k for k, v in self._dir_of.items() if v == d]
+            try:
+                write_checkpoint(
+                    os.path.join(d, HIGH_WATERMARK),
+                    {k: self.high_watermarks.get(k, 0) for k in keys},
+                )
+            except OSError as exc:
+                ld.fail(exc)
+
     def _checkpoint_dir(self, d: str) -> None:
         keys = [k for k, v in self._dir_of.items() if v == d]
         write_checkpoint(
