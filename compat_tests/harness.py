@@ -28,6 +28,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 READY_MARKER = "odradek ready"
 READY_TIMEOUT = 20.0
@@ -325,6 +326,81 @@ def create_topics(bootstrap: str, *names: str, partitions: int = 3) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for f in admin.create_topics([NewTopic(n, partitions, 1) for n in names]).values():
         f.result(30)
+
+
+# -- raw requests (kafka-python's protocol classes over odradek.testing.raw.RawClient), shared by
+# compat_tests and the in-process tests under tests/ --------------------------------------------
+
+
+def produce(
+    client: Any, topic: str, partition: int, records: bytes, acks: int = -1, version: int = 9
+) -> Any:
+    """One partition's ProduceResponse entry (error_code, base_offset, ...)."""
+    from kafka.protocol.producer import ProduceRequest
+
+    T = ProduceRequest.TopicProduceData
+    req = ProduceRequest(
+        transactional_id=None,
+        acks=acks,
+        timeout_ms=10_000,
+        topic_data=[
+            T(name=topic, partition_data=[T.PartitionProduceData(index=partition, records=records)])
+        ],
+    )
+    (topic_resp,) = client.request(req, version).responses
+    (part,) = topic_resp.partition_responses
+    return part
+
+
+def list_offset(client: Any, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
+    """(error_code, offset) for a ListOffsets v7 query (-2 earliest, -1 latest, or a time)."""
+    from kafka.protocol.consumer import ListOffsetsRequest
+
+    T = ListOffsetsRequest.ListOffsetsTopic
+    req = ListOffsetsRequest(
+        replica_id=-1,
+        isolation_level=0,
+        topics=[
+            T(
+                name=topic,
+                partitions=[
+                    T.ListOffsetsPartition(
+                        partition_index=partition, current_leader_epoch=-1, timestamp=timestamp
+                    )
+                ],
+            )
+        ],
+    )
+    (part,) = client.request(req, 7).topics[0].partitions
+    return part.error_code, part.offset
+
+
+def find_coordinator(client: Any, key: str, key_type: int, wait_s: float = 15.0) -> None:
+    """FindCoordinator v2 until it answers NONE (the first call creates the internal topic)."""
+    from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        resp = client.request(FindCoordinatorRequest(key=key, key_type=key_type), 2)
+        if resp.error_code == 0:
+            return
+        assert time.monotonic() < deadline, f"FindCoordinator({key!r}, {key_type}): {resp}"
+        time.sleep(0.05)
+
+
+def offset_commit_request(
+    group: str, topic: str, offsets: Mapping[int, int], metadata: str = ""
+) -> Any:
+    """A simple (generation -1, no member) OffsetCommit of `offsets` {partition: offset}."""
+    from kafka.protocol.consumer.group import OffsetCommitRequest
+
+    T = OffsetCommitRequest.OffsetCommitRequestTopic
+    P = T.OffsetCommitRequestPartition
+    parts = [
+        P(partition_index=p, committed_offset=o, committed_metadata=metadata)
+        for p, o in offsets.items()
+    ]
+    return OffsetCommitRequest(group_id=group, topics=[T(name=topic, partitions=parts)])
 
 
 @atexit.register

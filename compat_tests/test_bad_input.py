@@ -19,7 +19,6 @@ import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
 from kafka.protocol.admin import CreateTopicsRequest
@@ -28,7 +27,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, Met
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 from kafka.record import MemoryRecords
 
-from compat_tests.harness import BrokerProcess, unique_name
+from compat_tests.harness import BrokerProcess, list_offset, produce, unique_name
 from odradek.testing.raw import Closed, RawClient, response_class
 from odradek.wire.records import build_batch
 
@@ -73,47 +72,6 @@ def create_topic(
     )
     (result,) = resp.topics
     return result.error_code
-
-
-def produce(
-    client: RawClient, topic: str, partition: int, records: bytes, acks: int = -1, version: int = 9
-) -> Any:
-    """One partition's ProduceResponse entry (error_code, base_offset, ...)."""
-    T = ProduceRequest.TopicProduceData
-    req = ProduceRequest(
-        transactional_id=None,
-        acks=acks,
-        timeout_ms=10_000,
-        topic_data=[
-            T(name=topic, partition_data=[T.PartitionProduceData(index=partition, records=records)])
-        ],
-    )
-    resp = client.request(req, version)
-    (topic_resp,) = resp.responses
-    (part,) = topic_resp.partition_responses
-    return part
-
-
-def list_offset(client: RawClient, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
-    """(error_code, offset) for a ListOffsets query (-2 earliest, -1 latest, or a time)."""
-    T = ListOffsetsRequest.ListOffsetsTopic
-    req = ListOffsetsRequest(
-        replica_id=-1,
-        isolation_level=0,
-        topics=[
-            T(
-                name=topic,
-                partitions=[
-                    T.ListOffsetsPartition(
-                        partition_index=partition, current_leader_epoch=-1, timestamp=timestamp
-                    )
-                ],
-            )
-        ],
-    )
-    resp = client.request(req, 7)
-    (part,) = resp.topics[0].partitions
-    return part.error_code, part.offset
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,20 +17,13 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from crc32c import crc32c
-from kafka.protocol.consumer.group import (
-    JoinGroupRequest,
-    OffsetCommitRequest,
-    OffsetFetchRequest,
-    SyncGroupRequest,
-)
-from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
-from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
+from kafka.protocol.consumer.group import JoinGroupRequest, OffsetFetchRequest, SyncGroupRequest
+from kafka.protocol.producer import InitProducerIdRequest
 
-from compat_tests.harness import BrokerProcess
+from compat_tests.harness import BrokerProcess, find_coordinator, offset_commit_request, produce
 from compat_tests.test_bad_input import create_topic
 from odradek.coordinator.group import records as group_records
 from odradek.testing.raw import RawClient
@@ -50,58 +43,11 @@ WAIT_S = 15.0
 # -- requests ------------------------------------------------------------------------------------
 
 
-def find_coordinator(client: RawClient, key: str, key_type: int) -> None:
-    """FindCoordinator until it answers NONE (the first call creates the internal topic)."""
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        resp = client.request(FindCoordinatorRequest(key=key, key_type=key_type), 2)
-        if resp.error_code == NONE:
-            return
-        assert time.monotonic() < deadline, f"FindCoordinator({key!r}, {key_type}): {resp}"
-        time.sleep(0.05)
-
-
-def produce(client: RawClient, topic: str, partition: int, records: bytes, acks: int = 1) -> Any:
-    T = ProduceRequest.TopicProduceData
-    req = ProduceRequest(
-        transactional_id=None,
-        acks=acks,
-        timeout_ms=10_000,
-        topic_data=[
-            T(name=topic, partition_data=[T.PartitionProduceData(index=partition, records=records)])
-        ],
-    )
-    (topic_resp,) = client.request(req, 9).responses
-    (part,) = topic_resp.partition_responses
-    return part
-
-
 def commit_many(
     client: RawClient, group: str, topic: str, offset: int, partitions: int, metadata: str = ""
 ) -> set[int]:
     """Commit `offset` for partitions 0..partitions-1; the set of error codes answered."""
-    T = OffsetCommitRequest.OffsetCommitRequestTopic
-    req = OffsetCommitRequest(
-        group_id=group,
-        generation_id_or_member_epoch=-1,
-        member_id="",
-        group_instance_id=None,
-        retention_time_ms=-1,
-        topics=[
-            T(
-                name=topic,
-                partitions=[
-                    T.OffsetCommitRequestPartition(
-                        partition_index=p,
-                        committed_offset=offset,
-                        committed_leader_epoch=-1,
-                        committed_metadata=metadata,
-                    )
-                    for p in range(partitions)
-                ],
-            )
-        ],
-    )
+    req = offset_commit_request(group, topic, dict.fromkeys(range(partitions), offset), metadata)
     (topic_resp,) = client.request(req, 7).topics
     return {part.error_code for part in topic_resp.partitions}
 
@@ -186,7 +132,7 @@ def test_produce_to_transaction_state_is_refused_and_the_broker_restarts(
     broker = fresh_broker()
     with RawClient(broker.bootstrap) as client:
         find_coordinator(client, "txn-victim", 1)
-        resp = produce(client, STATE_TOPIC, 0, one_byte_records_batch())
+        resp = produce(client, STATE_TOPIC, 0, one_byte_records_batch(), acks=1)
         assert resp.error_code == INVALID_TOPIC_EXCEPTION, resp
         assert resp.error_message == f"Cannot append to internal topic {STATE_TOPIC}"
     broker.restart()

@@ -13,8 +13,8 @@ from __future__ import annotations
 import time
 
 from kafka import KafkaProducer
-from kafka.protocol.consumer import ListOffsetsRequest
 
+from compat_tests import harness
 from odradek.testing.raw import RawClient
 from odradek.wire.errors import ErrorCode
 
@@ -22,24 +22,8 @@ LATEST = -1
 
 
 def list_offset(address: str, topic: str, timestamp: int) -> tuple[int, int]:
-    T = ListOffsetsRequest.ListOffsetsTopic
-    req = ListOffsetsRequest(
-        replica_id=-1,
-        isolation_level=0,
-        topics=[
-            T(
-                name=topic,
-                partitions=[
-                    T.ListOffsetsPartition(
-                        partition_index=0, current_leader_epoch=-1, timestamp=timestamp
-                    )
-                ],
-            )
-        ],
-    )
     with RawClient(address) as client:
-        (part,) = client.request(req, 7).topics[0].partitions
-    return part.error_code, part.offset
+        return harness.list_offset(client, topic, 0, timestamp)
 
 
 def test_new_leader_refuses_end_offsets_until_it_learns_the_high_watermark(make_cluster):

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 from crc32c import crc32c
-from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetFetchRequest
-from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
+from kafka.protocol.consumer.group import OffsetFetchRequest
 from kafka.protocol.producer import InitProducerIdRequest
 
+from compat_tests.harness import find_coordinator, offset_commit_request
 from odradek.coordinator.group import records as group_records
 from odradek.testing import Broker
 from odradek.testing.raw import RawClient
@@ -41,28 +41,8 @@ def broker() -> Iterator[Broker]:
         yield b
 
 
-def find_coordinator(client: RawClient, key: str, key_type: int) -> None:
-    """FindCoordinator until NONE (the first call creates the internal topic)."""
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        resp = client.request(FindCoordinatorRequest(key=key, key_type=key_type), 2)
-        if resp.error_code == ErrorCode.NONE:
-            return
-        assert time.monotonic() < deadline, resp
-        time.sleep(0.05)
-
-
 def commit(client: RawClient, group: str, offset: int) -> None:
-    T = OffsetCommitRequest.OffsetCommitRequestTopic
-    P = T.OffsetCommitRequestPartition
-    req = OffsetCommitRequest(
-        group_id=group,
-        generation_id_or_member_epoch=-1,
-        member_id="",
-        group_instance_id=None,
-        retention_time_ms=-1,
-        topics=[T(name="t", partitions=[P(partition_index=0, committed_offset=offset)])],
-    )
+    req = offset_commit_request(group, "t", {0: offset})
     deadline = time.monotonic() + WAIT_S
     while True:
         (part,) = client.request(req, 7).topics[0].partitions
