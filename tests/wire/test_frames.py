@@ -5,10 +5,10 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from odradek.wire.frames import FrameDecoder, FrameError
+from odradek.wire.frames import GROWTH, SCRATCH, FrameDecoder, FrameError
 from odradek.wire.header import HeaderError, finish_flexible, parse_fixed, response_header
 
 
@@ -35,6 +35,65 @@ def test_oversized_and_negative_frames_are_refused():
         FrameDecoder(100).feed(struct.pack(">i", 101))
     with pytest.raises(FrameError):
         FrameDecoder(100).feed(struct.pack(">i", -5))
+
+
+def receive(dec: FrameDecoder, stream: bytes, chunk: int) -> int:
+    """Drive the decoder the way BufferedProtocol does: get_buffer, write, buffer_updated."""
+    pos = cut = 0
+    while pos < len(stream):
+        buf = dec.get_buffer()
+        assert len(buf) > 0
+        n = min(len(buf), chunk, len(stream) - pos)
+        buf[:n] = stream[pos : pos + n]
+        buf.release()  # as asyncio drops it: a large frame's buffer can only grow unexported
+        pos += n
+        cut += dec.buffer_updated(n)
+    return cut
+
+
+@given(
+    st.lists(st.sampled_from([0, 1, 100, SCRATCH - 4, SCRATCH - 3, 3 * SCRATCH]), max_size=5),
+    st.sampled_from([1000, 4097, SCRATCH - 1, 2 * SCRATCH]),
+)
+@settings(deadline=None, max_examples=50)
+def test_buffer_api_cuts_small_and_large_frames(sizes, chunk):
+    payloads = [bytes([i % 251]) * size for i, size in enumerate(sizes)]
+    reserved: list[int] = []
+    dec = FrameDecoder(1 << 22, reserve=lambda n: reserved.append(n) is None)
+    assert receive(dec, b"".join(framed(p) for p in payloads), chunk) == len(payloads)
+    assert [bytes(p) for p, _ in dec.frames] == payloads
+    # only frames that do not fit the scratch buffer are reserved, for exactly their size
+    big = [len(p) for p in payloads if len(p) + 4 > SCRATCH]
+    assert reserved == big and [r for _, r in dec.frames if r] == big
+    assert dec.buffered == 0
+
+
+def test_large_frame_buffer_grows_with_the_bytes_not_the_announced_size():
+    dec = FrameDecoder(1 << 30)
+    dec.buffer_updated(0)
+    first = dec.get_buffer()
+    first[:8] = struct.pack(">i", 100 << 20) + b"abcd"  # announces 100 MB, sends 4 bytes
+    first.release()
+    assert dec.buffer_updated(8) == 0
+    assert len(dec.get_buffer()) <= SCRATCH * GROWTH
+    assert dec.buffered == 4
+    assert dec.release() == 100 << 20  # dropped: its reservation is handed back
+
+
+def test_refused_reservation_keeps_the_bytes_until_retry():
+    allow = [False]
+    dec = FrameDecoder(1 << 20, reserve=lambda n: allow[0])
+    body = b"x" * (SCRATCH + 10)
+    stream = framed(b"small") + framed(body)
+    buf = dec.get_buffer()
+    buf[:SCRATCH] = stream[:SCRATCH]
+    buf.release()
+    assert dec.buffer_updated(SCRATCH) == 1  # the small frame before it is cut
+    assert dec.waiting_for_memory
+    allow[0] = True
+    assert dec.retry() == 0 and not dec.waiting_for_memory
+    assert receive(dec, stream[SCRATCH:], 1000) == 1
+    assert [(bytes(p), r) for p, r in dec.frames] == [(b"small", 0), (body, len(body))]
 
 
 def test_request_header_v1_and_v2():

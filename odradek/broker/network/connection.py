@@ -1,11 +1,9 @@
 """One client connection: read frames, answer them in order, write bytes and file regions.
 
-A `BufferedProtocol`: the socket is read straight into our buffers. Small frames are cut from a
-64 KiB scratch buffer; a frame larger than that (a big produce request) gets its own buffer and
-the rest of it is received directly into that buffer, so a megabyte of records is copied once
-from the kernel and not again before it reaches the log. That buffer grows as bytes arrive
-(at most `GROWTH` times what has arrived, then the exact size), never to the announced size up
-front: a 4-byte prefix claiming 100 MB costs nothing until the bytes come (KAFKA-14063).
+A `BufferedProtocol` around the sans-IO frame decoder (odradek/wire/frames.py, which owns the
+framing, the 64 KiB scratch buffer and the growing buffer of a large frame): the socket is read
+straight into the decoder's buffers; this class is the I/O shell (muting, the memory pool, the
+handling task, writes).
 
 Memory is bounded as in Kafka's SocketServer / Selector:
 
@@ -31,21 +29,16 @@ import logging
 import struct
 import termios
 import time
-from collections import deque
 from typing import Any
 
 from odradek.broker.network.dispatch import ProtocolError, dispatch
 from odradek.broker.network.memory_pool import MemoryPool
+from odradek.wire.frames import FrameDecoder, FrameError
 from odradek.wire.regions import FileRegion, Piece
 
 log = logging.getLogger(__name__)
 
-SCRATCH = 64 * 1024
-GROWTH = 4  # a large frame's buffer is at most this many times the bytes received (then exact)
-_SIZE = struct.Struct(">i")
 _NATIVE_INT = struct.Struct("i")
-
-Buffer = bytes | bytearray
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -57,14 +50,10 @@ class Connection(asyncio.BufferedProtocol):
         self.peer = "?"
         self.closed = False
         self.last_active = time.monotonic()
-        self._scratch = bytearray(SCRATCH)
-        self._view = memoryview(self._scratch)
-        self._filled = 0
-        self._big: bytearray | None = None  # the large frame being received
-        self._big_size = 0  # its announced size
-        self._big_filled = 0
-        self._big_reserved = 0  # bytes of the memory pool it holds
-        self._frames: deque[tuple[Buffer, int]] = deque()  # (payload, pool bytes it holds)
+        self._decoder = FrameDecoder(
+            self.max_frame, reserve=self._reserve, pending=self._waiting_in_kernel
+        )
+        self._frames = self._decoder.frames  # (payload, pool bytes it holds), cut, unanswered
         self._wakeup = asyncio.Event()
         self._gone = asyncio.Event()  # set once the connection is closed
         self._muted_in_flight = False  # a request is being handled: read no further
@@ -92,71 +81,37 @@ class Connection(asyncio.BufferedProtocol):
         self._task = asyncio.get_running_loop().create_task(self._process())
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        big = self._big
-        if big is not None:
-            filled = self._big_filled
-            if filled == len(big):  # full but not complete: grow with what has arrived
-                big += bytes(self._capacity(filled, self._big_size) - filled)
-            return memoryview(big)[filled:]
-        return self._view[self._filled :]
+        return self._decoder.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
         self.last_active = time.monotonic()
-        if self._big is not None:
-            self._big_filled += nbytes
-            if self._big_filled == self._big_size:
-                self._queue(self._big, self._big_reserved)
-                self._big, self._big_reserved = None, 0
-            return
-        self._filled += nbytes
-        self._cut()
-
-    def _cut(self) -> None:
         try:
-            self._cut_frames()
-        except ProtocolError as exc:
-            log.warning("closing connection from %s: %s", self.peer, exc)
-            self.close()
+            cut = self._decoder.buffer_updated(nbytes)
+        except FrameError as exc:
+            self._protocol_error(exc)
+            return
+        if cut:
+            self._requests_in_hand()
 
-    def _cut_frames(self) -> None:
-        buf, view = self._scratch, self._view
-        pos, end = 0, self._filled
-        while end - pos >= 4:
-            (size,) = _SIZE.unpack_from(buf, pos)
-            if size < 0 or size > self.max_frame:
-                raise ProtocolError(f"frame size {size} outside 0..{self.max_frame}")
-            if size + 4 > SCRATCH:
-                # a large frame: reserve its size in the pool, then receive it into its own
-                # buffer, which starts at a bounded size and grows as the bytes arrive
-                if not self.pool.try_reserve(size):
-                    self._muted_for_memory = True
-                    self.pool.wait(self._memory_released)
-                    break
-                have = min(end - pos - 4, size)
-                big = bytearray(max(have, self._capacity(have, size)))
-                big[:have] = view[pos + 4 : pos + 4 + have]
-                pos += 4 + have
-                if have == size:
-                    self._queue(big, size)
-                    continue
-                self._big, self._big_size, self._big_filled = big, size, have
-                self._big_reserved = size
-                break
-            if end - pos - 4 < size:
-                break
-            self._queue(bytes(view[pos + 4 : pos + 4 + size]), 0)
-            pos += 4 + size
-        if pos:
-            rest = end - pos
-            view[:rest] = view[pos:end]
-            self._filled = rest
+    def _protocol_error(self, exc: Exception) -> None:
+        log.warning("closing connection from %s: %s", self.peer, exc)
+        self.close()
+
+    def _requests_in_hand(self) -> None:
+        """Complete requests: wake the handling task and stop reading until they are answered."""
+        self._muted_in_flight = True
+        self._wakeup.set()
         self._update_reading()
 
-    def _capacity(self, have: int, size: int) -> int:
-        """A large frame's buffer size: what has arrived (in hand and waiting in the kernel),
-        times GROWTH, at least SCRATCH; the exact size once that reaches half of it."""
-        target = max(SCRATCH, have * GROWTH, have + self._waiting_in_kernel())
-        return size if target * 2 >= size else target
+    def _reserve(self, size: int) -> bool:
+        """The decoder's hook before a large frame's body: reserve it in the memory pool, or
+        mute until memory is released (then the decoder retries)."""
+        if self.pool.try_reserve(size):
+            return True
+        self._muted_for_memory = True
+        self.pool.wait(self._memory_released)
+        self._update_reading()
+        return False
 
     def _waiting_in_kernel(self) -> int:
         """Bytes received by the kernel and not yet read (FIONREAD); 0 when unknown."""
@@ -169,18 +124,19 @@ class Connection(asyncio.BufferedProtocol):
         except (OSError, ValueError):
             return 0
 
-    def _queue(self, payload: Buffer, reserved: int) -> None:
-        """A complete request: hand it to the handling task and stop reading until answered."""
-        self._frames.append((payload, reserved))
-        self._muted_in_flight = True
-        self._wakeup.set()
-        self._update_reading()
-
     def _memory_released(self) -> None:
         if self.closed or not self._muted_for_memory:
             return
         self._muted_for_memory = False
-        self._cut()  # retries the reservation; mutes again if the pool is still out
+        try:
+            cut = self._decoder.retry()  # mutes again if the pool is still out
+        except FrameError as exc:
+            self._protocol_error(exc)
+            return
+        if cut:
+            self._requests_in_hand()
+        else:
+            self._update_reading()
 
     def _update_reading(self) -> None:
         transport = self.transport
@@ -198,12 +154,10 @@ class Connection(asyncio.BufferedProtocol):
         """Give back the pool memory of frames that will never be handled."""
         pool = self.pool
         pool.cancel(self._memory_released)
-        if self._big_reserved:
-            pool.release(self._big_reserved)
-            self._big_reserved = 0
-        self._big = None
-        while self._frames:
-            _, reserved = self._frames.popleft()
+        pool.release(self._decoder.release())
+        frames = self._decoder.frames
+        while frames:
+            _, reserved = frames.popleft()
             pool.release(reserved)
 
     def pause_writing(self) -> None:
@@ -298,3 +252,17 @@ class Connection(asyncio.BufferedProtocol):
                 self.transport.close()
             self._release_all()
         self.broker.connection_closed(self)
+
+    async def stop(self) -> None:
+        """Close, and end the handling task: a request still being handled (a long-polling
+        fetch, a join waiting for its group) is cancelled, so no task outlives the broker's
+        loop ("Task was destroyed but it is pending!")."""
+        self.close()
+        task = self._task
+        if task is None or task.done() or task is asyncio.current_task():
+            return
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
