@@ -3,7 +3,8 @@
 Decompression bombs (a small compressed records section inflating to hundreds of megabytes or
 more) and batches whose records' framing lies, each with a valid CRC so that only a look inside
 the records section can catch them. The compressed streams are produced chunk by chunk, so
-building a bomb never holds its inflated size in memory.
+building a bomb never holds its inflated size in memory. `record` writes one record with knobs
+to make its framing lie; `good_records` a valid records section.
 """
 
 from __future__ import annotations
@@ -17,8 +18,55 @@ import zstandard
 
 from odradek.wire.batch import HEADER_SIZE, HEADER_STRUCT, LOG_OVERHEAD, MAGIC, write_crc
 from odradek.wire.compression import GZIP, LZ4, NONE, SNAPPY, XERIAL_MAGIC, ZSTD
+from odradek.wire.records import write_varint, write_varlong
 
 _CHUNK = bytes(1 << 20)
+
+
+def record(
+    offset_delta: int,
+    key: bytes | None = b"k",
+    value: bytes | None = b"v",
+    headers: list[tuple[bytes, bytes | None]] | None = None,
+    *,
+    timestamp_delta: int = 0,
+    length_fix: int = 0,
+    key_length: int | None = None,
+    value_length: int | None = None,
+    header_count: int | None = None,
+) -> bytes:
+    """One record's bytes, with knobs to make its framing lie: `length_fix` is added to the
+    record's length; `key_length`, `value_length` and `header_count` replace the true ones."""
+    body = bytearray(b"\x00")
+    write_varlong(body, timestamp_delta)
+    write_varint(body, offset_delta)
+    for part, forced in ((key, key_length), (value, value_length)):
+        if forced is not None:
+            write_varint(body, forced)
+        elif part is None:
+            write_varint(body, -1)
+        else:
+            write_varint(body, len(part))
+        if part is not None:
+            body += part
+    headers = headers or []
+    write_varint(body, len(headers) if header_count is None else header_count)
+    for name, hv in headers:
+        write_varint(body, len(name))
+        body += name
+        if hv is None:
+            write_varint(body, -1)
+        else:
+            write_varint(body, len(hv))
+            body += hv
+    out = bytearray()
+    write_varint(out, len(body) + length_fix)
+    return bytes(out + body)
+
+
+def good_records(n: int) -> bytes:
+    """A valid records section of `n` records (offset deltas 0..n-1, each with a header)."""
+    return b"".join(record(i, b"key-%d" % i, b"value-%d" % i, [(b"h", b"x")]) for i in range(n))
 
 
 def raw_batch(

@@ -14,50 +14,15 @@ import pytest
 
 from odradek.log.config import LogConfig
 from odradek.log.validator import ValidationError, validate
-from odradek.testing.hostile_batches import bomb_batch, raw_batch
+from odradek.testing.hostile_batches import bomb_batch, good_records, raw_batch, record
 from odradek.wire.batch import parse_header
 from odradek.wire.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD, compress
 from odradek.wire.errors import ErrorCode
-from odradek.wire.records import build_batch, decode_records, write_varint, write_varlong
+from odradek.wire.records import build_batch, decode_records, write_varint
 
 NOW = 1_700_000_000_000
 CODECS = [NONE, GZIP, SNAPPY, LZ4, ZSTD]
 NAMES = {NONE: "uncompressed", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
-
-
-def record(
-    offset_delta: int,
-    key: bytes | None = b"k",
-    value: bytes | None = b"v",
-    headers: list[tuple[bytes, bytes | None]] | None = None,
-    *,
-    length_fix: int = 0,
-    key_length: int | None = None,
-    header_count: int | None = None,
-) -> bytes:
-    """One record's bytes, with knobs to make its framing lie."""
-    body = bytearray(b"\x00")
-    write_varlong(body, 0)
-    write_varint(body, offset_delta)
-    for i, part in enumerate((key, value)):
-        if part is None:
-            write_varint(body, -1)
-        else:
-            write_varint(body, key_length if i == 0 and key_length is not None else len(part))
-            body += part
-    headers = headers or []
-    write_varint(body, len(headers) if header_count is None else header_count)
-    for name, hv in headers:
-        write_varint(body, len(name))
-        body += name
-        if hv is None:
-            write_varint(body, -1)
-        else:
-            write_varint(body, len(hv))
-            body += hv
-    out = bytearray()
-    write_varint(out, len(body) + length_fix)
-    return bytes(out + body)
 
 
 def batch(section: bytes, count: int, codec: int = NONE, **kw: int) -> bytes:
@@ -86,18 +51,14 @@ def test_huge_record_length_in_a_118_byte_frame_is_rejected() -> None:
     assert check(data) == ErrorCode.INVALID_RECORD
 
 
-def good_records(n: int) -> list[bytes]:
-    return [record(i, b"key-%d" % i, b"value-%d" % i, [(b"h", b"x")]) for i in range(n)]
-
-
 @pytest.mark.parametrize("codec", CODECS, ids=NAMES.get)
 @pytest.mark.parametrize(
     ("case", "section", "count"),
     [
-        ("fewer records than declared", b"".join(good_records(2)), 3),
-        ("more records than declared", b"".join(good_records(3)), 2),
-        ("truncated last record", b"".join(good_records(3))[:-3], 3),
-        ("trailing garbage", b"".join(good_records(2)) + b"\x00\x01\x02", 2),
+        ("fewer records than declared", good_records(2), 3),
+        ("more records than declared", good_records(3), 2),
+        ("truncated last record", good_records(3)[:-3], 3),
+        ("trailing garbage", good_records(2) + b"\x00\x01\x02", 2),
         ("offset deltas out of order", record(1) + record(0), 2),
         ("offset deltas repeated", record(0) + record(0), 2),
         ("offset deltas with a gap", record(0) + record(2), 2),

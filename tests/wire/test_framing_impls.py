@@ -16,14 +16,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from odradek.testing.hostile_batches import good_records, record
 from odradek.wire import records
 from odradek.wire.batch import HEADER_SIZE, InvalidRecordError
 from odradek.wire.records import (
     build_batch,
     check_framing_py,
     framing_implementations,
-    write_varint,
-    write_varlong,
 )
 
 IMPLS = framing_implementations()
@@ -45,50 +44,6 @@ def walk(request: pytest.FixtureRequest):
     return IMPLS[request.param]
 
 
-def record(
-    offset_delta: int,
-    key: bytes | None = b"k",
-    value: bytes | None = b"v",
-    headers: list[tuple[bytes, bytes | None]] | None = None,
-    *,
-    timestamp_delta: int = 0,
-    length_fix: int = 0,
-    key_length: int | None = None,
-    value_length: int | None = None,
-    header_count: int | None = None,
-) -> bytes:
-    """One record's bytes, with knobs to make its framing lie."""
-    body = bytearray(b"\x00")
-    write_varlong(body, timestamp_delta)
-    write_varint(body, offset_delta)
-    for part, forced in ((key, key_length), (value, value_length)):
-        if forced is not None:
-            write_varint(body, forced)
-        elif part is None:
-            write_varint(body, -1)
-        else:
-            write_varint(body, len(part))
-        if part is not None:
-            body += part
-    headers = headers or []
-    write_varint(body, len(headers) if header_count is None else header_count)
-    for name, hv in headers:
-        write_varint(body, len(name))
-        body += name
-        if hv is None:
-            write_varint(body, -1)
-        else:
-            write_varint(body, len(hv))
-            body += hv
-    out = bytearray()
-    write_varint(out, len(body) + length_fix)
-    return bytes(out + body)
-
-
-def good(n: int) -> bytes:
-    return b"".join(record(i, b"key-%d" % i, b"value-%d" % i, [(b"h", b"x")]) for i in range(n))
-
-
 def section_of(batch: bytes) -> bytes:
     return batch[HEADER_SIZE:]
 
@@ -100,7 +55,7 @@ VALID = [
     ("null key and value", record(0, None, None), 1),
     ("empty key and value", record(0, b"", b""), 1),
     ("headers with null and empty values", record(0, headers=[(b"a", None), (b"", b"")]), 1),
-    ("300 records: two-byte offset deltas", good(300), 300),
+    ("300 records: two-byte offset deltas", good_records(300), 300),
     ("negative and 10-byte timestamp deltas", record(0, timestamp_delta=-(2**63)), 1),
     ("a 70 KB value: three-byte lengths", record(0, b"", b"x" * 70_000), 1),
     (
@@ -148,12 +103,27 @@ def test_the_walk_stops_at_10000_records_of_real_batches(walk) -> None:
 
 OVERRUN = "record 0: key or value overruns the record"
 INVALID = [
-    ("fewer records than declared", good(2), 3, "record data ends before the declared records"),
-    ("more records than declared", good(3), 2, "23 bytes left after the 2 declared records"),
-    ("trailing garbage", good(2) + b"\x00\x01\x02", 2, "3 bytes left after the 2 declared records"),
+    (
+        "fewer records than declared",
+        good_records(2),
+        3,
+        "record data ends before the declared records",
+    ),
+    (
+        "more records than declared",
+        good_records(3),
+        2,
+        "23 bytes left after the 2 declared records",
+    ),
+    (
+        "trailing garbage",
+        good_records(2) + b"\x00\x01\x02",
+        2,
+        "3 bytes left after the 2 declared records",
+    ),
     (
         "truncated last record",
-        good(3)[:-3],
+        good_records(3)[:-3],
         3,
         "record 2 declares 22 bytes with 19 left in the batch",
     ),
@@ -238,7 +208,7 @@ INVALID = [
         "record 0: varint longer than 10 bytes",
     ),
     ("count of 3 in 20 bytes", bytes(20), 3, "record count 3 does not fit 20 bytes"),
-    ("negative count", good(1), -1, "record count -1 does not fit 23 bytes"),
+    ("negative count", good_records(1), -1, "record count -1 does not fit 23 bytes"),
     ("one record in no bytes", b"", 1, "record count 1 does not fit 0 bytes"),
 ]
 
@@ -253,14 +223,14 @@ def test_invalid_sections_raise_invalid_record(
         walk(section, 0, len(section), count)
     assert str(exc.value) == message
     # the same inside a larger buffer whose bytes past `end` would make it look complete
-    padded = b"\x00" + section + good(3)
+    padded = b"\x00" + section + good_records(3)
     with pytest.raises(InvalidRecordError) as exc:
         walk(bytearray(padded), 1, 1 + len(section), count)
     assert str(exc.value) == message
 
 
 def test_end_past_the_buffer_is_invalid_record(walk) -> None:
-    section = good(2)
+    section = good_records(2)
     with pytest.raises(InvalidRecordError):
         walk(section, 0, len(section) + 40, 2)
 
@@ -317,7 +287,7 @@ def test_walks_agree_on_mutated_valid_sections(recs, data) -> None:
         else:
             section.insert(i, byte)
     count += data.draw(st.sampled_from([0, 0, 0, -1, 1]), label="count change")
-    buf = bytes(section) + good(2)  # bytes after `end` that a lax walk might wander into
+    buf = bytes(section) + good_records(2)  # bytes after `end` that a lax walk might wander into
     assert outcome(C_WALK, buf, 0, len(section), count) == outcome(
         check_framing_py, buf, 0, len(section), count
     )
