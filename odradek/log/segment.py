@@ -2,22 +2,14 @@
 
 The .log holds record batches exactly as received (with base offset and leader epoch filled in).
 Appends are one positional write of the batch bytes; reads return file regions. Batches are
-located by reading only their first 27 header bytes:
-
-    offset 0   int64  base_offset
-    offset 8   int32  batch_length      (bytes after this field)
-    offset 12  int32  partition_leader_epoch
-    offset 16  int8   magic
-    offset 17  uint32 crc
-    offset 21  int16  attributes
-    offset 23  int32  last_offset_delta
+located by reading only their first 27 header bytes (base_offset, batch_length and, at offset 23,
+last_offset_delta: `wire.batch.peek_span`, the layout is in odradek/wire/batch.py).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -31,15 +23,16 @@ from odradek.wire.batch import (
     ATTRIBUTES_OFFSET,
     HEADER_SIZE,
     LOG_OVERHEAD,
+    SPAN_SIZE,
     BatchHeader,
     parse_header,
+    peek_sizes,
+    peek_span,
 )
 from odradek.wire.regions import FileRegion
 
 log = logging.getLogger(__name__)
 
-_PREFIX = struct.Struct(">qiibIhi")
-PREFIX_SIZE = 27
 RECOVER_CHUNK = 1 << 20  # bytes of a batch held at once while recovery checks its CRC
 
 
@@ -196,10 +189,10 @@ class LogSegment:
     # -- reading ------------------------------------------------------------------------------
 
     def _read_prefix(self, position: int) -> BatchPos | None:
-        raw = os.pread(self.file.fileno(), PREFIX_SIZE, position)
-        if len(raw) < PREFIX_SIZE:
+        raw = os.pread(self.file.fileno(), SPAN_SIZE, position)
+        if len(raw) < SPAN_SIZE:
             return None
-        base, length, _epoch, _magic, _crc, _attrs, delta = _PREFIX.unpack(raw)
+        base, length, delta = peek_span(raw)
         if length < HEADER_SIZE - LOG_OVERHEAD or position + LOG_OVERHEAD + length > self.size:
             return None
         return BatchPos(position, base, base + delta, length + LOG_OVERHEAD)
@@ -308,7 +301,7 @@ class LogSegment:
         raw = os.pread(fd, LOG_OVERHEAD, position)
         if len(raw) < LOG_OVERHEAD:
             return None
-        _base, length = struct.unpack(">qi", raw)
+        _base, length = peek_sizes(raw)
         total = length + LOG_OVERHEAD
         if length < HEADER_SIZE - LOG_OVERHEAD or position + total > self.size:
             return None

@@ -70,6 +70,9 @@ NO_SEQUENCE = -1
 _INT32_MAX = 2**31 - 1
 
 HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
+# the header up to last_offset_delta: where a batch ends and which offsets it spans
+SPAN_SIZE = 27
+_SPAN = struct.Struct(">qiibIhi")
 _SIZES = struct.Struct(">qi")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
@@ -170,6 +173,15 @@ def peek_sizes(buf: Buffer, pos: int = 0) -> tuple[int, int]:
         raise CorruptRecordError(f"truncated batch at {pos}: fewer than {LOG_OVERHEAD} bytes")
     base_offset, batch_length = _SIZES.unpack_from(buf, pos)
     return base_offset, batch_length
+
+
+def peek_span(buf: Buffer, pos: int = 0) -> tuple[int, int, int]:
+    """(base_offset, batch_length, last_offset_delta) from the first SPAN_SIZE bytes at `pos`,
+    without other checks: what a log segment needs to step from batch to batch."""
+    if pos < 0 or len(buf) - pos < SPAN_SIZE:
+        raise CorruptRecordError(f"truncated batch at {pos}: fewer than {SPAN_SIZE} bytes")
+    base_offset, batch_length, _epoch, _magic, _crc, _attrs, delta = _SPAN.unpack_from(buf, pos)
+    return base_offset, batch_length, delta
 
 
 def parse_header(buf: Buffer, pos: int = 0) -> BatchHeader:
