@@ -26,6 +26,7 @@ from odradek.broker.partitions.topics import TopicManager
 from odradek.broker.replication.manager import ReplicaManager
 from odradek.broker.replication.single import SingleBrokerReplicas
 from odradek.broker.transactions.host import install as install_transactions
+from odradek.clock import now_ms
 from odradek.coordinator.group.coordinator import (
     OFFSETS_TOPIC,
     GroupCoordinator,
@@ -236,10 +237,10 @@ class Broker:
                 conn.close()
 
     def run_retention(self) -> int:
-        now_ms = int(time.time() * 1000)
+        now = now_ms()
         deleted = 0
         for part in self.topics.partitions.values():
-            deleted += part.log.apply_retention(now_ms)
+            deleted += part.log.apply_retention(now)
         return deleted
 
     def checkpoint(self) -> None:

@@ -38,11 +38,11 @@ import logging
 import os
 import shutil
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.clock import now_ms
 from odradek.log.checkpoints import read_checkpoint, write_checkpoint
 from odradek.log.log import Log
 from odradek.log.segment import LogSegment
@@ -75,10 +75,6 @@ CHECKPOINT = "cleaner-offset-checkpoint"
 WORK_DIR = "cleaner-work"
 _TWO63 = 2**63
 _TWO64 = 2**64
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(slots=True)

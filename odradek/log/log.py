@@ -12,11 +12,11 @@ import bisect
 import logging
 import os
 import shutil
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from odradek.clock import now_ms
 from odradek.log import reader
 from odradek.log.config import LONG_MAX, LogConfig
 from odradek.log.disk_faults import LogDir, storage_op
@@ -53,10 +53,6 @@ class AppendInfo:
     last_offset: int
     log_append_time: int  # -1 unless LogAppendTime
     max_timestamp: int
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def write_partition_metadata(directory: str, topic_id: uuid.UUID) -> None:

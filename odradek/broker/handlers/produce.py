@@ -14,12 +14,12 @@ there could stop a coordinator from loading.
 from __future__ import annotations
 
 import logging
-import time
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions.partition import AppendResult
 from odradek.broker.partitions.topics import INTERNAL_TOPICS, TopicError, check_topic_name
+from odradek.clock import now_ms
 from odradek.log.validator import ValidationError, validate
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
@@ -69,7 +69,7 @@ def _produce_one(
                 return AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return AppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     try:
-        validated = validate(records, part.log.config, int(time.time() * 1000), ctx.api_version)
+        validated = validate(records, part.log.config, now_ms(), ctx.api_version)
     except ValidationError as exc:
         log.info(
             "produce to %s-%d from %s rejected: %s (%s)",

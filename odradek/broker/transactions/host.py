@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import struct
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +18,7 @@ from odradek.broker.partitions import internal_topics
 from odradek.broker.partitions.internal_topics import ensure_offsets_topic
 from odradek.broker.partitions.partition import Partition
 from odradek.broker.transactions.markers import OFFSETS_TOPIC, MarkerSender
+from odradek.clock import now_ms
 from odradek.coordinator.txn.config import STATE_TOPIC, TxnConfig
 from odradek.coordinator.txn.coordinator import TransactionCoordinator
 from odradek.coordinator.txn.state import TopicPartition
@@ -113,7 +113,7 @@ class BrokerTxnHost:
         part = self._state_partition(partition)
         if part is None or not part.is_leader:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        batch = build_batch([(key, value, (), int(time.time() * 1000))])
+        batch = build_batch([(key, value, (), now_ms())])
         limit = part.log.config.max_message_bytes
         if len(batch) > limit:
             # refused, not written, as Kafka's log append; the coordinator answers

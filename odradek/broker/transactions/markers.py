@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Any
 
 from odradek.broker.partitions.partition import AppendResult
 from odradek.broker.replication.client import PeerClient, PeerError
+from odradek.clock import now_ms
 from odradek.log.disk_faults import KafkaStorageError
 from odradek.log.transactions import complete_transaction
 from odradek.wire import protocol
@@ -51,9 +51,7 @@ def append_marker(
         if coordinator_epoch < entry.coordinator_epoch:
             return ErrorCode.TRANSACTION_COORDINATOR_FENCED
     buf = bytearray(
-        build_control_batch(
-            producer_id, producer_epoch, commit, coordinator_epoch, int(time.time() * 1000)
-        )
+        build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms())
     )
     try:
         offset = lg.append_control(buf, parse_header(buf), part.leader_epoch)

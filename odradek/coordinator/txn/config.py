@@ -9,7 +9,6 @@ A transactional id belongs to partition `Utils.abs(transactionalId.hashCode) % p
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -20,10 +19,6 @@ from odradek.coordinator.txn.state import TopicPartition
 from odradek.wire.errors import ErrorCode
 
 STATE_TOPIC = "__transaction_state"
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(slots=True, frozen=True)

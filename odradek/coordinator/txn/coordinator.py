@@ -27,12 +27,12 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from odradek.clock import now_ms
 from odradek.coordinator.txn.config import (
     STATE_TOPIC,
     TxnConfig,
     TxnDescription,
     TxnHost,
-    now_ms,
 )
 from odradek.coordinator.txn.manager import TxnStateManager
 from odradek.coordinator.txn.state import (
