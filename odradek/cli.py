@@ -3,7 +3,8 @@
 `odradek serve [server.properties] [--override key=value ...]` starts a broker the way
 kafka-server-start.sh does; with no arguments it listens on localhost:9092 and keeps data in
 ./odradek-data. A bad config, an unusable data dir or a busy port ends it with one line and
-exit status 1; SIGTERM and Ctrl-C shut it down cleanly.
+exit status 1; SIGTERM and Ctrl-C shut it down cleanly. A broker of a cluster whose every log dir
+failed halts and the process ends with one line and exit status 1, as Kafka's does.
 """
 
 from __future__ import annotations
@@ -53,7 +54,18 @@ async def _serve(config: BrokerConfig) -> int:
         ) from None
     listeners = ",".join(f"{b.name}://{b.host}:{b.port}" for b in broker.bound)
     print(f"odradek ready listeners={listeners} data={','.join(broker.logs.dirs)}", flush=True)
-    await stop.wait()
+    signalled = asyncio.ensure_future(stop.wait())
+    halted = asyncio.ensure_future(broker.stopped.wait())
+    await asyncio.wait({signalled, halted}, return_when=asyncio.FIRST_COMPLETED)
+    signalled.cancel()
+    halted.cancel()
+    if broker.stopped.is_set() and not stop.is_set():
+        # the broker stopped itself (every log dir failed, in a cluster): the process ends as
+        # Kafka's does (Exit.halt(1)), so that a supervisor sees it and restarts it
+        failed = ", ".join(broker.logs.offline_dirs) or "?"
+        what = f"broker {broker.node_id} halted: failed log dirs: {failed}"
+        print(f"odradek: {what}", file=sys.stderr)
+        return 1
     log.info("shutting down")
     await broker.stop()
     return 0
