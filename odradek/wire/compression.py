@@ -43,6 +43,8 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
+from typing import Any
 
 import cramjam
 import lz4.frame
@@ -154,15 +156,25 @@ def _over(max_size: int) -> CorruptRecordError:
     return CorruptRecordError(f"decompressed records exceed {max_size} bytes")
 
 
-def _gzip_decode(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
-    """One or more gzip members (Java's GZIPInputStream reads concatenated members too)."""
+def _decode_members(
+    data: bytes | bytearray | memoryview,
+    max_size: int,
+    new: Callable[[], Any],
+    step: Callable[[Any, bytes | bytearray | memoryview, int], bytes],
+    rest: Callable[[Any, bytes, int], bytes | None],
+    what: str,
+) -> bytes:
+    """Inflate concatenated members (gzip) or frames (lz4) at most `_CHUNK` bytes at a time,
+    refusing to go past `max_size`. `new()` makes a decompressor, `step(d, input, want)` gives
+    up to `want` bytes, `rest(d, chunk, want)` the input still to feed a decompressor not at its
+    end (None: the stream is cut short)."""
     chunks: list[bytes] = []
     total = 0
     pending: bytes | bytearray | memoryview = data
-    d = zlib.decompressobj(_GZIP_WBITS)
+    d = new()
     while True:
         want = min(_CHUNK, max_size + 1 - total)
-        chunk = d.decompress(pending, want)
+        chunk = step(d, pending, want)
         total += len(chunk)
         if total > max_size:
             raise _over(max_size)
@@ -171,35 +183,38 @@ def _gzip_decode(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
             if not d.unused_data:
                 return b"".join(chunks)
             pending = d.unused_data
-            d = zlib.decompressobj(_GZIP_WBITS)
-        elif d.unconsumed_tail or len(chunk) == want:
-            pending = d.unconsumed_tail
+            d = new()
         else:
-            raise CorruptRecordError("truncated gzip stream")
+            more = rest(d, chunk, want)
+            if more is None:
+                raise CorruptRecordError(f"truncated {what}")
+            pending = more
+
+
+def _gzip_decode(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
+    """One or more gzip members (Java's GZIPInputStream reads concatenated members too)."""
+    return _decode_members(
+        data,
+        max_size,
+        lambda: zlib.decompressobj(_GZIP_WBITS),
+        lambda d, pending, want: d.decompress(pending, want),
+        lambda d, chunk, want: (
+            d.unconsumed_tail if d.unconsumed_tail or len(chunk) == want else None
+        ),
+        "gzip stream",
+    )
 
 
 def _lz4_decode(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
     """One or more LZ4 frames, independent or linked blocks, with or without checksums."""
-    chunks: list[bytes] = []
-    total = 0
-    pending: bytes | bytearray | memoryview = data
-    d = lz4.frame.LZ4FrameDecompressor()
-    while True:
-        want = min(_CHUNK, max_size + 1 - total)
-        chunk = d.decompress(pending, max_length=want)
-        total += len(chunk)
-        if total > max_size:
-            raise _over(max_size)
-        chunks.append(chunk)
-        if d.eof:
-            if not d.unused_data:
-                return b"".join(chunks)
-            pending = d.unused_data
-            d = lz4.frame.LZ4FrameDecompressor()
-        elif d.needs_input:
-            raise CorruptRecordError("truncated lz4 frame")
-        else:
-            pending = b""
+    return _decode_members(
+        data,
+        max_size,
+        lz4.frame.LZ4FrameDecompressor,
+        lambda d, pending, want: d.decompress(pending, max_length=want),
+        lambda d, chunk, want: None if d.needs_input else b"",
+        "lz4 frame",
+    )
 
 
 def _zstd_decode(data: bytes | bytearray | memoryview, max_size: int) -> bytes:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from odradek.wire import varint
+
 _FIXED = struct.Struct(">hhih")
 _CORR = struct.Struct(">i")
 
@@ -38,19 +40,7 @@ class RequestHeader:
 
 def read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     """Decode an unsigned varint at `pos`; return (value, next position)."""
-    value = 0
-    shift = 0
-    while True:
-        if pos >= len(buf):
-            raise HeaderError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise HeaderError("varint too long")
+    return varint.read_uvarint(buf, pos, None, 5, HeaderError)
 
 
 def skip_tagged_fields(buf: bytes | memoryview, pos: int) -> int:

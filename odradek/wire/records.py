@@ -57,6 +57,7 @@ from odradek.wire.batch import (
     write_crc,
 )
 from odradek.wire.compression import DEFAULT_MAX_DECOMPRESSED, compress, decompress
+from odradek.wire.varint import read_uvarint
 
 ABORT = 0
 COMMIT = 1
@@ -95,31 +96,16 @@ def _wrap64(value: int) -> int:
     return ((value + _TWO63) % _TWO64) - _TWO63
 
 
-def _read_unsigned(data: Buffer, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    for _ in range(max_bytes):
-        if pos >= end:
-            raise CorruptRecordError("truncated varint")
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-    raise CorruptRecordError(f"varint longer than {max_bytes} bytes")
-
-
 def read_varint(data: Buffer, pos: int, end: int | None = None) -> tuple[int, int]:
     """Zigzag int32 at `pos`, not reading at or past `end`: (value, next position)."""
-    raw, pos = _read_unsigned(data, pos, len(data) if end is None else end, 5)
+    raw, pos = read_uvarint(data, pos, end, 5, CorruptRecordError)
     raw &= _MASK32  # Java drops what overflows an int
     return (raw >> 1) ^ -(raw & 1), pos
 
 
 def read_varlong(data: Buffer, pos: int, end: int | None = None) -> tuple[int, int]:
     """Zigzag int64 at `pos`, not reading at or past `end`: (value, next position)."""
-    raw, pos = _read_unsigned(data, pos, len(data) if end is None else end, 10)
+    raw, pos = read_uvarint(data, pos, end, 10, CorruptRecordError)
     raw &= _MASK64
     return (raw >> 1) ^ -(raw & 1), pos
 

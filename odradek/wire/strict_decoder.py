@@ -41,6 +41,8 @@ from kafka.protocol.schemas.fields.simple import SimpleField
 from kafka.protocol.schemas.fields.struct import StructField
 from kafka.protocol.schemas.fields.struct_array import StructArrayField
 
+from odradek.wire.varint import read_uvarint
+
 Decoder = Callable[[memoryview, int], tuple[Any, int]]
 
 _VARIABLE = frozenset({"string", "bytes", "records"})
@@ -144,16 +146,7 @@ def _emit_tagged(
 
 
 def _uvarint(data: memoryview, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise DecodeError("unsigned varint longer than 5 bytes")
+    return read_uvarint(data, pos, None, 5, DecodeError)
 
 
 def _read_tags(tf: TaggedFields, data: memoryview, pos: int, version: int, obj: Any) -> int:
@@ -204,9 +197,12 @@ def _uvarint_hook(cls: Any, ctx: CodegenContext, var_name: str, indent: str) -> 
         _ORIGINAL["uvarint"](cls, ctx, var_name, indent)
 
 
-def _array_hook(original: str) -> Callable[..., None]:
+def _versioned_hook(original: str, emit: Callable[..., None]) -> Callable[..., None]:
+    """A field's decode emitter: `emit` when building a strict decoder for one version, else
+    kafka-python's own (`original`), so its client decoders come out unchanged."""
+
     def hook(
-        self: ArrayField,
+        self: Any,
         ctx: CodegenContext,
         var_name: str,
         indent: str,
@@ -215,30 +211,13 @@ def _array_hook(original: str) -> Callable[..., None]:
         tagged: Any = False,
     ) -> None:
         if _strict() and version is not None:
-            _emit_array(self, ctx, var_name, indent, version, compact, tagged)
+            emit(self, ctx, var_name, indent, version, compact, tagged)
         else:
             _ORIGINAL[original](
                 self, ctx, var_name, indent, version=version, compact=compact, tagged=tagged
             )
 
     return hook
-
-
-def _simple_hook(
-    self: SimpleField,
-    ctx: CodegenContext,
-    var_name: str,
-    indent: str,
-    version: int | None = None,
-    compact: bool = False,
-    tagged: Any = False,
-) -> None:
-    if version is None:
-        _ORIGINAL["simple"](
-            self, ctx, var_name, indent, version=version, compact=compact, tagged=tagged
-        )
-    else:
-        _emit_simple(self, ctx, var_name, indent, version, compact, tagged)
 
 
 def _tagged_hook(
@@ -251,9 +230,9 @@ def _tagged_hook(
 
 
 UnsignedVarInt32.emit_decode_from = classmethod(_uvarint_hook)
-SimpleField.emit_decode_from = _simple_hook
-ArrayField.emit_decode_from = _array_hook("array")
-StructArrayField.emit_decode_from = _array_hook("struct_array")
+SimpleField.emit_decode_from = _versioned_hook("simple", _emit_simple)
+ArrayField.emit_decode_from = _versioned_hook("array", _emit_array)
+StructArrayField.emit_decode_from = _versioned_hook("struct_array", _emit_array)
 StructField._emit_tagged_decode = _tagged_hook
 
 
