@@ -13,6 +13,8 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import (
@@ -39,6 +41,20 @@ FAST = {
 PAUSE_S = 0.01  # default pacing between operations, so a seed stays small
 
 
+def client_config(bootstrap: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """A librdkafka configuration: `FAST`, the bootstrap servers, then `settings`."""
+    return {**FAST, "bootstrap.servers": bootstrap, **settings}
+
+
+@dataclass(frozen=True)
+class Env:
+    """What every client of a seed shares: its history, the bootstrap servers and the seed."""
+
+    history: History
+    bootstrap: str
+    seed: int
+
+
 def _error_name(exc: BaseException | KafkaError) -> str:
     err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else exc
     if isinstance(err, KafkaError):
@@ -49,12 +65,12 @@ def _error_name(exc: BaseException | KafkaError) -> str:
 class Worker(threading.Thread):
     """A client thread: `run_client()` loops until `stop` is set or its operations run out."""
 
-    def __init__(self, name: str, history: History, bootstrap: str, seed: int) -> None:
+    def __init__(self, name: str, env: Env) -> None:
         super().__init__(name=f"chaos-{name}", daemon=True)
         self.process = name
-        self.history = history
-        self.bootstrap = bootstrap
-        self.rng = random.Random(f"chaos-{name}-{seed}")
+        self.history = env.history
+        self.bootstrap = env.bootstrap
+        self.rng = random.Random(f"chaos-{name}-{env.seed}")
         self.stop = threading.Event()
         self.crash: BaseException | None = None
         self.pace_s = PAUSE_S  # the runner spreads bounded operations over the fault phase
@@ -68,23 +84,35 @@ class Worker(threading.Thread):
     def run_client(self) -> None:
         raise NotImplementedError
 
+    def config(self, settings: dict[str, Any]) -> dict[str, Any]:
+        return client_config(self.bootstrap, settings)
+
+    def offsets_op(
+        self,
+        f: str,
+        read: Callable[[], list[TopicPartition] | None],
+        offset: Callable[[TopicPartition], int | None],
+    ) -> None:
+        """Record `f`: the offsets {(topic, partition): offset} that `read()` answers, those
+        for which `offset` is not None (info when `read` raised)."""
+        inv = self.history.invoke(f, self.process, {"offsets": {}})
+        try:
+            result = read() or []
+        except KafkaException as exc:
+            self.history.complete(inv, INFO, error=_error_name(exc))
+            return
+        offsets = {(tp.topic, tp.partition): o for tp in result if (o := offset(tp)) is not None}
+        self.history.complete(inv, OK, {"offsets": offsets})
+
 
 class IdempotentProducer(Worker):
     """Sends unique values "<process>.<generation>-<seq>" to random partitions of `topic`.
     A fatal producer error starts a new producer (a new process name: order is per producer)."""
 
     def __init__(
-        self,
-        name: str,
-        history: History,
-        bootstrap: str,
-        seed: int,
-        topic: str,
-        partitions: int,
-        max_ops: int,
-        in_flight: int = 20,
+        self, name: str, env: Env, topic: str, partitions: int, max_ops: int, in_flight: int = 20
     ) -> None:
-        super().__init__(name, history, bootstrap, seed)
+        super().__init__(name, env)
         self.topic = topic
         self.partitions = partitions
         self.max_ops = max_ops
@@ -98,16 +126,16 @@ class IdempotentProducer(Worker):
                 self.fatal = True
 
         return Producer(
-            {
-                **FAST,
-                "bootstrap.servers": self.bootstrap,
-                "enable.idempotence": True,
-                "acks": "all",
-                "linger.ms": 2,
-                "request.timeout.ms": 1500,
-                "message.timeout.ms": 4000,
-                "error_cb": on_error,
-            }
+            self.config(
+                {
+                    "enable.idempotence": True,
+                    "acks": "all",
+                    "linger.ms": 2,
+                    "request.timeout.ms": 1500,
+                    "message.timeout.ms": 4000,
+                    "error_cb": on_error,
+                }
+            )
         )
 
     def run_client(self) -> None:
@@ -166,32 +194,13 @@ class TransactionalProducer(Worker):
     ok means that decision took effect, fail that it certainly did not commit, info unknown."""
 
     def __init__(
-        self,
-        name: str,
-        history: History,
-        bootstrap: str,
-        seed: int,
-        topic: str,
-        partitions: int,
-        max_txns: int,
-        transactional_id: str,
+        self, name: str, env: Env, topic: str, partitions: int, max_txns: int, transactional_id: str
     ) -> None:
-        super().__init__(name, history, bootstrap, seed)
+        super().__init__(name, env)
         self.topic = topic
         self.partitions = partitions
         self.max_txns = max_txns
         self.transactional_id = transactional_id
-
-    def config(self) -> dict[str, Any]:
-        return {
-            **FAST,
-            "bootstrap.servers": self.bootstrap,
-            "transactional.id": self.transactional_id,
-            "transaction.timeout.ms": 10000,
-            "request.timeout.ms": 1500,
-            "message.timeout.ms": 5000,
-            "linger.ms": 2,
-        }
 
     def _fresh(self, old: Producer | None) -> Producer | None:
         """A new producer for the same transactional id (fencing and aborting the old one's
@@ -199,7 +208,17 @@ class TransactionalProducer(Worker):
         if old is not None:
             old.flush(0)
         while not self.stop.is_set():
-            producer = Producer(self.config())
+            producer = Producer(
+                self.config(
+                    {
+                        "transactional.id": self.transactional_id,
+                        "transaction.timeout.ms": 10000,
+                        "request.timeout.ms": 1500,
+                        "message.timeout.ms": 5000,
+                        "linger.ms": 2,
+                    }
+                )
+            )
             try:
                 producer.init_transactions(5)
                 return producer
@@ -283,32 +302,25 @@ class GroupConsumer(Worker):
     (synchronously) every `commit_every` seconds when it has read something."""
 
     def __init__(
-        self,
-        name: str,
-        history: History,
-        bootstrap: str,
-        seed: int,
-        topics: list[str],
-        group: str,
-        commit_every: float = 0.2,
+        self, name: str, env: Env, topics: list[str], group: str, commit_every: float = 0.2
     ) -> None:
-        super().__init__(name, history, bootstrap, seed)
+        super().__init__(name, env)
         self.topics = topics
         self.group = group
         self.commit_every = commit_every
 
     def run_client(self) -> None:
         consumer = Consumer(
-            {
-                **FAST,
-                "bootstrap.servers": self.bootstrap,
-                "group.id": self.group,
-                "isolation.level": "read_committed",
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-                "session.timeout.ms": 6000,
-                "heartbeat.interval.ms": 300,
-            }
+            self.config(
+                {
+                    "group.id": self.group,
+                    "isolation.level": "read_committed",
+                    "enable.auto.commit": False,
+                    "auto.offset.reset": "earliest",
+                    "session.timeout.ms": 6000,
+                    "heartbeat.interval.ms": 300,
+                }
+            )
         )
         try:
             consumer.subscribe(self.topics)
@@ -331,72 +343,39 @@ class GroupConsumer(Worker):
                         },
                     )
                 if unread and time.monotonic() - last_commit >= self.commit_every:
-                    self._commit(consumer)
+                    self.offsets_op(
+                        "commit",
+                        lambda: consumer.commit(asynchronous=False),
+                        lambda tp: tp.offset if tp.error is None and tp.offset >= 0 else None,
+                    )
                     unread = False
                     last_commit = time.monotonic()
         finally:
             consumer.close()
-
-    def _commit(self, consumer: Consumer) -> None:
-        inv = self.history.invoke("commit", self.process, {"offsets": {}})
-        try:
-            result = consumer.commit(asynchronous=False) or []
-        except KafkaException as exc:
-            self.history.complete(inv, INFO, error=_error_name(exc))
-            return
-        offsets = {
-            (tp.topic, tp.partition): tp.offset
-            for tp in result
-            if tp.error is None and tp.offset >= 0
-        }
-        self.history.complete(inv, OK, {"offsets": offsets})
 
 
 class Monitor(Worker):
     """Reads the group's committed offsets (OffsetFetch) and every partition's high watermark
     (ListOffsets, read_uncommitted) over and over."""
 
-    def __init__(
-        self,
-        name: str,
-        history: History,
-        bootstrap: str,
-        seed: int,
-        partitions: list[tuple[str, int]],
-        group: str,
-    ) -> None:
-        super().__init__(name, history, bootstrap, seed)
+    def __init__(self, name: str, env: Env, partitions: list[tuple[str, int]], group: str) -> None:
+        super().__init__(name, env)
         self.tps = [TopicPartition(t, p) for t, p in partitions]
         self.group = group
 
     def run_client(self) -> None:
-        consumer = Consumer(
-            {
-                **FAST,
-                "bootstrap.servers": self.bootstrap,
-                "group.id": self.group,
-                "enable.auto.commit": False,
-            }
-        )
+        consumer = Consumer(self.config({"group.id": self.group, "enable.auto.commit": False}))
         try:
             while not self.stop.is_set():
-                self._committed(consumer)
+                self.offsets_op(
+                    "committed",
+                    lambda: consumer.committed(self.tps, timeout=1.0),
+                    lambda tp: max(tp.offset, -1) if tp.error is None else None,
+                )
                 self._watermarks(consumer)
                 self.stop.wait(0.05)
         finally:
             consumer.close()
-
-    def _committed(self, consumer: Consumer) -> None:
-        inv = self.history.invoke("committed", self.process, {"offsets": {}})
-        try:
-            result = consumer.committed(self.tps, timeout=1.0)
-        except KafkaException as exc:
-            self.history.complete(inv, INFO, error=_error_name(exc))
-            return
-        offsets = {
-            (tp.topic, tp.partition): max(tp.offset, -1) for tp in result if tp.error is None
-        }
-        self.history.complete(inv, OK, {"offsets": offsets})
 
     def _watermarks(self, consumer: Consumer) -> None:
         inv = self.history.invoke("hw", self.process, {"hw": {}})
@@ -422,13 +401,10 @@ def final_read(
     offset for read_committed, taken when the read starts) and record it as one `final` op."""
     inv = history.invoke("final", "reader", {"topic": topic, "isolation": isolation, "records": []})
     consumer = Consumer(
-        {
-            **FAST,
-            "bootstrap.servers": bootstrap,
-            "group.id": "chaos-final",
-            "isolation.level": isolation,
-            "enable.auto.commit": False,
-        }
+        client_config(
+            bootstrap,
+            {"group.id": "chaos-final", "isolation.level": isolation, "enable.auto.commit": False},
+        )
     )
     # (partition, offset, value); confluent-kafka types the first two optional (error events)
     records: list[tuple[int | None, int | None, str]] = []

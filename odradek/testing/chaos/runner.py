@@ -19,7 +19,7 @@ import logging
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,12 +27,13 @@ from confluent_kafka import KafkaException, Producer
 
 from odradek.testing.chaos.checker import Report, check
 from odradek.testing.chaos.clients import (
-    FAST,
+    Env,
     GroupConsumer,
     IdempotentProducer,
     Monitor,
     TransactionalProducer,
     Worker,
+    client_config,
     final_read,
 )
 from odradek.testing.chaos.history import INFO, OK, History
@@ -96,32 +97,9 @@ class Result:
         return "\n".join(lines)
 
 
-# -- disk faults: present once the brokers offer fail_disk --------------------------------------
-
-
-def disk_hook(cluster: Cluster) -> Callable[[int, str | None], None] | None:
-    """`fail(node, "ENOSPC" | None)` if this tree's brokers can fail their disk, else None."""
-    if hasattr(cluster, "fail_disk"):
-        return lambda node, err: cluster.fail_disk(node, err)
-
-    def on_server(node: int, err: str | None) -> None:
-        def run(c: Any) -> None:
-            broker = c.brokers[node]
-            if broker is not None:
-                broker.fail_disk(err)
-
-        cluster.call(run)
-
-    try:
-        from odradek.broker.server import Broker as BrokerServer
-    except ImportError:  # pragma: no cover
-        return None
-    return on_server if hasattr(BrokerServer, "fail_disk") else None
-
-
-def supported_kinds(cluster: Cluster | None = None) -> tuple[str, ...]:
-    probe = cluster if cluster is not None else Cluster.__new__(Cluster)
-    return (*BASE_KINDS, DISK_KIND) if disk_hook(probe) is not None else BASE_KINDS
+def supported_kinds() -> tuple[str, ...]:
+    """Every fault kind: the in-process cluster offers them all (`fail_disk` for disk-full)."""
+    return (*BASE_KINDS, DISK_KIND)
 
 
 # -- the nemesis --------------------------------------------------------------------------------
@@ -133,56 +111,44 @@ class Nemesis:
     def __init__(self, cluster: Cluster, history: History) -> None:
         self.cluster = cluster
         self.history = history
-        self.disk = disk_hook(cluster)
-        self.killed: set[int] = set()
         self.paused: set[int] = set()
         self.disk_failed: set[int] = set()
 
-    def _on_server(self, node: int, fn: Callable[[Any], Any]) -> None:
+    def apply(self, fault: Fault, begin: bool) -> None:
+        """Begin `fault` (or, `begin` false, end it)."""
+        phase = "begin" if begin else "end"
+        inv = self.history.invoke("nemesis", "nemesis", {"fault": str(fault), "phase": phase})
+        c, n = self.cluster, fault.node
+        if fault.kind == "kill":
+            if begin:
+                c.kill(n)
+            else:
+                c.start_broker(n)
+        elif fault.kind == "restart":
+            if begin:
+                c.restart(n, abrupt=True)
+        elif fault.kind == "pause":
+            self._pause(n, begin)
+        elif fault.kind == "partition":
+            c.cut_off_peers(n, begin)
+        elif fault.kind == "clients":
+            c.cut_off_clients(n, begin)
+        elif fault.kind == DISK_KIND:
+            self._fail_disk(n, begin)
+        self.history.complete(inv, INFO)
+
+    def _pause(self, node: int, pause: bool) -> None:
         def run(c: Any) -> None:
             broker = c.brokers[node]
             if broker is not None:
-                fn(broker)
+                broker.faults.pause() if pause else broker.faults.resume()
 
         self.cluster.call(run)
+        (self.paused.add if pause else self.paused.discard)(node)
 
-    def begin(self, fault: Fault) -> None:
-        inv = self.history.invoke("nemesis", "nemesis", {"fault": str(fault), "phase": "begin"})
-        c, n = self.cluster, fault.node
-        if fault.kind == "kill":
-            c.kill(n)
-            self.killed.add(n)
-        elif fault.kind == "restart":
-            c.restart(n, abrupt=True)
-        elif fault.kind == "pause":
-            self._on_server(n, lambda b: b.faults.pause())
-            self.paused.add(n)
-        elif fault.kind == "partition":
-            c.cut_off_peers(n, True)
-        elif fault.kind == "clients":
-            c.cut_off_clients(n, True)
-        elif fault.kind == DISK_KIND and self.disk is not None:
-            self.disk(n, "ENOSPC")
-            self.disk_failed.add(n)
-        self.history.complete(inv, INFO)
-
-    def end(self, fault: Fault) -> None:
-        inv = self.history.invoke("nemesis", "nemesis", {"fault": str(fault), "phase": "end"})
-        c, n = self.cluster, fault.node
-        if fault.kind == "kill":
-            c.start_broker(n)
-            self.killed.discard(n)
-        elif fault.kind == "pause":
-            self._on_server(n, lambda b: b.faults.resume())
-            self.paused.discard(n)
-        elif fault.kind == "partition":
-            c.cut_off_peers(n, False)
-        elif fault.kind == "clients":
-            c.cut_off_clients(n, False)
-        elif fault.kind == DISK_KIND and self.disk is not None:
-            self.disk(n, None)
-            self.disk_failed.discard(n)
-        self.history.complete(inv, INFO)
+    def _fail_disk(self, node: int, fail: bool) -> None:
+        self.cluster.fail_disk(node, "ENOSPC" if fail else None)
+        (self.disk_failed.add if fail else self.disk_failed.discard)(node)
 
     def run(self, schedule: Schedule, stop: threading.Event) -> None:
         """Begin and end each fault on time (ends first when they coincide)."""
@@ -196,23 +162,19 @@ class Nemesis:
         for at, begin, fault in timeline:
             if stop.wait(max(0.0, start + at - time.monotonic())):
                 return
-            (self.begin if begin else self.end)(fault)
+            self.apply(fault, bool(begin))
         stop.wait(max(0.0, start + schedule.duration - time.monotonic()))
 
     def heal(self) -> None:
         """Undo everything still in effect: the cluster must end whole."""
         for n in sorted(self.paused):
-            self._on_server(n, lambda b: b.faults.resume())
+            self._pause(n, False)
         for n in sorted(self.disk_failed):
-            if self.disk is not None:
-                self.disk(n, None)
+            self._fail_disk(n, False)
         self.cluster.heal()
         for n in range(self.cluster.size):
             if n not in self.cluster.running():
                 self.cluster.start_broker(n)
-        self.killed.clear()
-        self.paused.clear()
-        self.disk_failed.clear()
 
 
 # -- one seed -----------------------------------------------------------------------------------
@@ -223,9 +185,7 @@ def _fence(bootstrap: str, transactional_id: str, deadline: float) -> str:
     last stable offset can reach the high watermark."""
     error = "no time left"
     while time.monotonic() < deadline:
-        producer = Producer(
-            {**FAST, "bootstrap.servers": bootstrap, "transactional.id": transactional_id}
-        )
+        producer = Producer(client_config(bootstrap, {"transactional.id": transactional_id}))
         try:
             producer.init_transactions(5)
             return ""
@@ -236,26 +196,36 @@ def _fence(bootstrap: str, transactional_id: str, deadline: float) -> str:
     return f"could not fence {transactional_id}: {error}"
 
 
-def _describe(cluster: Cluster, topics: list[str]) -> str:
+TOPICS = (IDEM_TOPIC, TXN_TOPIC, "__consumer_offsets", "__transaction_state")
+
+
+def _partitions(cluster: Cluster) -> Iterator[tuple[str, int, Any]]:
+    """(topic, partition, state) of each partition of `TOPICS` that exists: an internal topic
+    is created only once used, and only while three brokers are alive."""
+    for topic in TOPICS:
+        for p in range(PARTITIONS):
+            try:
+                state = cluster.partition(topic, p)
+            except KeyError:
+                continue
+            yield topic, p, state
+
+
+def _describe(cluster: Cluster) -> str:
     """Partitions whose ISR is short: state, and each replica's log end and high watermark."""
     out = []
-    for topic in topics:
-        for p in range(PARTITIONS):
-            st = cluster.partition(topic, p)
-            if len(st.isr) == len(st.replicas) == BROKERS:
-                continue
-            ends = {
-                n: (cluster.log_end_offset(n, topic, p), cluster.high_watermark(n, topic, p))
-                for n in st.replicas
-            }
-            out.append(
-                f"{topic}-{p} leader {st.leader} epoch {st.leader_epoch} isr {st.isr} "
-                f"(log end, hw) by broker {ends}"
-            )
+    for topic, p, st in _partitions(cluster):
+        if len(st.isr) == len(st.replicas) == BROKERS:
+            continue
+        ends = {
+            n: (cluster.log_end_offset(n, topic, p), cluster.high_watermark(n, topic, p))
+            for n in st.replicas
+        }
+        out.append(
+            f"{topic}-{p} leader {st.leader} epoch {st.leader_epoch} isr {st.isr} "
+            f"(log end, hw) by broker {ends}"
+        )
     return "; ".join(out)
-
-
-TOPICS = (IDEM_TOPIC, TXN_TOPIC, "__consumer_offsets", "__transaction_state")
 
 
 def _record_replicas(cluster: Cluster, history: History) -> None:
@@ -263,30 +233,18 @@ def _record_replicas(cluster: Cluster, history: History) -> None:
     for the internal ones, configured for) replication factor 3 (Kafka refuses to create an
     internal topic while fewer brokers are alive than its replication factor)."""
     inv = history.invoke("replicas", "observer", {"expected": BROKERS, "replicas": {}})
-    replicas: dict[tuple[str, int], int] = {}
-    for topic in TOPICS:
-        for p in range(PARTITIONS):
-            try:
-                replicas[(topic, p)] = len(cluster.partition(topic, p).replicas)
-            except KeyError:
-                continue  # not created (an internal topic nobody used)
+    replicas = {(topic, p): len(st.replicas) for topic, p, st in _partitions(cluster)}
     history.complete(inv, OK, {"replicas": replicas})
 
 
 def _settled(cluster: Cluster, timeout: float) -> str:
-    topics = list(TOPICS)
     try:
-        for topic in topics:
-            for p in range(PARTITIONS):
-                try:
-                    cluster.partition(topic, p)
-                except KeyError:
-                    continue  # an internal topic not created yet (it waits for 3 live brokers)
-                cluster.wait_for_leader(topic, p, timeout=timeout)
-                replicas = set(cluster.partition(topic, p).replicas)
-                cluster.wait_for_isr(topic, p, members=replicas, timeout=timeout)
+        for topic, p, _state in _partitions(cluster):
+            cluster.wait_for_leader(topic, p, timeout=timeout)
+            replicas = set(cluster.partition(topic, p).replicas)
+            cluster.wait_for_isr(topic, p, members=replicas, timeout=timeout)
     except TimeoutError as exc:
-        return f"cluster did not heal: {exc}; {_describe(cluster, topics)}"
+        return f"cluster did not heal: {exc}; {_describe(cluster)}"
     return ""
 
 
@@ -309,20 +267,17 @@ def _clients(
     """(producers, readers), not started; producers' bounded operations are spread over the
     fault phase and the settle time."""
     span = opts.duration + opts.settle_s
-    idem = IdempotentProducer(
-        "idem", history, bootstrap, seed, IDEM_TOPIC, PARTITIONS, opts.max_sends
-    )
+    env = Env(history, bootstrap, seed)
+    idem = IdempotentProducer("idem", env, IDEM_TOPIC, PARTITIONS, opts.max_sends)
     idem.pace_s = span / max(1, opts.max_sends)
-    txn = TransactionalProducer(
-        "tx", history, bootstrap, seed, TXN_TOPIC, PARTITIONS, opts.max_txns, tid
-    )
+    txn = TransactionalProducer("tx", env, TXN_TOPIC, PARTITIONS, opts.max_txns, tid)
     txn.pace_s = span / max(1, opts.max_txns)
     readers: list[Worker] = [
-        GroupConsumer(f"member{i}", history, bootstrap, seed, [IDEM_TOPIC, TXN_TOPIC], GROUP)
+        GroupConsumer(f"member{i}", env, [IDEM_TOPIC, TXN_TOPIC], GROUP)
         for i in range(opts.consumers)
     ]
     tps = [(t, p) for t in (IDEM_TOPIC, TXN_TOPIC) for p in range(PARTITIONS)]
-    readers.append(Monitor("monitor", history, bootstrap, seed, tps, GROUP))
+    readers.append(Monitor("monitor", env, tps, GROUP))
     return [idem, txn], readers
 
 
@@ -340,7 +295,7 @@ def _stop(workers: list[Worker], seed: int, notes: list[str]) -> None:
 def _run(
     cluster: Cluster, seed: int, opts: Options, history: History, clock: _Clock, notes: list[str]
 ) -> Schedule:
-    kinds = opts.kinds or supported_kinds(cluster)
+    kinds = opts.kinds or supported_kinds()
     schedule = generate(seed, opts.duration, BROKERS, kinds, opts.max_fault_s)
     log.info("chaos %s", schedule)
     bootstrap = cluster.bootstrap

@@ -12,8 +12,9 @@ lost). No broker has two faults at once. The kinds:
                connections stay open, nothing is answered)
     partition  cut the broker off from its peers (replica fetches fail both ways) then heal
     clients    cut the broker off from its clients (connections close, new ones are refused)
-    disk-full  the broker's log dir answers writes with ENOSPC, then space returns (only when
-               the cluster's brokers offer `fail_disk`; `kinds` says which kinds may be drawn)
+    disk-full  the broker's log dir answers writes with ENOSPC, then space returns
+
+`kinds` says which kinds may be drawn.
 
 The same seed and kinds always give the same schedule.
 """
