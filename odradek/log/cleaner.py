@@ -43,38 +43,30 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.clock import now_ms
+from odradek.log import reader
 from odradek.log.checkpoints import read_checkpoint, write_checkpoint
 from odradek.log.log import Log
 from odradek.log.segment import LogSegment
 from odradek.wire.batch import (
     DELETE_HORIZON_MASK,
-    HEADER_SIZE,
-    HEADER_STRUCT,
     LOG_APPEND_TIME,
-    LOG_OVERHEAD,
-    MAGIC,
-    TIMESTAMP_TYPE_MASK,
     BatchHeader,
     CorruptRecordError,
     parse_header,
-    write_crc,
 )
-from odradek.wire.compression import DEFAULT_MAX_DECOMPRESSED, compress, max_decompressed_size
+from odradek.wire.compression import DEFAULT_MAX_DECOMPRESSED, max_decompressed_size
 from odradek.wire.records import (
     ABORT,
     Record,
+    build_batch_exact,
     decode_records,
     end_txn_marker,
-    write_varint,
-    write_varlong,
 )
 
 log = logging.getLogger(__name__)
 
 CHECKPOINT = "cleaner-offset-checkpoint"
 WORK_DIR = "cleaner-work"
-_TWO63 = 2**63
-_TWO64 = 2**64
 
 
 @dataclass(slots=True)
@@ -117,10 +109,6 @@ class CleaningAborted(Exception):
 # -- batches -----------------------------------------------------------------------------------
 
 
-def _wrap64(value: int) -> int:
-    return ((value + _TWO63) % _TWO64) - _TWO63
-
-
 def encode_batch(h: BatchHeader, records: list[Record], horizon: int | None) -> bytes:
     """A v2 batch like `h` (offsets, producer, flags, codec) holding only `records`.
 
@@ -134,60 +122,27 @@ def encode_batch(h: BatchHeader, records: list[Record], horizon: int | None) -> 
         base_ts = h.max_timestamp if log_append else records[0].timestamp
     else:
         base_ts = h.base_timestamp
-    section = bytearray()
-    for r in records:
-        body = bytearray(b"\x00")
-        write_varlong(body, _wrap64(r.timestamp - base_ts))
-        write_varint(body, r.offset - h.base_offset)
-        for part in (r.key, r.value):
-            if part is None:
-                write_varint(body, -1)
-            else:
-                write_varint(body, len(part))
-                body += part
-        write_varint(body, len(r.headers))
-        for name, value in r.headers:
-            raw = name.encode("utf-8", "surrogateescape")
-            write_varint(body, len(raw))
-            body += raw
-            if value is None:
-                write_varint(body, -1)
-            else:
-                write_varint(body, len(value))
-                body += value
-        write_varint(section, len(body))
-        section += body
-    payload = compress(h.compression, section) if h.compression and records else section
     attributes = h.attributes & ~DELETE_HORIZON_MASK
     if horizon is not None:
         attributes |= DELETE_HORIZON_MASK
-    if log_append:
-        attributes |= TIMESTAMP_TYPE_MASK
     if records:
         max_ts = h.max_timestamp if log_append else max(r.timestamp for r in records)
     else:
         max_ts = h.max_timestamp
-    out = bytearray(HEADER_SIZE)
-    HEADER_STRUCT.pack_into(
-        out,
-        0,
-        h.base_offset,
-        HEADER_SIZE - LOG_OVERHEAD + len(payload),
-        h.partition_leader_epoch,
-        MAGIC,
-        0,
-        attributes,
-        h.last_offset_delta,
-        base_ts,
-        max_ts,
-        h.producer_id,
-        h.producer_epoch,
-        h.base_sequence,
-        len(records),
+    return build_batch_exact(
+        [(r.key, r.value, r.headers, r.timestamp) for r in records],
+        [r.offset - h.base_offset for r in records],
+        base_offset=h.base_offset,
+        attributes=attributes,
+        codec=h.compression if records else 0,
+        last_offset_delta=h.last_offset_delta,
+        base_timestamp=base_ts,
+        max_timestamp=max_ts,
+        partition_leader_epoch=h.partition_leader_epoch,
+        producer_id=h.producer_id,
+        producer_epoch=h.producer_epoch,
+        base_sequence=h.base_sequence,
     )
-    out += payload
-    write_crc(out, 0)
-    return bytes(out)
 
 
 # -- the cleaner -------------------------------------------------------------------------------
@@ -207,9 +162,9 @@ class LogCleaner:
             raise CleaningAborted("the log was deleted")
 
     def _segment_batches(self, plan: Plan, seg: LogSegment) -> Iterator[tuple[int, bytes]]:
-        for bp in seg.batches_from(0):
+        for batch in reader.segment_batches((seg,)):
             self._check(plan)
-            yield bp.position, seg.read_bytes(bp.position, bp.size)
+            yield batch.position, batch.read()
 
     def first_uncleanable(self, lg: Log, max_offset: int, now: int) -> int:
         end = min(lg.active.base_offset, max_offset)

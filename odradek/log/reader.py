@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -71,12 +71,20 @@ def batches(
     """Every batch holding an offset >= `from_offset` (all when None) and starting below
     `to_offset` (no bound when None), in offset order."""
     segments = lg.segments_from(from_offset) if from_offset is not None else list(lg.segments)
+    for batch in segment_batches(segments):
+        if to_offset is not None and batch.base_offset >= to_offset:
+            return
+        if from_offset is not None and batch.last_offset < from_offset:
+            continue
+        yield batch
+
+
+def segment_batches(segments: Iterable[LogSegment]) -> Iterator[LogBatch]:
+    """Every batch of the given segments, in order: for a reader that fixed its segments
+    beforehand (the cleaner, reading sealed segments in a worker thread while the event loop
+    may change the log's segment list)."""
     for seg in segments:
         for bp in seg.batches_from(0):
-            if to_offset is not None and bp.base_offset >= to_offset:
-                return
-            if from_offset is not None and bp.last_offset < from_offset:
-                continue
             yield LogBatch(seg, bp)
 
 

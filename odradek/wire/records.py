@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from odradek.wire.batch import (
+    COMPRESSION_MASK,
     CONTROL_MASK,
     HEADER_SIZE,
     HEADER_STRUCT,
@@ -429,22 +430,55 @@ def build_batch(
     if offset_deltas is not None and len(offset_deltas) != len(records):
         raise ValueError("offset_deltas must have one entry per record")
     deltas = range(len(records)) if offset_deltas is None else offset_deltas
-    base_timestamp = records[0][3] if records else -1
-    # Kafka's builder starts the max from NO_TIMESTAMP (-1)
-    max_timestamp = max([-1, *(r[3] for r in records)])
     if last_offset_delta is None:
         last_offset_delta = deltas[-1] if records else 0
-    section = bytearray()
-    for rec, delta in zip(records, deltas, strict=True):
-        _encode_record(section, rec, delta, base_timestamp)
-    payload = compress(compression, section) if compression else section
-    attributes = compression & 0x07
+    attributes = compression & COMPRESSION_MASK
     if timestamp_type == LOG_APPEND_TIME:
         attributes |= TIMESTAMP_TYPE_MASK
     if transactional:
         attributes |= TRANSACTIONAL_MASK
     if control:
         attributes |= CONTROL_MASK
+    return build_batch_exact(
+        records,
+        deltas,
+        base_offset=base_offset,
+        attributes=attributes,
+        codec=compression,
+        last_offset_delta=last_offset_delta,
+        base_timestamp=records[0][3] if records else -1,
+        # Kafka's builder starts the max from NO_TIMESTAMP (-1)
+        max_timestamp=max([-1, *(r[3] for r in records)]),
+        partition_leader_epoch=partition_leader_epoch,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+    )
+
+
+def build_batch_exact(
+    records: Sequence[RecordInput],
+    offset_deltas: Sequence[int],
+    *,
+    base_offset: int,
+    attributes: int,
+    codec: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    partition_leader_epoch: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+) -> bytes:
+    """A v2 batch with every header field as given (what compaction needs to rewrite a batch
+    keeping its offsets, timestamps, producer fields and flags), records at `offset_deltas`
+    with timestamps relative to `base_timestamp`, the section compressed with `codec` (0: as
+    is, also for a compressed batch emptied by compaction, as Kafka's writeEmptyHeader)."""
+    section = bytearray()
+    for rec, delta in zip(records, offset_deltas, strict=True):
+        _encode_record(section, rec, delta, base_timestamp)
+    payload = compress(codec, section) if codec else section
     out = bytearray(HEADER_SIZE)
     HEADER_STRUCT.pack_into(
         out,

@@ -35,6 +35,7 @@ from odradek.wire.batch import (
 from odradek.wire.records import (
     Record,
     build_batch,
+    build_batch_exact,
     build_control_batch,
     control_type,
     decode_records,
@@ -454,3 +455,47 @@ def test_damaged_batches_only_raise_corrupt_record(records: list, codec: int, da
         decode_records(raw)
     except CorruptRecordError:
         pass
+
+
+def test_build_batch_exact_keeps_every_given_header_field():
+    """Compaction's builder: offsets, timestamps, producer fields and flags as given; an emptied
+    compressed batch keeps its codec bits but has no compressed section (writeEmptyHeader)."""
+    recs = [(b"k", b"v", [("h", None)], 1_000), (b"k2", None, [], 900)]
+    raw = build_batch_exact(
+        recs,
+        [3, 7],
+        base_offset=100,
+        attributes=0x40 | 0x10 | 4,  # delete horizon, transactional, zstd
+        codec=4,
+        last_offset_delta=9,
+        base_timestamp=500,
+        max_timestamp=2_000,
+        partition_leader_epoch=6,
+        producer_id=42,
+        producer_epoch=2,
+        base_sequence=11,
+    )
+    h, got = decode_records(raw)
+    assert (h.base_offset, h.last_offset, h.base_timestamp, h.max_timestamp) == (
+        100,
+        109,
+        500,
+        2000,
+    )
+    assert (h.producer_id, h.producer_epoch, h.base_sequence, h.partition_leader_epoch) == (
+        42,
+        2,
+        11,
+        6,
+    )
+    assert h.has_delete_horizon and h.is_transactional and h.compression == 4 and crc_ok(raw, 0, h)
+    assert [(r.offset, r.timestamp, r.key, r.value) for r in got] == [
+        (103, 1_000, b"k", b"v"),
+        (107, 900, b"k2", None),
+    ]
+    empty = build_batch_exact(
+        [], [], base_offset=100, attributes=4, codec=0, last_offset_delta=9, base_timestamp=500,
+        max_timestamp=2_000, partition_leader_epoch=6, producer_id=42, producer_epoch=2,
+        base_sequence=11,
+    )  # fmt: skip
+    assert len(empty) == 61 and parse_header(empty).compression == 4
