@@ -29,7 +29,7 @@ import uuid
 from collections import Counter
 from typing import Any
 
-from odradek.broker.handlers.configs import topic_entries
+from odradek.broker.config_entries import topic_entries
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.mutation_quota import MutationQuota, quotas_of
 from odradek.broker.network.registry import handles
@@ -205,6 +205,31 @@ def _too_large(topics: list, count: Any) -> bool:
     return False
 
 
+def _refuse_too_large(
+    ctx: RequestContext,
+    what: str,
+    topics: list,
+    requested: list,
+    count: Any,
+    Result: Any,
+) -> list | None:
+    """Every requested topic refused with POLICY_VIOLATION when the unique `topics` would write
+    more than MAX_RECORDS_PER_USER_OP records; None when the request is within the bound."""
+    if not _too_large(topics, count):
+        return None
+    log.info(
+        "%s of %d topics from %s refused: more than %d records",
+        what,
+        len(topics),
+        ctx.client_id,
+        MAX_RECORDS_PER_USER_OP,
+    )
+    return [
+        Result(name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=TOO_LARGE)
+        for t in requested
+    ]
+
+
 def _created(broker: Any, info: Any, version: int) -> Any:
     configs = []
     if version >= 5:
@@ -248,20 +273,11 @@ async def create_topics(ctx: RequestContext, req) -> object:
     broker = ctx.broker
     results: list = []
     topics = _unique_topics(req.topics, results, CResult)
-    if _too_large(topics, lambda t: _create_records(broker, t)):
-        log.info(
-            "CreateTopics of %d topics from %s refused: more than %d records",
-            len(topics),
-            ctx.client_id,
-            MAX_RECORDS_PER_USER_OP,
-        )
-        return CResp(
-            throttle_time_ms=0,
-            topics=[
-                CResult(name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=TOO_LARGE)
-                for t in req.topics
-            ],
-        )
+    refused = _refuse_too_large(
+        ctx, "CreateTopics", topics, req.topics, lambda t: _create_records(broker, t), CResult
+    )
+    if refused is not None:
+        return CResp(throttle_time_ms=0, topics=refused)
     quota = quotas_of(broker).quota_for(None, ctx.client_id, strict=ctx.api_version >= 6)
     for n, topic in enumerate(topics):
         if n and n % YIELD_EVERY == 0:
@@ -461,20 +477,11 @@ async def create_partitions(ctx: RequestContext, req) -> object:
     broker = ctx.broker
     results: list = []
     topics = _unique_topics(req.topics, results, PResult)
-    if _too_large(topics, lambda t: _added_partitions(broker, t)):
-        log.info(
-            "CreatePartitions of %d topics from %s refused: more than %d records",
-            len(topics),
-            ctx.client_id,
-            MAX_RECORDS_PER_USER_OP,
-        )
-        return PResp(
-            throttle_time_ms=0,
-            results=[
-                PResult(name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=TOO_LARGE)
-                for t in req.topics
-            ],
-        )
+    refused = _refuse_too_large(
+        ctx, "CreatePartitions", topics, req.topics, lambda t: _added_partitions(broker, t), PResult
+    )
+    if refused is not None:
+        return PResp(throttle_time_ms=0, results=refused)
     quota = quotas_of(broker).quota_for(None, ctx.client_id, strict=ctx.api_version >= 3)
     for n, topic in enumerate(topics):
         if n and n % YIELD_EVERY == 0:

@@ -18,6 +18,11 @@ import logging
 import uuid
 from typing import Any
 
+from odradek.broker.network.acl_operations import (
+    CLUSTER_OPERATIONS,
+    TOPIC_OPERATIONS,
+    operations_bitfield,
+)
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions.topics import INTERNAL_TOPICS, TopicError, check_topic_name
@@ -33,19 +38,6 @@ MAX_PARTITION_LIMIT = 2000
 
 ENDPOINT_BROKER, ENDPOINT_CONTROLLER = 1, 2
 ENDPOINT_NAMES = {ENDPOINT_BROKER: "BROKER", ENDPOINT_CONTROLLER: "CONTROLLER"}
-
-# AclOperation codes: ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10,
-# ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12, CREATE 5; READ 3, WRITE 4, DELETE 6.
-CLUSTER_OPERATIONS = (5, 7, 8, 9, 10, 11, 12)
-TOPIC_OPERATIONS = (3, 4, 5, 6, 7, 8, 10, 11)
-
-
-def operations_bitfield(ops: tuple[int, ...]) -> int:
-    bits = 0
-    for op in ops:
-        bits |= 1 << op
-    return bits
-
 
 # -- DescribeCluster ----------------------------------------------------------------------------
 

@@ -16,14 +16,19 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any
 
-from odradek.broker.config import BROKER_KEYS
+from odradek.broker.config_entries import (
+    DEFAULT_CONFIG,
+    ConfigEntry,
+    broker_entries,
+    render_optional,
+    topic_entries,
+)
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions.topics import TopicError, check_topic_name
-from odradek.log.config import TOPIC_CONFIGS, ConfigError, parse_value, render_value
+from odradek.log.config import TOPIC_CONFIGS
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
@@ -34,38 +39,9 @@ log = logging.getLogger(__name__)
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 RESOURCE_NAMES = {2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER", 16: "CLIENT_METRICS", 32: "GROUP"}
 
-# DescribeConfigsResponse.ConfigSource
-DYNAMIC_TOPIC_CONFIG = 1
-STATIC_BROKER_CONFIG = 4
-DEFAULT_CONFIG = 5
-SOURCE_IDS = {"STATIC_BROKER_CONFIG": STATIC_BROKER_CONFIG, "DEFAULT_CONFIG": DEFAULT_CONFIG}
-
-# DescribeConfigsResponse.ConfigType (v3+)
-CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7}
-
 # AlterConfigOp.OpType
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
-
-# Broker keys behind a topic config, highest precedence first (Kafka's TopicConfigSynonyms).
-_MULTI_SYNONYMS = {
-    "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
-    "segment.ms": ("log.roll.ms", "log.roll.hours"),
-    "segment.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
-}
-
-
-@dataclass(slots=True)
-class ConfigEntry:
-    """One described config: what DescribeConfigs and CreateTopics v5+ report."""
-
-    name: str
-    value: str | None
-    source: int
-    config_type: int
-    doc: str
-    read_only: bool = False
-    synonyms: list[tuple[str, str | None, int]] = field(default_factory=list)
 
 
 class ResourceError(Exception):
@@ -73,74 +49,6 @@ class ResourceError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
-
-
-def broker_synonyms(topic_key: str) -> tuple[str, ...]:
-    if topic_key in _MULTI_SYNONYMS:
-        return tuple(k for k in _MULTI_SYNONYMS[topic_key] if k in BROKER_KEYS)
-    bkey = TOPIC_CONFIGS[topic_key].broker_key
-    return (bkey,) if bkey and bkey in BROKER_KEYS else ()
-
-
-def _render(value: Any) -> str | None:
-    return None if value is None else render_value(value)
-
-
-def _normalise(key: str, raw: str) -> str:
-    try:
-        return render_value(parse_value(TOPIC_CONFIGS[key], raw))
-    except ConfigError:
-        return raw
-
-
-def topic_entries(config: Any, overrides: dict[str, str]) -> list[ConfigEntry]:
-    """Every topic config with its effective value and source, as Kafka's ConfigHelper."""
-    out = []
-    for key, defn in TOPIC_CONFIGS.items():
-        synonyms: list[tuple[str, str | None, int]] = []
-        if key in overrides:
-            synonyms.append((key, _normalise(key, overrides[key]), DYNAMIC_TOPIC_CONFIG))
-        for bkey in broker_synonyms(key):
-            if bkey in config.explicit and config.get(bkey) is not None:
-                synonyms.append((bkey, _render(config.get(bkey)), STATIC_BROKER_CONFIG))
-        for bkey in broker_synonyms(key):
-            if BROKER_KEYS[bkey].default is not None:
-                synonyms.append((bkey, _render(BROKER_KEYS[bkey].default), DEFAULT_CONFIG))
-        if key in overrides:
-            value, source = synonyms[0][1], DYNAMIC_TOPIC_CONFIG
-        else:
-            default, source_name = config.topic_default(key)
-            value, source = _render(default), SOURCE_IDS[source_name]
-        out.append(
-            ConfigEntry(
-                key, value, source, CONFIG_TYPES.get(defn.type, 0), defn.doc, False, synonyms
-            )
-        )
-    return out
-
-
-def broker_entries(config: Any) -> list[ConfigEntry]:
-    """Every broker key; all read-only, since odradek has no dynamic broker configs."""
-    out = []
-    for key, defn in BROKER_KEYS.items():
-        synonyms: list[tuple[str, str | None, int]] = []
-        if key in config.explicit and config.explicit[key] is not None:
-            synonyms.append((key, _render(config.get(key)), STATIC_BROKER_CONFIG))
-        if defn.default is not None:
-            synonyms.append((key, _render(defn.default), DEFAULT_CONFIG))
-        source = synonyms[0][2] if synonyms else DEFAULT_CONFIG
-        out.append(
-            ConfigEntry(
-                key,
-                _render(config.get(key)),
-                source,
-                CONFIG_TYPES.get(defn.type, 0),
-                defn.doc,
-                True,
-                synonyms,
-            )
-        )
-    return out
 
 
 def check_broker_name(broker: Any, name: str) -> None:
@@ -311,7 +219,7 @@ def _incremental_overrides(broker: Any, current: dict[str, str], configs: Any) -
                 )
             base = out.get(c.name)
             if base is None:
-                base = _render(broker.config.topic_default(c.name)[0])
+                base = render_optional(broker.config.topic_default(c.name)[0])
             parts = _list_parts(base)
             for item in _list_parts(c.value):
                 if op == APPEND and item not in parts:

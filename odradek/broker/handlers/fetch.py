@@ -162,7 +162,19 @@ def _changed(sp: SessionPartition, pd: PartitionData) -> bool:
     )
 
 
-@handles(ApiKey.FETCH, versions=(4, 17), raw=True)
+def error_pieces(ctx: RequestContext, req, code: int) -> list:
+    """A Fetch answer with `code` for every requested partition (fault injection)."""
+    version = ctx.api_version
+    topics = []
+    for sp in _resolve(ctx.broker, req, version):
+        tid = sp.topic_id.bytes if sp.topic_id is not None else bytes(16)
+        if not topics or topics[-1].name != sp.topic:
+            topics.append(TopicData(sp.topic, tid, []))
+        topics[-1].partitions.append(PartitionData(sp.partition, code))
+    return encode_fetch_response(version, ctx.header.correlation_id, topics)
+
+
+@handles(ApiKey.FETCH, versions=(4, 17), raw=True, error_encoder=error_pieces)
 async def fetch(ctx: RequestContext, req) -> list:
     broker = ctx.broker
     version = ctx.api_version
@@ -240,15 +252,3 @@ async def fetch(ctx: RequestContext, req) -> list:
     return encode_fetch_response(
         version, ctx.header.correlation_id, list(topics.values()), session_id=session_id
     )
-
-
-def error_pieces(ctx: RequestContext, req, code: int) -> list:
-    """A Fetch answer with `code` for every requested partition (fault injection)."""
-    version = ctx.api_version
-    topics = []
-    for sp in _resolve(ctx.broker, req, version):
-        tid = sp.topic_id.bytes if sp.topic_id is not None else bytes(16)
-        if not topics or topics[-1].name != sp.topic:
-            topics.append(TopicData(sp.topic, tid, []))
-        topics[-1].partitions.append(PartitionData(sp.partition, code))
-    return encode_fetch_response(version, ctx.header.correlation_id, topics)

@@ -22,9 +22,8 @@ import logging
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
-from odradek.broker.partitions.internal_topics import ensure_offsets_topic
-from odradek.broker.partitions.partition import AppendResult
-from odradek.coordinator.group.coordinator import OFFSETS_TOPIC, GroupCoordinator, append_error
+from odradek.broker.partitions.internal_topics import ensure_offsets_topic, offsets_replicated
+from odradek.coordinator.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from odradek.coordinator.group.state import LeaveMember
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
@@ -40,26 +39,6 @@ GROUP_KEY, TRANSACTION_KEY = 0, 1
 # (Integer.MIN_VALUE on the wire).
 GROUP_OPERATIONS = frozenset({3, 6, 8})
 NO_OPERATIONS = None
-
-
-def coordinator(ctx: RequestContext) -> GroupCoordinator:
-    return ctx.broker.group_coordinator
-
-
-async def replicated(ctx: RequestContext, group_id: str) -> ErrorCode:
-    """Wait until the ISR holds everything appended so far to the group's `__consumer_offsets`
-    partition. Kafka answers the coordinator's writes (OffsetCommit, TxnOffsetCommit, the
-    assignment of SyncGroup) only once they are replicated (acks=-1 within
-    `offsets.commit.timeout.ms`), so what a client saw succeed survives the coordinator's death.
-    Call it right after the write, with no await in between. Returns the client's error."""
-    part = coordinator(ctx).offsets_partition(group_id)
-    if part is None or not part.is_leader:
-        return ErrorCode.NONE
-    result = AppendResult(ErrorCode.NONE)
-    timeout_ms = int(ctx.broker.config.get("offsets.commit.timeout.ms"))
-    await ctx.broker.replicas.wait_for_acks([(part, result)], timeout_ms)
-    error = ErrorCode(result.error)
-    return error if error == ErrorCode.NONE else append_error(error)
 
 
 def client_host(ctx: RequestContext) -> str:
@@ -142,7 +121,7 @@ async def find_coordinator(ctx: RequestContext, req) -> object:
 async def join_group(ctx: RequestContext, req) -> object:
     version = ctx.api_version
     Resp = protocol.JoinGroupResponse
-    coord = coordinator(ctx)
+    coord = ctx.group_coordinator
     instance_id = req.group_instance_id if version >= 5 else None
     if coord is None:
         result_error, result = ErrorCode.COORDINATOR_NOT_AVAILABLE, None
@@ -199,7 +178,7 @@ async def join_group(ctx: RequestContext, req) -> object:
 async def sync_group(ctx: RequestContext, req) -> object:
     version = ctx.api_version
     Resp = protocol.SyncGroupResponse
-    coord = coordinator(ctx)
+    coord = ctx.group_coordinator
     if coord is None:
         return Resp(
             throttle_time_ms=0,
@@ -229,7 +208,7 @@ async def sync_group(ctx: RequestContext, req) -> object:
     )
     error = result.error
     if error == ErrorCode.NONE:
-        error = await replicated(ctx, req.group_id)
+        error = await offsets_replicated(ctx.broker, req.group_id)
     return Resp(
         throttle_time_ms=0,
         error_code=error,
@@ -241,7 +220,7 @@ async def sync_group(ctx: RequestContext, req) -> object:
 
 @handles(ApiKey.HEARTBEAT, versions=(0, 4))
 async def heartbeat(ctx: RequestContext, req) -> object:
-    coord = coordinator(ctx)
+    coord = ctx.group_coordinator
     if coord is None:
         error = ErrorCode.COORDINATOR_NOT_AVAILABLE
     else:
@@ -265,7 +244,7 @@ async def leave_group(ctx: RequestContext, req) -> object:
         ]
     else:
         leaving = [LeaveMember(req.member_id)]
-    coord = coordinator(ctx)
+    coord = ctx.group_coordinator
     if coord is None:
         top, results = ErrorCode.COORDINATOR_NOT_AVAILABLE, []
     else:
@@ -292,7 +271,7 @@ async def leave_group(ctx: RequestContext, req) -> object:
 async def list_groups(ctx: RequestContext, req) -> object:
     version = ctx.api_version
     Resp = protocol.ListGroupsResponse
-    coord = coordinator(ctx)
+    coord = ctx.group_coordinator
     if coord is None:
         return Resp(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, groups=[])
     states = list(req.states_filter or []) if version >= 4 else []
@@ -353,14 +332,14 @@ async def describe_groups(ctx: RequestContext, req) -> object:
     """Every name is answered, in order; a name asked twice is described once (the answer is
     shared), and the loop yields to the event loop every YIELD_EVERY names so that a request
     with 400,000 names does not stop other clients from being served (issue 11)."""
-    coord = coordinator(ctx)
+    coord = ctx.group_coordinator
     with_ops = ctx.api_version >= 3 and bool(req.include_authorized_operations)
     described: dict[str, object] = {}
     out = []
     for n, group_id in enumerate(req.groups):
         if n % YIELD_EVERY == YIELD_EVERY - 1:
             await asyncio.sleep(0)
-            coord = coordinator(ctx)  # the coordinator may have moved meanwhile
+            coord = ctx.group_coordinator  # the coordinator may have moved meanwhile
         group = described.get(group_id)
         if group is None:
             group = described[group_id] = _described(coord, group_id, with_ops)
@@ -371,7 +350,7 @@ async def describe_groups(ctx: RequestContext, req) -> object:
 @handles(ApiKey.DELETE_GROUPS, versions=(0, 2))
 async def delete_groups(ctx: RequestContext, req) -> object:
     Resp = protocol.DeleteGroupsResponse
-    coord = coordinator(ctx)
+    coord = ctx.group_coordinator
     names = list(req.groups_names)
     if coord is None:
         results = dict.fromkeys(names, ErrorCode.COORDINATOR_NOT_AVAILABLE)

@@ -15,15 +15,7 @@ from odradek.wire.errors import ErrorCode
 async def init_producer_id(ctx: RequestContext, req) -> object:
     broker = ctx.broker
     if req.transactional_id is not None:
-        txn = broker.txn_coordinator
-        if txn is None:
-            return protocol.InitProducerIdResponse(
-                throttle_time_ms=0,
-                error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                producer_id=-1,
-                producer_epoch=-1,
-            )
-        code, pid, epoch = await txn.init_producer_id(
+        code, pid, epoch = await broker.txn_coordinator.init_producer_id(
             req.transactional_id, req.transaction_timeout_ms, req.producer_id, req.producer_epoch
         )
         if code == ErrorCode.PRODUCER_FENCED and ctx.api_version < 4:

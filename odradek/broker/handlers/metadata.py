@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from odradek.broker.handlers.cluster import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
+from odradek.broker.network.acl_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions.topics import TopicError, check_topic_name

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import time
 
-from odradek.broker.handlers.groups import coordinator, replicated
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
+from odradek.broker.partitions.internal_topics import offsets_replicated
 from odradek.coordinator.group.metadata import OffsetAndMetadata
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
@@ -56,7 +56,7 @@ async def offset_commit(ctx: RequestContext, req) -> object:
                 expire_timestamp=now + retention if retention >= 0 else -1,
             )
     if valid:
-        coord = coordinator(ctx)
+        coord = ctx.group_coordinator
         if coord is None:
             errors.update(dict.fromkeys(valid, ErrorCode.COORDINATOR_NOT_AVAILABLE))
         else:
@@ -71,7 +71,7 @@ async def offset_commit(ctx: RequestContext, req) -> object:
                 )
             )
             if any(errors[tp] == ErrorCode.NONE for tp in valid):
-                error = await replicated(ctx, req.group_id)
+                error = await offsets_replicated(ctx.broker, req.group_id)
                 if error != ErrorCode.NONE:
                     errors.update({tp: error for tp in valid if errors[tp] == ErrorCode.NONE})
     return Resp(
@@ -97,7 +97,7 @@ async def offset_commit(ctx: RequestContext, req) -> object:
 
 def _fetch_group(ctx: RequestContext, group_id: str, topics, require_stable: bool):
     """(error, {topic: [(partition, offset, epoch, metadata, error)]}) for one group."""
-    coord = coordinator(ctx)
+    coord = ctx.group_coordinator
     partitions = (
         None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     )
@@ -199,7 +199,7 @@ async def offset_delete(ctx: RequestContext, req) -> object:
                 wanted.append(tp)
             else:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    coord = coordinator(ctx)
+    coord = ctx.group_coordinator
     if coord is None:
         top, deleted = ErrorCode.COORDINATOR_NOT_AVAILABLE, {}
     else:

@@ -18,19 +18,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from odradek.broker.handlers.groups import replicated
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
+from odradek.broker.partitions.internal_topics import offsets_replicated
 from odradek.broker.transactions.markers import OFFSETS_TOPIC, write_local_markers
 from odradek.coordinator.group.metadata import OffsetAndMetadata
-from odradek.coordinator.txn.coordinator import TransactionCoordinator
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
-
-
-def _txn(ctx: RequestContext) -> TransactionCoordinator:
-    return ctx.broker.txn_coordinator
 
 
 def _fenced(error: ErrorCode, version: int, first_fenced_version: int) -> ErrorCode:
@@ -59,9 +54,7 @@ async def _add_one(
     """Per-partition errors for one transaction (Kafka: unknown partitions fail the rest with
     OPERATION_NOT_ATTEMPTED; one coordinator error applies to all)."""
     wanted = [(t.name, p) for t in topics for p in t.partitions]
-    coord = _txn(ctx)
-    if coord is None:
-        return dict.fromkeys(wanted, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    coord = ctx.txn_coordinator
     unknown = {tp for tp in wanted if not _partition_exists(ctx.broker, *tp)}
     if unknown:
         return {
@@ -148,13 +141,9 @@ async def add_partitions_to_txn(ctx: RequestContext, req: Any) -> object:
 
 @handles(ApiKey.ADD_OFFSETS_TO_TXN, versions=(0, 4))
 async def add_offsets_to_txn(ctx: RequestContext, req: Any) -> object:
-    coord = _txn(ctx)
-    if coord is None:
-        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-    else:
-        error = await coord.add_offsets(
-            req.transactional_id, req.producer_id, req.producer_epoch, req.group_id
-        )
+    error = await ctx.txn_coordinator.add_offsets(
+        req.transactional_id, req.producer_id, req.producer_epoch, req.group_id
+    )
     return protocol.AddOffsetsToTxnResponse(
         throttle_time_ms=0, error_code=_fenced(error, ctx.api_version, 2)
     )
@@ -162,13 +151,9 @@ async def add_offsets_to_txn(ctx: RequestContext, req: Any) -> object:
 
 @handles(ApiKey.END_TXN, versions=(0, 4))
 async def end_txn(ctx: RequestContext, req: Any) -> object:
-    coord = _txn(ctx)
-    if coord is None:
-        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-    else:
-        error = await coord.end_txn(
-            req.transactional_id, req.producer_id, req.producer_epoch, bool(req.committed)
-        )
+    error = await ctx.txn_coordinator.end_txn(
+        req.transactional_id, req.producer_id, req.producer_epoch, bool(req.committed)
+    )
     return protocol.EndTxnResponse(
         throttle_time_ms=0, error_code=_fenced(error, ctx.api_version, 2)
     )
@@ -198,7 +183,7 @@ def _txn_offset_errors(ctx: RequestContext, req: Any) -> dict[tuple[str, int], E
     if not offsets:
         return errors
     groups = broker.group_coordinator
-    coord = _txn(ctx)
+    coord = ctx.txn_coordinator
     # the group's offsets partition must be in the producer's ongoing transaction (added by
     # AddOffsetsToTxn), under its current producer id and epoch
     index = groups.partition_for(req.group_id)
@@ -229,9 +214,9 @@ def _txn_offset_errors(ctx: RequestContext, req: Any) -> dict[tuple[str, int], E
 
 
 async def _replicated(ctx: RequestContext, req: Any, errors: dict) -> None:
-    """Answer the staged offsets only once the ISR has them (see groups.replicated)."""
+    """Answer the staged offsets only once the ISR has them (internal_topics.offsets_replicated)."""
     if any(e == ErrorCode.NONE for e in errors.values()):
-        error = await replicated(ctx, req.group_id)
+        error = await offsets_replicated(ctx.broker, req.group_id)
         if error != ErrorCode.NONE:
             errors.update({tp: error for tp, e in errors.items() if e == ErrorCode.NONE})
 

@@ -18,10 +18,6 @@ from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
 
-def _txn(ctx: RequestContext) -> Any:
-    return ctx.broker.txn_coordinator
-
-
 @handles(ApiKey.DESCRIBE_PRODUCERS, versions=(0, 0))
 async def describe_producers(ctx: RequestContext, req: Any) -> object:
     Resp = protocol.DescribeProducersResponse
@@ -81,13 +77,10 @@ async def describe_transactions(ctx: RequestContext, req: Any) -> object:
     Resp = protocol.DescribeTransactionsResponse
     State = Resp.TransactionState
     Topic = State.TopicData
-    coord = _txn(ctx)
+    coord = ctx.txn_coordinator
     states = []
     for tid in req.transactional_ids:
-        if coord is None:
-            error, desc = ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-        else:
-            error, desc = coord.describe(tid)
+        error, desc = coord.describe(tid)
         if desc is None:
             states.append(
                 State(
@@ -123,14 +116,7 @@ async def describe_transactions(ctx: RequestContext, req: Any) -> object:
 @handles(ApiKey.LIST_TRANSACTIONS, versions=(0, 1))
 async def list_transactions(ctx: RequestContext, req: Any) -> object:
     Resp = protocol.ListTransactionsResponse
-    coord = _txn(ctx)
-    if coord is None:
-        return Resp(
-            throttle_time_ms=0,
-            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            unknown_state_filters=[],
-            transaction_states=[],
-        )
+    coord = ctx.txn_coordinator
     duration = req.duration_filter if ctx.api_version >= 1 else -1
     error, unknown, found = coord.list_transactions(
         list(req.state_filters or []), list(req.producer_id_filters or []), duration

@@ -18,7 +18,11 @@ if TYPE_CHECKING:
     from odradek.broker.network.connection import Connection
     from odradek.broker.partitions.fetch_sessions import FetchSessionCache
     from odradek.broker.partitions.topics import TopicManager
+    from odradek.broker.replication.manager import ReplicaManager
+    from odradek.broker.replication.single import SingleBrokerReplicas
     from odradek.broker.server import Broker
+    from odradek.coordinator.group.coordinator import GroupCoordinator
+    from odradek.coordinator.txn.coordinator import TransactionCoordinator
 
 ANONYMOUS = "User:ANONYMOUS"
 
@@ -52,3 +56,15 @@ class RequestContext:
     @property
     def fetch_sessions(self) -> FetchSessionCache:
         return self.broker.fetch_sessions
+
+    @property
+    def group_coordinator(self) -> GroupCoordinator:
+        return self.broker.group_coordinator
+
+    @property
+    def txn_coordinator(self) -> TransactionCoordinator:
+        return self.broker.txn_coordinator
+
+    @property
+    def replicas(self) -> ReplicaManager | SingleBrokerReplicas:
+        return self.broker.replicas

@@ -65,10 +65,9 @@ async def _inject(faults: FaultInjector, ctx: RequestContext, request: Any) -> l
     )
     if key == ApiKey.PRODUCE and request.acks == 0:
         return []
-    if key == ApiKey.FETCH:
-        from odradek.broker.handlers.fetch import error_pieces
-
-        return error_pieces(ctx, request, rule.error_code)
+    reg = REGISTRY.get(key)
+    if reg is not None and reg.error_encoder is not None:
+        return reg.error_encoder(ctx, request, rule.error_code)
     resp = error_response(key, version, request, rule.error_code)
     return [protocol.encode_response(key, version, corr, resp)]
 

@@ -9,9 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-Handler = Callable[[Any, Any], Awaitable[Any]]
+if TYPE_CHECKING:
+    from odradek.broker.network.context import RequestContext
+    from odradek.wire.regions import Piece
+
+# A handler takes the context and the decoded request and returns the response object (or, when
+# `raw`, the framed pieces). The request and response are kafka-python's untyped message classes,
+# and each handler names its own, so the registry can only say Any for them.
+Handler = Callable[["RequestContext", Any], Awaitable[Any]]
+# Builds the pieces of an answer carrying one error code for everything the request names; a
+# `raw` handler registers one so an injected fault can answer without the generic error_response.
+ErrorEncoder = Callable[["RequestContext", Any, int], list["Piece"]]
 
 
 @dataclass(slots=True, frozen=True)
@@ -22,18 +32,30 @@ class Registration:
     advertise_min: int
     handler: Handler
     raw: bool  # handler returns framed pieces itself (Fetch's zero-copy encoder)
+    error_encoder: ErrorEncoder | None = None  # a raw handler's answer with one error code
 
 
 REGISTRY: dict[int, Registration] = {}
 
 
 def handles(
-    api_key: int, versions: tuple[int, int], *, advertise_min: int | None = None, raw: bool = False
+    api_key: int,
+    versions: tuple[int, int],
+    *,
+    advertise_min: int | None = None,
+    raw: bool = False,
+    error_encoder: ErrorEncoder | None = None,
 ) -> Callable[[Handler], Handler]:
     def register(fn: Handler) -> Handler:
         lo, hi = versions
         REGISTRY[int(api_key)] = Registration(
-            int(api_key), lo, hi, lo if advertise_min is None else advertise_min, fn, raw
+            int(api_key),
+            lo,
+            hi,
+            lo if advertise_min is None else advertise_min,
+            fn,
+            raw,
+            error_encoder,
         )
         return fn
 

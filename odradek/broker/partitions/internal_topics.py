@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from odradek.broker.partitions.topics import TopicError
-from odradek.coordinator.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
+from odradek.coordinator.group.coordinator import OFFSETS_TOPIC, GroupCoordinator, append_error
 from odradek.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -134,3 +134,15 @@ def ensure_offsets_topic(broker: Any, coord: GroupCoordinator) -> bool:
     return creator(broker).ensure(
         OFFSETS_TOPIC, cfg.num_partitions, cfg.replication_factor, cfg.topic_configs(), created
     )
+
+
+async def offsets_replicated(broker: Any, group_id: str) -> ErrorCode:
+    """Wait until the ISR holds everything appended so far to the group's `__consumer_offsets`
+    partition. Kafka answers the coordinator's writes (OffsetCommit, TxnOffsetCommit, the
+    assignment of SyncGroup) only once they are replicated (acks=-1 within
+    `offsets.commit.timeout.ms`), so what a client saw succeed survives the coordinator's death.
+    Call it right after the write, with no await in between. Returns the client's error."""
+    part = broker.group_coordinator.offsets_partition(group_id)
+    timeout_ms = int(broker.config.get("offsets.commit.timeout.ms"))
+    error = await broker.replicas.wait_for_isr(part, timeout_ms)
+    return error if error == ErrorCode.NONE else append_error(error)

@@ -40,9 +40,11 @@ from odradek.broker.cluster.metadata_store import (
     PartitionState,
     _load_or_create_cluster_id,
 )
+from odradek.broker.partitions.partition import AppendResult, Partition
 from odradek.broker.replication.fetcher import ReplicaFetcher
 from odradek.broker.replication.isr import LeaderTracker
 from odradek.broker.replication.purgatory import wait_for_acks
+from odradek.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -378,3 +380,12 @@ class ReplicaManager:
 
     async def wait_for_acks(self, pending: list[tuple[Any, Any]], timeout_ms: int) -> None:
         await wait_for_acks(pending, timeout_ms, self.closing)
+
+    async def wait_for_isr(self, part: Partition | None, timeout_ms: int) -> ErrorCode:
+        """Wait until the ISR holds everything appended so far to `part` (acks=-1 for a write
+        already made, e.g. a coordinator's); NONE when this broker does not lead it."""
+        if part is None or not part.is_leader:
+            return ErrorCode.NONE
+        result = AppendResult(ErrorCode.NONE)
+        await self.wait_for_acks([(part, result)], timeout_ms)
+        return ErrorCode(result.error)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from odradek.wire.errors import ErrorCode
+
 if TYPE_CHECKING:
     from odradek.broker.partitions.partition import AppendResult, Partition
 
@@ -38,6 +40,9 @@ class SingleBrokerReplicas:
 
     def on_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int) -> None:
         return None  # no followers: a replica id here is a client pretending
+
+    async def wait_for_isr(self, part: Partition | None, timeout_ms: int) -> ErrorCode:
+        return ErrorCode.NONE  # the leader is the whole ISR
 
     async def wait_for_acks(
         self, pending: list[tuple[Partition, AppendResult]], timeout_ms: int
