@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.broker.replication.client import PeerClient, PeerError
+from odradek.log.disk_faults import KafkaStorageError
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.batch import (
@@ -39,7 +41,24 @@ from odradek.wire.batch import (
 from odradek.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from odradek.broker.replication.manager import ReplicaManager
+    from odradek.broker.cluster.metadata_store import MetadataStore
+    from odradek.broker.server import Broker
+
+
+class FetcherHost(Protocol):
+    """What a fetcher uses of its ReplicaManager: a Protocol, so that this module does not import
+    the manager that creates its fetchers."""
+
+    node_id: int
+    broker: Broker
+    store: MetadataStore
+    fetch_wait_ms: int
+    fetch_max_bytes: int
+    fetch_delay_ms: int
+    backoff_s: float
+
+    def can_reach(self, peer: int) -> bool: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +99,7 @@ def whole_batches(data: bytes) -> tuple[int, list[tuple[int, BatchHeader]]]:
 class ReplicaFetcher:
     """Fetches every partition this broker follows on one leader broker."""
 
-    def __init__(self, manager: ReplicaManager, leader_id: int) -> None:
+    def __init__(self, manager: FetcherHost, leader_id: int) -> None:
         self.manager = manager
         self.leader_id = leader_id
         self.partitions: dict[tuple[str, int], FetchState] = {}
@@ -180,6 +199,9 @@ class ReplicaFetcher:
         if self.partitions.get((state.topic, state.index)) is not state:
             return None
         part = self.manager.broker.topics.get(state.topic, state.index)
+        if part is not None and part.offline:
+            self._mark_failed(state, "its log dir is offline")
+            return None
         if (
             part is None
             or part.is_leader
@@ -188,6 +210,34 @@ class ReplicaFetcher:
         ):
             return None
         return part
+
+    def _mark_failed(self, state: FetchState, reason: str) -> None:
+        """Stop fetching one partition and go on with the others (Kafka's markPartitionFailed,
+        KIP-461): it is fetched again only when a leader change adds it anew. The leader's ISR
+        loses this replica as it stops fetching."""
+        key = (state.topic, state.index)
+        if self.partitions.get(key) is state:
+            del self.partitions[key]
+            log.error(
+                "fetcher %d <- %d: stopped fetching %s-%d: %s",
+                self.manager.node_id,
+                self.leader_id,
+                state.topic,
+                state.index,
+                reason,
+            )
+
+    def _guarded(self, state: FetchState, fn: Callable[..., object], *args: Any) -> object:
+        """`fn(*args)`: one partition's local work; a storage error (or a bug) fails that
+        partition only, the fetcher goes on with the others."""
+        try:
+            return fn(*args)
+        except KafkaStorageError as exc:
+            self._mark_failed(state, str(exc))
+        except Exception as exc:
+            log.exception("%s-%d: unexpected error while replicating", state.topic, state.index)
+            self._mark_failed(state, f"unexpected {type(exc).__name__}")
+        return None
 
     # -- truncation (OffsetForLeaderEpoch) --------------------------------------------------
 
@@ -203,7 +253,8 @@ class ReplicaFetcher:
             epoch = lg.epochs.latest_epoch
             if epoch < 0:
                 # no epochs: nothing written under any leader, or a log from before epochs
-                self._truncate_to(part, st, min(part.high_watermark, lg.log_end_offset))
+                to = min(part.high_watermark, lg.log_end_offset)
+                self._guarded(st, self._truncate_to, part, st, to)
                 st.truncating = False
                 continue
             asked[(st.topic, st.index)] = (st, epoch)
@@ -238,7 +289,8 @@ class ReplicaFetcher:
                             ErrorCode(p.error_code).name,
                         )
                     continue
-                self._apply_epoch_answer(part, st, asked_epoch, p.leader_epoch, p.end_offset)
+                answer = (p.leader_epoch, p.end_offset)
+                self._guarded(st, self._apply_epoch_answer, part, st, asked_epoch, *answer)
 
     def _apply_epoch_answer(
         self, part: Any, st: FetchState, asked: int, epoch: int, end_offset: int
@@ -336,7 +388,8 @@ class ReplicaFetcher:
                 part = self._current(st)
                 if part is None:
                     continue
-                progressed = self._apply_fetched(part, st, offset, p) or progressed
+                applied = self._guarded(st, self._apply_fetched, part, st, offset, p)
+                progressed = bool(applied) or progressed
         return progressed
 
     def _apply_fetched(self, part: Any, st: FetchState, offset: int, p: Any) -> bool:
