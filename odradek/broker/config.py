@@ -20,14 +20,22 @@ from odradek.log.config import TOPIC_CONFIGS, ConfigError, LogConfig, parse_valu
 class BrokerKey:
     name: str
     type: str
-    default: Any
+    default: Any  # of the key's `type` (int, float, str, bool, list or None)
     doc: str
     effective: bool = True
     choices: tuple[str, ...] = ()
     minimum: float | None = None
 
 
-def _k(name, type_, default, doc, effective=True, choices=(), minimum=None) -> BrokerKey:
+def _k(
+    name: str,
+    type_: str,
+    default: Any,  # the key's value type (int, float, str, bool, list, None): see `type`
+    doc: str,
+    effective: bool = True,
+    choices: tuple[str, ...] | list[str] = (),
+    minimum: float | None = None,
+) -> BrokerKey:
     return BrokerKey(name, type_, default, doc, effective, tuple(choices), minimum)
 
 
@@ -313,7 +321,7 @@ class BrokerConfig:
         props.update(overrides)
         return cls(props)
 
-    def get(self, key: str) -> Any:
+    def get(self, key: str) -> Any:  # typed by the key (BrokerKey.type); callers convert
         if key in self.values:
             return self.values[key]
         return BROKER_KEYS[key].default

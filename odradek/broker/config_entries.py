@@ -6,9 +6,8 @@ docs). DescribeConfigs and CreateTopics v5+ report these.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-from odradek.broker.config import BROKER_KEYS
+from odradek.broker.config import BROKER_KEYS, BrokerConfig
 from odradek.log.config import TOPIC_CONFIGS, ConfigError, parse_value, render_value
 
 # DescribeConfigsResponse.ConfigSource
@@ -48,7 +47,7 @@ def broker_synonyms(topic_key: str) -> tuple[str, ...]:
     return (bkey,) if bkey and bkey in BROKER_KEYS else ()
 
 
-def render_optional(value: Any) -> str | None:
+def render_optional(value: object) -> str | None:
     return None if value is None else render_value(value)
 
 
@@ -59,7 +58,7 @@ def _normalise(key: str, raw: str) -> str:
         return raw
 
 
-def topic_entries(config: Any, overrides: dict[str, str]) -> list[ConfigEntry]:
+def topic_entries(config: BrokerConfig, overrides: dict[str, str]) -> list[ConfigEntry]:
     """Every topic config with its effective value and source, as Kafka's ConfigHelper."""
     out = []
     for key, defn in TOPIC_CONFIGS.items():
@@ -85,7 +84,7 @@ def topic_entries(config: Any, overrides: dict[str, str]) -> list[ConfigEntry]:
     return out
 
 
-def broker_entries(config: Any) -> list[ConfigEntry]:
+def broker_entries(config: BrokerConfig) -> list[ConfigEntry]:
     """Every broker key; all read-only, since odradek has no dynamic broker configs."""
     out = []
     for key, defn in BROKER_KEYS.items():

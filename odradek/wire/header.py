@@ -38,12 +38,12 @@ class RequestHeader:
         return self.body_offset
 
 
-def read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+def read_uvarint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
     """Decode an unsigned varint at `pos`; return (value, next position)."""
     return varint.read_uvarint(buf, pos, None, 5, HeaderError)
 
 
-def skip_tagged_fields(buf: bytes | memoryview, pos: int) -> int:
+def skip_tagged_fields(buf: bytes | bytearray | memoryview, pos: int) -> int:
     """Skip a tagged-field section; return the position after it."""
     count, pos = read_uvarint(buf, pos)
     for _ in range(count):
@@ -55,7 +55,7 @@ def skip_tagged_fields(buf: bytes | memoryview, pos: int) -> int:
     return pos
 
 
-def parse_fixed(payload: bytes) -> RequestHeader:
+def parse_fixed(payload: bytes | bytearray) -> RequestHeader:
     """Parse the v1 part of a header (key, version, correlation id, client id)."""
     if len(payload) < 10:
         raise HeaderError(f"request header needs 10 bytes, got {len(payload)}")
@@ -72,7 +72,7 @@ def parse_fixed(payload: bytes) -> RequestHeader:
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos)
 
 
-def finish_flexible(payload: bytes, header: RequestHeader) -> None:
+def finish_flexible(payload: bytes | bytearray, header: RequestHeader) -> None:
     """Skip the v2 header's tagged fields, moving `body_offset` past them."""
     header.body_offset = skip_tagged_fields(payload, header.body_offset)
 

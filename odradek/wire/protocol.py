@@ -16,7 +16,7 @@ read in place). `decode_request` raises only `DecodeError`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import kafka.protocol.admin as _admin
 import kafka.protocol.consumer as _consumer
@@ -46,6 +46,13 @@ for _mod in (_admin, _consumer, _metadata, _producer):
             table[_message.API_KEY] = _message
 
 globals().update(_EXPORTS)
+
+if TYPE_CHECKING:
+    # The names above are set at run time; to the type checker each is one of kafka-python's
+    # untyped classes (Any), usable by name in annotations (`req: protocol.FetchRequest`).
+    def __getattr__(name: str) -> Any: ...
+
+
 __all__ = sorted(_EXPORTS) + [
     "DecodeError",
     "NullFieldError",
@@ -80,7 +87,7 @@ def is_flexible_request(api_key: int, version: int) -> bool:
     return bool(cls is not None and cls.flexible_version_q(version))
 
 
-def decode_request(api_key: int, version: int, payload: bytes, offset: int) -> Any:
+def decode_request(api_key: int, version: int, payload: bytes | bytearray, offset: int) -> Any:
     """Decode a request body that starts at `offset` in the frame payload.
 
     Raises `DecodeError` (and nothing else) for an unknown key or version, a body that cannot be

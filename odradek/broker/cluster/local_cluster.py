@@ -27,6 +27,7 @@ from typing import Any
 
 from odradek.broker.cluster.metadata_store import LocalMetadataStore, PartitionState
 from odradek.broker.config import BrokerConfig
+from odradek.broker.replication.manager import ReplicaManager
 from odradek.broker.server import Broker
 
 log = logging.getLogger(__name__)
@@ -88,8 +89,8 @@ class LocalCluster:
         if self.brokers[node] is not None:
             raise RuntimeError(f"broker {node} is running")
         broker = Broker(self._config(node), store=self.store)
-        broker.replication.reachable = self._reachable
-        broker.replication.fetch_delay_ms = self.slowed.get(node, 0)
+        _replication(broker).reachable = self._reachable
+        _replication(broker).fetch_delay_ms = self.slowed.get(node, 0)
         broker.accept_gate = lambda writer, node=node: self._admit(node, writer)
         await broker.start()
         self.ports[node] = broker.bound[0].port
@@ -154,7 +155,7 @@ class LocalCluster:
                 broker = self.brokers.get(node)
                 if broker is None or node not in live:
                     continue
-                applied = broker.replication.applied.get((topic, idx))
+                applied = _replication(broker).applied.get((topic, idx))
                 if applied != (st.leader, st.leader_epoch):
                     return False
         return True
@@ -202,7 +203,7 @@ class LocalCluster:
         self.slowed[node] = delay_ms
         broker = self.brokers[node]
         if broker is not None:
-            broker.replication.fetch_delay_ms = delay_ms
+            _replication(broker).fetch_delay_ms = delay_ms
 
     def heal(self) -> None:
         """Undo every cut and slow-down."""
@@ -218,10 +219,10 @@ class LocalCluster:
         out: set[str] = set()
         for broker in self.brokers.values():
             if broker is not None:
-                out |= broker.replication.peer_addresses()
+                out |= _replication(broker).peer_addresses()
         return out
 
-    def _admit(self, node: int, writer: Any) -> bool:
+    def _admit(self, node: int, writer: asyncio.BaseTransport) -> bool:
         if node not in self.cut_from_clients:
             return True
         peer = writer.get_extra_info("peername")
@@ -288,3 +289,9 @@ async def drain_connections(timeout: float = 2.0) -> None:
     pending = [t for t in asyncio.all_tasks() if t is not current and not t.done()]
     if pending:
         await asyncio.wait(pending, timeout=timeout)
+
+
+def _replication(broker: Broker) -> ReplicaManager:
+    """A LocalCluster broker shares the cluster's metadata store, so it always replicates."""
+    assert broker.replication is not None
+    return broker.replication

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING
 
 from odradek.broker.cluster import zk_layout as zl
 from odradek.broker.cluster.metadata_store import (
@@ -26,13 +26,16 @@ from odradek.broker.cluster.metadata_store import (
 from odradek.broker.cluster.zk_session import ZooKeeperSession
 from odradek.broker.partitions.topics import INTERNAL_TOPICS
 
+if TYPE_CHECKING:
+    from kazoo.protocol.states import ZnodeStat  # untyped (Any) in kazoo
+
 log = logging.getLogger(__name__)
 
 Key = tuple[int, int]  # (czxid, version) of a znode: which of two reads is newer
 NO_KEY: Key = (-1, -1)
 
 
-def node_key(stat: Any) -> Key:
+def node_key(stat: ZnodeStat) -> Key:
     return (stat.czxid, stat.version)
 
 
@@ -177,7 +180,7 @@ class ZooKeeperWatchCache:
         for key in [k for k in self._state_keys if k[0] == name]:
             del self._state_keys[key]
 
-    def put_state(self, topic: str, idx: int, state: PartitionState, stat: Any) -> bool:
+    def put_state(self, topic: str, idx: int, state: PartitionState, stat: ZnodeStat) -> bool:
         """Take a partition state this broker just wrote (`stat` of the written node)."""
         info = self.topics.get(topic)
         if info is None or idx >= len(info.partitions):
@@ -239,7 +242,7 @@ class ZooKeeperWatchCache:
             self.zk.DataWatch(path, partial(self._on_topic_node, name))
             self.zk.DataWatch(zl.config_path(name), partial(self._on_config_node, name))
 
-    def _on_topic_node(self, name: str, data: bytes | None, stat: Any) -> None:
+    def _on_topic_node(self, name: str, data: bytes | None, stat: ZnodeStat) -> None:
         if self.session.closed:
             return
         if data is None:
@@ -271,7 +274,7 @@ class ZooKeeperWatchCache:
             self.drop_topic(name)
             self._notify(MetadataChange("topic", name))
 
-    def _on_state_node(self, name: str, idx: int, data: bytes | None, stat: Any) -> None:
+    def _on_state_node(self, name: str, idx: int, data: bytes | None, stat: ZnodeStat) -> None:
         if data is not None and not self.session.closed:
             self.session.post(self._apply_state, name, idx, data, node_key(stat))
 
@@ -287,7 +290,7 @@ class ZooKeeperWatchCache:
         self._state_keys[(name, idx)] = key
         self._notify(MetadataChange("partition", name, idx))
 
-    def _on_config_node(self, name: str, data: bytes | None, stat: Any) -> None:
+    def _on_config_node(self, name: str, data: bytes | None, stat: ZnodeStat) -> None:
         if data is not None and not self.session.closed:
             self.session.post(self._apply_config, name, zl.decode_config(data), node_key(stat))
 
@@ -302,7 +305,7 @@ class ZooKeeperWatchCache:
             info.configs = configs
             self._notify(MetadataChange("topic", name))
 
-    def _on_controller(self, data: bytes | None, stat: Any) -> None:
+    def _on_controller(self, data: bytes | None, stat: ZnodeStat) -> None:
         if self.session.closed:
             return
         controller = zl.decode_controller(data)

@@ -66,7 +66,7 @@ def config_path(topic: str) -> str:
     return f"{CONFIG_TOPICS}/{topic}"
 
 
-def _dump(doc: Any) -> bytes:
+def _dump(doc: object) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
 

@@ -12,9 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from odradek.broker.cluster import zk_layout as zl
+
+if TYPE_CHECKING:
+    from kazoo.protocol.states import ZnodeStat  # untyped (Any) in kazoo
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +71,7 @@ class ZooKeeperSession:
         finally:
             self.zk.close()
 
-    def post(self, fn: Callable[..., None], *args: Any) -> None:
+    def post(self, fn: Callable[..., None], *args: object) -> None:
         """Call `fn(*args)` on the event loop (from kazoo's thread); dropped once closed."""
         loop = self.loop
         if loop is None or self.closed:
@@ -88,6 +91,6 @@ class ZooKeeperSession:
             return -1
         return zl.decode_controller(data)
 
-    def owns(self, stat: Any) -> bool:
+    def owns(self, stat: ZnodeStat) -> bool:
         """Whether an ephemeral node (by its stat) belongs to this session."""
         return bool(stat.ephemeralOwner == self.zk.client_id[0])

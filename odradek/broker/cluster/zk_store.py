@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.cluster import zk_layout as zl
 from odradek.broker.cluster.metadata_store import (
@@ -41,6 +41,11 @@ from odradek.broker.cluster.metadata_store import (
 from odradek.broker.cluster.zk_cache import TopicRead, ZooKeeperWatchCache
 from odradek.broker.cluster.zk_registration import ZooKeeperRegistration
 from odradek.broker.cluster.zk_session import ZooKeeperError, ZooKeeperSession
+
+if TYPE_CHECKING:
+    from kazoo.client import TransactionRequest  # untyped (Any) in kazoo
+
+    from odradek.broker.config import BrokerConfig
 
 __all__ = ["ZooKeeperError", "ZooKeeperMetadataStore"]
 
@@ -74,7 +79,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         log.info("cluster metadata in ZooKeeper at %s (cluster id %s)", connect, self.cluster_id)
 
     @classmethod
-    def from_config(cls, config: Any) -> ZooKeeperMetadataStore:
+    def from_config(cls, config: BrokerConfig) -> ZooKeeperMetadataStore:
         return cls(
             str(config.get("zookeeper.connect")),
             int(config.node_id),
@@ -123,13 +128,15 @@ class ZooKeeperMetadataStore(MetadataStore):
             self.topics[name] = info
         self._notify(MetadataChange("topic", name))
 
-    def _add_partition_nodes(self, txn: Any, info: TopicInfo, start: int) -> None:
+    def _add_partition_nodes(self, txn: TransactionRequest, info: TopicInfo, start: int) -> None:
         for idx in range(start, len(info.partitions)):
             state = zl.encode_state(info.partitions[idx], self.registrar.controller_epoch)
             txn.create(zl.partition_path(info.name, idx), b"")
             txn.create(zl.state_path(info.name, idx), state)
 
-    def _commit_and_read(self, txn: Any, name: str) -> tuple[list[Exception], TopicRead | None]:
+    def _commit_and_read(
+        self, txn: TransactionRequest, name: str
+    ) -> tuple[list[Exception], TopicRead | None]:
         """Commit a topic transaction, then read the topic back into the cache (whoever won)."""
         failed = [r for r in txn.commit() if isinstance(r, Exception)]
         read = self.cache.read_topic(name)

@@ -27,7 +27,8 @@ import asyncio
 import logging
 import uuid
 from collections import Counter
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 from odradek.broker.config_entries import topic_entries
 from odradek.broker.network.context import RequestContext
@@ -37,6 +38,19 @@ from odradek.broker.partitions.topics import TopicError, check_topic_name
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.broker.cluster.metadata_store import TopicInfo
+    from odradek.broker.server import Broker
+
+
+class _Named(Protocol):
+    name: str
+
+
+T = TypeVar("T", bound=_Named)  # a requested topic of CreateTopics or CreatePartitions
+CreatableTopic: TypeAlias = protocol.CreateTopicsRequest.CreatableTopic
+PartitionsTopic: TypeAlias = protocol.CreatePartitionsRequest.CreatePartitionsTopic
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +62,9 @@ TOO_LARGE = "Unable to perform excessively large batch operation."
 THROTTLED = "The throttling quota has been exceeded."
 YIELD_EVERY = 64  # topics handled between yields to the event loop
 
-CResp = protocol.CreateTopicsResponse
-CResult = CResp.CreatableTopicResult
-CConfig = CResult.CreatableTopicConfigs
+CResp: TypeAlias = protocol.CreateTopicsResponse
+CResult: TypeAlias = protocol.CreateTopicsResponse.CreatableTopicResult
+CConfig: TypeAlias = protocol.CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs
 
 
 # -- manual replica assignments -----------------------------------------------------------------
@@ -95,7 +109,7 @@ def _check_placement(wanted: list[list[int]], planned: list[list[int]]) -> None:
         )
 
 
-def _manual_assignment(broker: Any, topic: Any) -> list[list[int]]:
+def _manual_assignment(broker: Broker, topic: CreatableTopic) -> list[list[int]]:
     if topic.replication_factor != -1:
         raise TopicError(
             ErrorCode.INVALID_REQUEST,
@@ -131,7 +145,7 @@ def _manual_assignment(broker: Any, topic: Any) -> list[list[int]]:
 # -- CreateTopics -------------------------------------------------------------------------------
 
 
-def _check_collision(broker: Any, name: str) -> None:
+def _check_collision(broker: Broker, name: str) -> None:
     """'.' and '_' collide in metric names, so Kafka refuses topics differing only by them."""
     norm = name.replace(".", "_")
     for other in broker.store.topics:
@@ -142,7 +156,9 @@ def _check_collision(broker: Any, name: str) -> None:
             )
 
 
-def _create_one(broker: Any, topic: Any, validate_only: bool, quota: MutationQuota) -> Any:
+def _create_one(
+    broker: Broker, topic: CreatableTopic, validate_only: bool, quota: MutationQuota
+) -> Any:
     name = topic.name
     check_topic_name(name)
     if broker.topics.info(name) is not None:
@@ -175,7 +191,7 @@ def _create_one(broker: Any, topic: Any, validate_only: bool, quota: MutationQuo
     return broker.topics.create_topic(name, num_partitions, rf, configs)
 
 
-def _create_records(broker: Any, topic: Any) -> int:
+def _create_records(broker: Broker, topic: CreatableTopic) -> int:
     """Metadata records Kafka's controller would write for this topic (0 if it is refused)."""
     if topic.assignments:
         partitions = len(topic.assignments)
@@ -196,7 +212,7 @@ def _throttle(ctx: RequestContext, quota: MutationQuota) -> int:
     return throttle_ms
 
 
-def _too_large(topics: list, count: Any) -> bool:
+def _too_large(topics: list[T], count: Callable[[T], int]) -> bool:
     total = 0
     for topic in topics:
         total += count(topic)
@@ -208,11 +224,11 @@ def _too_large(topics: list, count: Any) -> bool:
 def _refuse_too_large(
     ctx: RequestContext,
     what: str,
-    topics: list,
-    requested: list,
-    count: Any,
-    Result: Any,
-) -> list | None:
+    topics: list[T],
+    requested: list[T],
+    count: Callable[[T], int],
+    Result: Callable[..., object],
+) -> list[object] | None:
     """Every requested topic refused with POLICY_VIOLATION when the unique `topics` would write
     more than MAX_RECORDS_PER_USER_OP records; None when the request is within the bound."""
     if not _too_large(topics, count):
@@ -230,7 +246,7 @@ def _refuse_too_large(
     ]
 
 
-def _created(broker: Any, info: Any, version: int) -> Any:
+def _created(broker: Broker, info: TopicInfo, version: int) -> Any:
     configs = []
     if version >= 5:
         configs = [
@@ -254,7 +270,7 @@ def _created(broker: Any, info: Any, version: int) -> Any:
     )
 
 
-def _unique_topics(topics: list, results: list, result_cls: Any) -> list:
+def _unique_topics(topics: list[T], results: list, result_cls: Callable[..., object]) -> list[T]:
     """Topics named once; a name given twice is answered INVALID_REQUEST once, as Kafka does."""
     counts = Counter(t.name for t in topics)
     for name in dict.fromkeys(t.name for t in topics if counts[t.name] > 1):
@@ -269,7 +285,9 @@ def _unique_topics(topics: list, results: list, result_cls: Any) -> list:
 
 
 @handles(ApiKey.CREATE_TOPICS, versions=(2, 7))
-async def create_topics(ctx: RequestContext, req) -> object:
+async def create_topics(
+    ctx: RequestContext, req: protocol.CreateTopicsRequest
+) -> protocol.CreateTopicsResponse:
     broker = ctx.broker
     results: list = []
     topics = _unique_topics(req.topics, results, CResult)
@@ -300,12 +318,12 @@ async def create_topics(ctx: RequestContext, req) -> object:
 
 # -- DeleteTopics -------------------------------------------------------------------------------
 
-DResp = protocol.DeleteTopicsResponse
-DResult = DResp.DeletableTopicResult
+DResp: TypeAlias = protocol.DeleteTopicsResponse
+DResult: TypeAlias = protocol.DeleteTopicsResponse.DeletableTopicResult
 
 
 def _delete_targets(
-    broker: Any, entries: list[tuple[str | None, uuid.UUID | None]]
+    broker: Broker, entries: list[tuple[str | None, uuid.UUID | None]]
 ) -> tuple[list[Any], list[tuple[str, uuid.UUID]]]:
     """Resolve names and ids as Kafka's ControllerApis.deleteTopics: (errors, to delete)."""
     errors: list[Any] = []
@@ -378,7 +396,9 @@ def _delete_targets(
 
 
 @handles(ApiKey.DELETE_TOPICS, versions=(1, 6))
-async def delete_topics(ctx: RequestContext, req) -> object:
+async def delete_topics(
+    ctx: RequestContext, req: protocol.DeleteTopicsRequest
+) -> protocol.DeleteTopicsResponse:
     broker = ctx.broker
     version = ctx.api_version
     if version >= 6:
@@ -425,11 +445,13 @@ async def delete_topics(ctx: RequestContext, req) -> object:
 
 # -- CreatePartitions ---------------------------------------------------------------------------
 
-PResp = protocol.CreatePartitionsResponse
-PResult = PResp.CreatePartitionsTopicResult
+PResp: TypeAlias = protocol.CreatePartitionsResponse
+PResult: TypeAlias = protocol.CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
-def _grow_one(broker: Any, topic: Any, validate_only: bool, quota: MutationQuota) -> None:
+def _grow_one(
+    broker: Broker, topic: PartitionsTopic, validate_only: bool, quota: MutationQuota
+) -> None:
     name = topic.name
     info = broker.topics.info(name)
     if info is None:
@@ -467,13 +489,15 @@ def _grow_one(broker: Any, topic: Any, validate_only: bool, quota: MutationQuota
     broker.topics.create_partitions(name, topic.count, validate_only)
 
 
-def _added_partitions(broker: Any, topic: Any) -> int:
+def _added_partitions(broker: Broker, topic: PartitionsTopic) -> int:
     info = broker.topics.info(topic.name)
     return 0 if info is None else max(0, topic.count - len(info.partitions))
 
 
 @handles(ApiKey.CREATE_PARTITIONS, versions=(0, 3))
-async def create_partitions(ctx: RequestContext, req) -> object:
+async def create_partitions(
+    ctx: RequestContext, req: protocol.CreatePartitionsRequest
+) -> protocol.CreatePartitionsResponse:
     broker = ctx.broker
     results: list = []
     topics = _unique_topics(req.topics, results, PResult)

@@ -11,7 +11,9 @@ from odradek.wire.errors import ErrorCode
 
 
 @handles(ApiKey.API_VERSIONS, versions=(0, 4))
-async def api_versions(ctx: RequestContext, req) -> object:
+async def api_versions(
+    ctx: RequestContext, req: protocol.ApiVersionsRequest
+) -> protocol.ApiVersionsResponse:
     if ctx.api_version >= 3 and ctx.connection is not None:
         ctx.connection.client_software = (req.client_software_name, req.client_software_version)
     return protocol.ApiVersionsResponse(

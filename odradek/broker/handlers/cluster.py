@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from odradek.broker.network.acl_operations import (
     CLUSTER_OPERATIONS,
@@ -30,6 +30,10 @@ from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.broker.cluster.metadata_store import PartitionState
+    from odradek.broker.server import Broker
+
 log = logging.getLogger(__name__)
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -41,11 +45,13 @@ ENDPOINT_NAMES = {ENDPOINT_BROKER: "BROKER", ENDPOINT_CONTROLLER: "CONTROLLER"}
 
 # -- DescribeCluster ----------------------------------------------------------------------------
 
-CResp = protocol.DescribeClusterResponse
+CResp: TypeAlias = protocol.DescribeClusterResponse
 
 
 @handles(ApiKey.DESCRIBE_CLUSTER, versions=(0, 2))
-async def describe_cluster(ctx: RequestContext, req) -> object:
+async def describe_cluster(
+    ctx: RequestContext, req: protocol.DescribeClusterRequest
+) -> protocol.DescribeClusterResponse:
     broker = ctx.broker
     version = ctx.api_version
     wanted = req.endpoint_type if version >= 1 else ENDPOINT_BROKER
@@ -90,12 +96,12 @@ async def describe_cluster(ctx: RequestContext, req) -> object:
 
 # -- DescribeTopicPartitions --------------------------------------------------------------------
 
-TResp = protocol.DescribeTopicPartitionsResponse
-TTopic = TResp.DescribeTopicPartitionsResponseTopic
+TResp: TypeAlias = protocol.DescribeTopicPartitionsResponse
+TTopic: TypeAlias = protocol.DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
 TPart = TTopic.DescribeTopicPartitionsResponsePartition
 
 
-def _partition(idx: int, st: Any, live: set[int]) -> Any:
+def _partition(idx: int, st: PartitionState, live: set[int]) -> object:
     leader_live = st.leader in live
     return TPart(
         error_code=ErrorCode.NONE if leader_live else ErrorCode.LEADER_NOT_AVAILABLE,
@@ -130,13 +136,17 @@ def _missing_topic_code(name: str) -> ErrorCode:
 
 
 def _page(
-    broker: Any, names: list[str], cursor: Any, limit: int, fetch_all: bool
+    broker: Broker,
+    names: list[str],
+    cursor: protocol.DescribeTopicPartitionsRequest.Cursor | None,
+    limit: int,
+    fetch_all: bool,
 ) -> tuple[list[Any], Any]:
     """Topics from the cursor on, at most `limit` partitions; (topics, next cursor)."""
     live = set(broker.live_brokers())
     ops = operations_bitfield(TOPIC_OPERATIONS)
     remaining = limit
-    out = []
+    out: list[TTopic] = []
     for name in names:
         if remaining <= 0:
             return out, TResp.Cursor(topic_name=name, partition_index=0)
@@ -165,7 +175,9 @@ def _page(
 
 
 @handles(ApiKey.DESCRIBE_TOPIC_PARTITIONS, versions=(0, 0))
-async def describe_topic_partitions(ctx: RequestContext, req) -> object:
+async def describe_topic_partitions(
+    ctx: RequestContext, req: protocol.DescribeTopicPartitionsRequest
+) -> protocol.DescribeTopicPartitionsResponse:
     broker = ctx.broker
     cursor = req.cursor
     fetch_all = not req.topics

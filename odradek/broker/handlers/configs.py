@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from odradek.broker.config_entries import (
     DEFAULT_CONFIG,
@@ -32,6 +32,9 @@ from odradek.log.config import TOPIC_CONFIGS
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.broker.server import Broker
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +54,7 @@ class ResourceError(Exception):
         self.message = message
 
 
-def check_broker_name(broker: Any, name: str) -> None:
+def check_broker_name(broker: Broker, name: str) -> None:
     try:
         node = int(name)
     except ValueError:
@@ -70,15 +73,25 @@ def _unsupported(rtype: int) -> ResourceError:
     return ResourceError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {label}")
 
 
+# The resources of AlterConfigs and IncrementalAlterConfigs share their field names.
+AlterResource: TypeAlias = (
+    protocol.AlterConfigsRequest.AlterConfigsResource
+    | protocol.IncrementalAlterConfigsRequest.AlterConfigsResource
+)
+AlterableConfig: TypeAlias = (
+    protocol.AlterConfigsRequest.AlterConfigsResource.AlterableConfig
+    | protocol.IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig
+)
+
 # -- DescribeConfigs ----------------------------------------------------------------------------
 
-DResp = protocol.DescribeConfigsResponse
-DResult = DResp.DescribeConfigsResult
+DResp: TypeAlias = protocol.DescribeConfigsResponse
+DResult: TypeAlias = protocol.DescribeConfigsResponse.DescribeConfigsResult
 DEntry = DResult.DescribeConfigsResourceResult
 DSynonym = DEntry.DescribeConfigsSynonym
 
 
-def _entries_for(broker: Any, rtype: int, name: str) -> list[ConfigEntry]:
+def _entries_for(broker: Broker, rtype: int, name: str) -> list[ConfigEntry]:
     if rtype == TOPIC:
         try:
             check_topic_name(name)
@@ -98,7 +111,12 @@ def _entries_for(broker: Any, rtype: int, name: str) -> list[ConfigEntry]:
     raise _unsupported(rtype)
 
 
-def _describe_one(broker: Any, res: Any, synonyms: bool, docs: bool) -> DResult:
+def _describe_one(
+    broker: Broker,
+    res: protocol.DescribeConfigsRequest.DescribeConfigsResource,
+    synonyms: bool,
+    docs: bool,
+) -> DResult:
     try:
         entries = _entries_for(broker, res.resource_type, res.resource_name)
     except ResourceError as exc:
@@ -137,7 +155,9 @@ def _describe_one(broker: Any, res: Any, synonyms: bool, docs: bool) -> DResult:
 
 
 @handles(ApiKey.DESCRIBE_CONFIGS, versions=(1, 4))
-async def describe_configs(ctx: RequestContext, req) -> object:
+async def describe_configs(
+    ctx: RequestContext, req: protocol.DescribeConfigsRequest
+) -> protocol.DescribeConfigsResponse:
     docs = ctx.api_version >= 3 and bool(req.include_documentation)
     results = [
         _describe_one(ctx.broker, res, bool(req.include_synonyms), docs) for res in req.resources
@@ -148,7 +168,7 @@ async def describe_configs(ctx: RequestContext, req) -> object:
 # -- AlterConfigs / IncrementalAlterConfigs -----------------------------------------------------
 
 
-def _check_shape(res: Any, incremental: bool) -> None:
+def _check_shape(res: AlterResource, incremental: bool) -> None:
     """Kafka's ConfigAdminManager.preprocess checks, in its order and with its messages."""
     names = [c.name for c in res.configs]
     if len(set(names)) != len(names):
@@ -170,7 +190,7 @@ def _check_shape(res: Any, incremental: bool) -> None:
                 )
 
 
-def _refuse_broker_change(broker: Any, res: Any) -> None:
+def _refuse_broker_change(broker: Broker, res: AlterResource) -> None:
     if res.resource_name:
         check_broker_name(broker, res.resource_name)
     if res.configs:
@@ -182,7 +202,7 @@ def _refuse_broker_change(broker: Any, res: Any) -> None:
         )
 
 
-def _topic_info(broker: Any, name: str) -> Any:
+def _topic_info(broker: Broker, name: str) -> Any:
     try:
         check_topic_name(name)
     except TopicError as exc:
@@ -199,7 +219,9 @@ def _list_parts(text: str | None) -> list[str]:
     return [p.strip() for p in (text or "").split(",") if p.strip()]
 
 
-def _incremental_overrides(broker: Any, current: dict[str, str], configs: Any) -> dict[str, str]:
+def _incremental_overrides(
+    broker: Broker, current: dict[str, str], configs: list[AlterableConfig]
+) -> dict[str, str]:
     """Apply SET/DELETE/APPEND/SUBTRACT to a copy of the topic's overrides (KIP-339)."""
     out = dict(current)
     for c in configs:
@@ -230,7 +252,7 @@ def _incremental_overrides(broker: Any, current: dict[str, str], configs: Any) -
     return out
 
 
-def _alter_one(broker: Any, res: Any, validate_only: bool, incremental: bool) -> None:
+def _alter_one(broker: Broker, res: AlterResource, validate_only: bool, incremental: bool) -> None:
     _check_shape(res, incremental)
     if res.resource_type == BROKER:
         _refuse_broker_change(broker, res)
@@ -248,7 +270,11 @@ def _alter_one(broker: Any, res: Any, validate_only: bool, incremental: bool) ->
         raise ResourceError(exc.code, str(exc)) from None
 
 
-def _alter(ctx: RequestContext, req, incremental: bool) -> list[Any]:
+def _alter(
+    ctx: RequestContext,
+    req: protocol.AlterConfigsRequest | protocol.IncrementalAlterConfigsRequest,
+    incremental: bool,
+) -> list[protocol.AlterConfigsResponse.AlterConfigsResourceResponse]:
     Item = (
         protocol.IncrementalAlterConfigsResponse if incremental else protocol.AlterConfigsResponse
     ).AlterConfigsResourceResponse
@@ -285,14 +311,18 @@ def _alter(ctx: RequestContext, req, incremental: bool) -> list[Any]:
 
 
 @handles(ApiKey.ALTER_CONFIGS, versions=(0, 2))
-async def alter_configs(ctx: RequestContext, req) -> object:
+async def alter_configs(
+    ctx: RequestContext, req: protocol.AlterConfigsRequest
+) -> protocol.AlterConfigsResponse:
     return protocol.AlterConfigsResponse(
         throttle_time_ms=0, responses=_alter(ctx, req, incremental=False)
     )
 
 
 @handles(ApiKey.INCREMENTAL_ALTER_CONFIGS, versions=(0, 1))
-async def incremental_alter_configs(ctx: RequestContext, req) -> object:
+async def incremental_alter_configs(
+    ctx: RequestContext, req: protocol.IncrementalAlterConfigsRequest
+) -> protocol.IncrementalAlterConfigsResponse:
     return protocol.IncrementalAlterConfigsResponse(
         throttle_time_ms=0, responses=_alter(ctx, req, incremental=True)
     )

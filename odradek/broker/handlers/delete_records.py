@@ -11,7 +11,7 @@ the new start learns OFFSET_OUT_OF_RANGE at once.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
@@ -20,16 +20,19 @@ from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.broker.server import Broker
+
 log = logging.getLogger(__name__)
 
 HIGH_WATERMARK = -1
 
-Resp = protocol.DeleteRecordsResponse
-TopicResult = Resp.DeleteRecordsTopicResult
+Resp: TypeAlias = protocol.DeleteRecordsResponse
+TopicResult: TypeAlias = protocol.DeleteRecordsResponse.DeleteRecordsTopicResult
 PartResult = TopicResult.DeleteRecordsPartitionResult
 
 
-def delete_one(broker: Any, topic: str, index: int, offset: int) -> tuple[ErrorCode, int]:
+def delete_one(broker: Broker, topic: str, index: int, offset: int) -> tuple[ErrorCode, int]:
     """(error, low watermark) for one partition, as Kafka's Partition.deleteRecordsOnLeader."""
     info = broker.topics.info(topic)
     if info is None or not 0 <= index < len(info.partitions):
@@ -58,7 +61,9 @@ def delete_one(broker: Any, topic: str, index: int, offset: int) -> tuple[ErrorC
 
 
 @handles(ApiKey.DELETE_RECORDS, versions=(0, 2))
-async def delete_records(ctx: RequestContext, req) -> object:
+async def delete_records(
+    ctx: RequestContext, req: protocol.DeleteRecordsRequest
+) -> protocol.DeleteRecordsResponse:
     topics = []
     for t in req.topics:
         parts = []

@@ -10,6 +10,8 @@ always the preferred leader.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeAlias
+
 from odradek.broker.cluster.controller import PREFERRED, UNCLEAN
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
@@ -17,14 +19,17 @@ from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
-Resp = protocol.ElectLeadersResponse
-TopicResult = Resp.ReplicaElectionResult
-PartResult = TopicResult.PartitionResult
+if TYPE_CHECKING:
+    from odradek.broker.server import Broker
+
+Resp: TypeAlias = protocol.ElectLeadersResponse
+TopicResult: TypeAlias = protocol.ElectLeadersResponse.ReplicaElectionResult
+PartResult: TypeAlias = protocol.ElectLeadersResponse.ReplicaElectionResult.PartitionResult
 
 NOT_NEEDED = "Leader election not needed for topic partition."
 
 
-def _requested(broker, req) -> list[tuple[str, int]]:
+def _requested(broker: Broker, req: protocol.ElectLeadersRequest) -> list[tuple[str, int]]:
     if req.topic_partitions is None:
         return [
             (name, idx)
@@ -35,7 +40,9 @@ def _requested(broker, req) -> list[tuple[str, int]]:
 
 
 @handles(ApiKey.ELECT_LEADERS, versions=(0, 2))
-async def elect_leaders(ctx: RequestContext, req) -> object:
+async def elect_leaders(
+    ctx: RequestContext, req: protocol.ElectLeadersRequest
+) -> protocol.ElectLeadersResponse:
     broker = ctx.broker
     election_type = req.election_type if ctx.api_version >= 1 else PREFERRED
     if election_type not in (PREFERRED, UNCLEAN):

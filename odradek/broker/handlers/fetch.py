@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
@@ -18,9 +19,14 @@ from odradek.broker.partitions.fetch_sessions import (
     SessionPartition,
 )
 from odradek.log.log import OffsetOutOfRange
+from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 from odradek.wire.fetch_encoder import PartitionData, TopicData, encode_fetch_response
+
+if TYPE_CHECKING:
+    from odradek.broker.server import Broker
+    from odradek.wire.regions import Piece
 
 READ_COMMITTED = 1
 
@@ -33,13 +39,13 @@ class FetchParams:
     version: int
 
 
-def _sessions(broker) -> FetchSessionCache:
+def _sessions(broker: Broker) -> FetchSessionCache:
     cache: FetchSessionCache = broker.fetch_sessions
     return cache
 
 
 def read_partition(
-    broker, sp: SessionPartition, params: FetchParams, budget: int, min_one: bool
+    broker: Broker, sp: SessionPartition, params: FetchParams, budget: int, min_one: bool
 ) -> PartitionData:
     """One partition's answer: offsets, error, and the records as a file region."""
     out = PartitionData(sp.partition)
@@ -102,7 +108,7 @@ def read_partition(
 
 
 def read_all(
-    broker, wanted: list[SessionPartition], params: FetchParams
+    broker: Broker, wanted: list[SessionPartition], params: FetchParams
 ) -> tuple[list[tuple[SessionPartition, PartitionData]], int, bool]:
     budget = params.max_bytes
     results = []
@@ -118,7 +124,7 @@ def read_all(
     return results, total, errors
 
 
-async def wait_for_data(broker, wanted: list[SessionPartition], timeout: float) -> None:
+async def wait_for_data(broker: Broker, wanted: list[SessionPartition], timeout: float) -> None:
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[None] = loop.create_future()
     parts = [p for sp in wanted if (p := broker.topics.get(sp.topic, sp.partition))]
@@ -133,7 +139,7 @@ async def wait_for_data(broker, wanted: list[SessionPartition], timeout: float) 
             p.remove_waiter(fut)
 
 
-def _resolve(broker, req, version: int) -> list[SessionPartition]:
+def _resolve(broker: Broker, req: protocol.FetchRequest, version: int) -> list[SessionPartition]:
     out = []
     for t in req.topics:
         name = t.topic if version < 13 else (broker.topics.name_for_id(t.topic_id) or "")
@@ -162,10 +168,10 @@ def _changed(sp: SessionPartition, pd: PartitionData) -> bool:
     )
 
 
-def error_pieces(ctx: RequestContext, req, code: int) -> list:
+def error_pieces(ctx: RequestContext, req: protocol.FetchRequest, code: int) -> list[Piece]:
     """A Fetch answer with `code` for every requested partition (fault injection)."""
     version = ctx.api_version
-    topics = []
+    topics: list[TopicData] = []
     for sp in _resolve(ctx.broker, req, version):
         tid = sp.topic_id.bytes if sp.topic_id is not None else bytes(16)
         if not topics or topics[-1].name != sp.topic:
@@ -175,7 +181,7 @@ def error_pieces(ctx: RequestContext, req, code: int) -> list:
 
 
 @handles(ApiKey.FETCH, versions=(4, 17), raw=True, error_encoder=error_pieces)
-async def fetch(ctx: RequestContext, req) -> list:
+async def fetch(ctx: RequestContext, req: protocol.FetchRequest) -> list:
     broker = ctx.broker
     version = ctx.api_version
     if version < 15:
@@ -206,6 +212,8 @@ async def fetch(ctx: RequestContext, req) -> list:
             session.epoch = session.epoch + 1 if session.epoch < 0x7FFFFFFF else 1
             for ft in req.forgotten_topics_data or []:
                 name = ft.topic if version < 13 else broker.topics.name_for_id(ft.topic_id)
+                if name is None:
+                    continue  # an unknown topic id: nothing of it is in the session
                 for p in ft.partitions:
                     session.partitions.pop((name, p), None)
             for sp in requested:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import TYPE_CHECKING
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
@@ -28,6 +29,9 @@ from odradek.coordinator.group.state import LeaveMember
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.broker.server import Broker
 
 log = logging.getLogger(__name__)
 
@@ -53,14 +57,14 @@ def _message(error: ErrorCode) -> str:
 # -- FindCoordinator ---------------------------------------------------------------------------
 
 
-def _endpoint(broker, node_id: int) -> tuple[int, str, int] | None:
+def _endpoint(broker: Broker, node_id: int) -> tuple[int, str, int] | None:
     for nid, host, port, _rack in broker.broker_endpoints():
         if nid == node_id:
             return nid, host, port
     return None
 
 
-def find_one(broker, key_type: int, key: str) -> tuple[ErrorCode, tuple[int, str, int]]:
+def find_one(broker: Broker, key_type: int, key: str) -> tuple[ErrorCode, tuple[int, str, int]]:
     no_node = (-1, "", -1)
     if key_type == TRANSACTION_KEY:
         # the leader of the id's __transaction_state partition (created on first use)
@@ -84,7 +88,9 @@ def find_one(broker, key_type: int, key: str) -> tuple[ErrorCode, tuple[int, str
 
 
 @handles(ApiKey.FIND_COORDINATOR, versions=(0, 6))
-async def find_coordinator(ctx: RequestContext, req) -> object:
+async def find_coordinator(
+    ctx: RequestContext, req: protocol.FindCoordinatorRequest
+) -> protocol.FindCoordinatorResponse:
     version = ctx.api_version
     key_type = req.key_type if version >= 1 else GROUP_KEY
     Resp = protocol.FindCoordinatorResponse
@@ -118,7 +124,9 @@ async def find_coordinator(ctx: RequestContext, req) -> object:
 
 
 @handles(ApiKey.JOIN_GROUP, versions=(0, 9))
-async def join_group(ctx: RequestContext, req) -> object:
+async def join_group(
+    ctx: RequestContext, req: protocol.JoinGroupRequest
+) -> protocol.JoinGroupResponse:
     version = ctx.api_version
     Resp = protocol.JoinGroupResponse
     coord = ctx.group_coordinator
@@ -175,7 +183,9 @@ async def join_group(ctx: RequestContext, req) -> object:
 
 
 @handles(ApiKey.SYNC_GROUP, versions=(0, 5))
-async def sync_group(ctx: RequestContext, req) -> object:
+async def sync_group(
+    ctx: RequestContext, req: protocol.SyncGroupRequest
+) -> protocol.SyncGroupResponse:
     version = ctx.api_version
     Resp = protocol.SyncGroupResponse
     coord = ctx.group_coordinator
@@ -219,7 +229,9 @@ async def sync_group(ctx: RequestContext, req) -> object:
 
 
 @handles(ApiKey.HEARTBEAT, versions=(0, 4))
-async def heartbeat(ctx: RequestContext, req) -> object:
+async def heartbeat(
+    ctx: RequestContext, req: protocol.HeartbeatRequest
+) -> protocol.HeartbeatResponse:
     coord = ctx.group_coordinator
     if coord is None:
         error = ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -234,7 +246,9 @@ async def heartbeat(ctx: RequestContext, req) -> object:
 
 
 @handles(ApiKey.LEAVE_GROUP, versions=(0, 5))
-async def leave_group(ctx: RequestContext, req) -> object:
+async def leave_group(
+    ctx: RequestContext, req: protocol.LeaveGroupRequest
+) -> protocol.LeaveGroupResponse:
     version = ctx.api_version
     Resp = protocol.LeaveGroupResponse
     if version >= 3:
@@ -268,7 +282,9 @@ async def leave_group(ctx: RequestContext, req) -> object:
 
 
 @handles(ApiKey.LIST_GROUPS, versions=(0, 5))
-async def list_groups(ctx: RequestContext, req) -> object:
+async def list_groups(
+    ctx: RequestContext, req: protocol.ListGroupsRequest
+) -> protocol.ListGroupsResponse:
     version = ctx.api_version
     Resp = protocol.ListGroupsResponse
     coord = ctx.group_coordinator
@@ -328,7 +344,9 @@ def _described(coord: GroupCoordinator | None, group_id: str, with_ops: bool) ->
 
 
 @handles(ApiKey.DESCRIBE_GROUPS, versions=(0, 5))
-async def describe_groups(ctx: RequestContext, req) -> object:
+async def describe_groups(
+    ctx: RequestContext, req: protocol.DescribeGroupsRequest
+) -> protocol.DescribeGroupsResponse:
     """Every name is answered, in order; a name asked twice is described once (the answer is
     shared), and the loop yields to the event loop every YIELD_EVERY names so that a request
     with 400,000 names does not stop other clients from being served (issue 11)."""
@@ -348,7 +366,9 @@ async def describe_groups(ctx: RequestContext, req) -> object:
 
 
 @handles(ApiKey.DELETE_GROUPS, versions=(0, 2))
-async def delete_groups(ctx: RequestContext, req) -> object:
+async def delete_groups(
+    ctx: RequestContext, req: protocol.DeleteGroupsRequest
+) -> protocol.DeleteGroupsResponse:
     Resp = protocol.DeleteGroupsResponse
     coord = ctx.group_coordinator
     names = list(req.groups_names)

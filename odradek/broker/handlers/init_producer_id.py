@@ -12,7 +12,9 @@ from odradek.wire.errors import ErrorCode
 
 
 @handles(ApiKey.INIT_PRODUCER_ID, versions=(0, 5))
-async def init_producer_id(ctx: RequestContext, req) -> object:
+async def init_producer_id(
+    ctx: RequestContext, req: protocol.InitProducerIdRequest
+) -> protocol.InitProducerIdResponse:
     broker = ctx.broker
     if req.transactional_id is not None:
         code, pid, epoch = await broker.txn_coordinator.init_producer_id(

@@ -9,17 +9,24 @@ detect truncation (KIP-320). Only the leader answers.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeAlias
+
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.broker.server import Broker
+
 UNDEFINED = -1
 
-Resp = protocol.OffsetForLeaderEpochResponse
-TopicResult = Resp.OffsetForLeaderTopicResult
-EpochEndOffset = TopicResult.EpochEndOffset
+Resp: TypeAlias = protocol.OffsetForLeaderEpochResponse
+TopicResult: TypeAlias = protocol.OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
+EpochEndOffset: TypeAlias = (
+    protocol.OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset
+)  # noqa: E501
 
 
 def end_offset_for(
@@ -43,8 +50,14 @@ def end_offset_for(
     return floor[0], higher[1]
 
 
-def _answer(broker, topic: str, p) -> EpochEndOffset:
-    def out(code=ErrorCode.NONE, epoch=UNDEFINED, end=UNDEFINED) -> EpochEndOffset:
+def _answer(
+    broker: Broker,
+    topic: str,
+    p: protocol.OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition,
+) -> EpochEndOffset:
+    def out(
+        code: int = ErrorCode.NONE, epoch: int = UNDEFINED, end: int = UNDEFINED
+    ) -> EpochEndOffset:
         return EpochEndOffset(
             error_code=code, partition=p.partition, leader_epoch=epoch, end_offset=end
         )
@@ -70,7 +83,9 @@ def _answer(broker, topic: str, p) -> EpochEndOffset:
 
 
 @handles(ApiKey.OFFSET_FOR_LEADER_EPOCH, versions=(2, 4))
-async def offset_for_leader_epoch(ctx: RequestContext, req) -> object:
+async def offset_for_leader_epoch(
+    ctx: RequestContext, req: protocol.OffsetForLeaderEpochRequest
+) -> protocol.OffsetForLeaderEpochResponse:
     broker = ctx.broker
     topics = [
         TopicResult(topic=t.topic, partitions=[_answer(broker, t.topic, p) for p in t.partitions])

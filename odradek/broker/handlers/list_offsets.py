@@ -11,22 +11,37 @@ the partition could be seen moving back after a leader change. Fetch has no such
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeAlias
+
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.broker.server import Broker
+
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -2, -1, -3, -4, -5
 READ_COMMITTED = 1
 
-Resp = protocol.ListOffsetsResponse
-TopicResp = Resp.ListOffsetsTopicResponse
-PartResp = TopicResp.ListOffsetsPartitionResponse
+Resp: TypeAlias = protocol.ListOffsetsResponse
+TopicResp: TypeAlias = protocol.ListOffsetsResponse.ListOffsetsTopicResponse
+PartResp: TypeAlias = (
+    protocol.ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
+)  # noqa: E501
 
 
-def list_offset(broker, topic: str, p, isolation: int, replica_id: int) -> PartResp:
-    def answer(code=ErrorCode.NONE, ts=-1, offset=-1, epoch=-1):
+def list_offset(
+    broker: Broker,
+    topic: str,
+    p: protocol.ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition,
+    isolation: int,
+    replica_id: int,
+) -> PartResp:
+    def answer(
+        code: int = ErrorCode.NONE, ts: int = -1, offset: int = -1, epoch: int = -1
+    ) -> PartResp:
         return PartResp(
             partition_index=p.partition_index,
             error_code=code,
@@ -82,7 +97,9 @@ def list_offset(broker, topic: str, p, isolation: int, replica_id: int) -> PartR
 
 
 @handles(ApiKey.LIST_OFFSETS, versions=(1, 9))
-async def list_offsets(ctx: RequestContext, req) -> object:
+async def list_offsets(
+    ctx: RequestContext, req: protocol.ListOffsetsRequest
+) -> protocol.ListOffsetsResponse:
     broker = ctx.broker
     isolation = req.isolation_level if ctx.api_version >= 2 else 0
     topics = [

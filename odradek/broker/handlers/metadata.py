@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import TYPE_CHECKING
 
 from odradek.broker.network.acl_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from odradek.broker.network.context import RequestContext
@@ -15,14 +16,18 @@ from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.broker.server import Broker
+
 ZERO_UUID = uuid.UUID(int=0)
 YIELD_EVERY = 512  # topics answered between yields to the event loop
 
 
 def topic_metadata(
-    broker, name: str, version: int
+    broker: Broker, name: str, version: int
 ) -> protocol.MetadataResponse.MetadataResponseTopic:
     info = broker.topics.info(name)
+    assert info is not None  # the caller found it
     R = protocol.MetadataResponse.MetadataResponseTopic
     P = R.MetadataResponsePartition
     live = set(broker.live_brokers())
@@ -49,7 +54,11 @@ def topic_metadata(
     )
 
 
-def _with_operations(topic, version: int, req) -> object:
+def _with_operations(
+    topic: protocol.MetadataResponse.MetadataResponseTopic,
+    version: int,
+    req: protocol.MetadataRequest,
+) -> protocol.MetadataResponse.MetadataResponseTopic:
     # v8+: with no authorizer every operation is allowed, as Kafka answers (librdkafka's
     # describe_cluster / describe_topics read these from Metadata v8-10)
     if version >= 8 and req.include_topic_authorized_operations:
@@ -57,13 +66,15 @@ def _with_operations(topic, version: int, req) -> object:
     return topic
 
 
-def error_topic(name: str | None, topic_id: uuid.UUID, code: ErrorCode):
+def error_topic(
+    name: str | None, topic_id: uuid.UUID, code: ErrorCode
+) -> protocol.MetadataResponse.MetadataResponseTopic:
     return protocol.MetadataResponse.MetadataResponseTopic(
         error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[]
     )
 
 
-async def _requested(broker, wanted: list, version: int, auto_create: bool) -> list:
+async def _requested(broker: Broker, wanted: list, version: int, auto_create: bool) -> list:
     """The topics asked for by name or id. Each is answered once (Kafka collects them in a set),
     and the loop yields every YIELD_EVERY topics so a request with 100,000 ids does not stop
     other clients from being served (issue 11)."""
@@ -101,7 +112,7 @@ async def _requested(broker, wanted: list, version: int, auto_create: bool) -> l
 
 
 @handles(ApiKey.METADATA, versions=(0, 13))
-async def metadata(ctx: RequestContext, req) -> object:
+async def metadata(ctx: RequestContext, req: protocol.MetadataRequest) -> protocol.MetadataResponse:
     broker = ctx.broker
     version = ctx.api_version
     auto_create = broker.config.get("auto.create.topics.enable") and (

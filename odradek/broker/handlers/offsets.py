@@ -13,6 +13,7 @@ OffsetDelete (key 47), v0 (KIP-496).
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
@@ -22,8 +23,11 @@ from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.broker.server import Broker
 
-def _partition_exists(broker, topic: str, index: int) -> bool:
+
+def _partition_exists(broker: Broker, topic: str, index: int) -> bool:
     info = broker.topics.info(topic)
     return info is not None and 0 <= index < len(info.partitions)
 
@@ -32,7 +36,9 @@ def _partition_exists(broker, topic: str, index: int) -> bool:
 
 
 @handles(ApiKey.OFFSET_COMMIT, versions=(2, 9))
-async def offset_commit(ctx: RequestContext, req) -> object:
+async def offset_commit(
+    ctx: RequestContext, req: protocol.OffsetCommitRequest
+) -> protocol.OffsetCommitResponse:
     version = ctx.api_version
     broker = ctx.broker
     Resp = protocol.OffsetCommitResponse
@@ -95,7 +101,12 @@ async def offset_commit(ctx: RequestContext, req) -> object:
 # -- OffsetFetch -------------------------------------------------------------------------------
 
 
-def _fetch_group(ctx: RequestContext, group_id: str, topics, require_stable: bool):
+def _fetch_group(
+    ctx: RequestContext,
+    group_id: str,
+    topics: list[protocol.OffsetFetchRequest.OffsetFetchRequestTopic] | None,
+    require_stable: bool,
+) -> tuple[ErrorCode, dict[str, list[tuple[int, int, int, str | None, ErrorCode]]]]:
     """(error, {topic: [(partition, offset, epoch, metadata, error)]}) for one group."""
     coord = ctx.group_coordinator
     partitions = (
@@ -113,7 +124,9 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics, require_stable: boo
 
 
 @handles(ApiKey.OFFSET_FETCH, versions=(1, 9))
-async def offset_fetch(ctx: RequestContext, req) -> object:
+async def offset_fetch(
+    ctx: RequestContext, req: protocol.OffsetFetchRequest
+) -> protocol.OffsetFetchResponse:
     version = ctx.api_version
     Resp = protocol.OffsetFetchResponse
     require_stable = bool(req.require_stable) if version >= 7 else False
@@ -185,7 +198,9 @@ async def offset_fetch(ctx: RequestContext, req) -> object:
 
 
 @handles(ApiKey.OFFSET_DELETE, versions=(0, 0))
-async def offset_delete(ctx: RequestContext, req) -> object:
+async def offset_delete(
+    ctx: RequestContext, req: protocol.OffsetDeleteRequest
+) -> protocol.OffsetDeleteResponse:
     broker = ctx.broker
     Resp = protocol.OffsetDeleteResponse
     TopicResp = Resp.OffsetDeleteResponseTopic

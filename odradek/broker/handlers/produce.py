@@ -14,6 +14,7 @@ there could stop a coordinator from loading.
 from __future__ import annotations
 
 import logging
+from typing import TypeAlias
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
@@ -27,9 +28,9 @@ from odradek.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-Resp = protocol.ProduceResponse
-TopicResp = Resp.TopicProduceResponse
-PartResp = TopicResp.PartitionProduceResponse
+Resp: TypeAlias = protocol.ProduceResponse
+TopicResp: TypeAlias = protocol.ProduceResponse.TopicProduceResponse
+PartResp: TypeAlias = protocol.ProduceResponse.TopicProduceResponse.PartitionProduceResponse
 
 
 def _is_internal(ctx: RequestContext, topic: str) -> bool:
@@ -63,10 +64,9 @@ def _produce_one(
         )
     part = broker.topics.get(topic, index)
     if part is None:
-        if broker.topics.info(topic) is not None:
-            info = broker.topics.info(topic)
-            if 0 <= index < len(info.partitions):
-                return AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        info = broker.topics.info(topic)
+        if info is not None and 0 <= index < len(info.partitions):
+            return AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return AppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     try:
         validated = validate(records, part.log.config, now_ms(), ctx.api_version)
@@ -101,7 +101,9 @@ def _produce_one(
 
 
 @handles(ApiKey.PRODUCE, versions=(3, 11), advertise_min=0)
-async def produce(ctx: RequestContext, req) -> object | None:
+async def produce(
+    ctx: RequestContext, req: protocol.ProduceRequest
+) -> protocol.ProduceResponse | None:
     broker = ctx.broker
     version = ctx.api_version
     responses = []
@@ -114,7 +116,9 @@ async def produce(ctx: RequestContext, req) -> object | None:
         for pd in td.partition_data:
             res = _produce_one(ctx, name, pd.index, pd.records, req.acks, req.transactional_id)
             if res.error == ErrorCode.NONE and req.acks == -1:
-                waits.append((broker.topics.get(name, pd.index), res))
+                part = broker.topics.get(name, pd.index)
+                if part is not None:  # appended, so it exists
+                    waits.append((part, res))
             parts.append((pd.index, res))
         responses.append((name, td, parts))
     if waits:

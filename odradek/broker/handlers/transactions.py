@@ -16,7 +16,7 @@ coordinator for partitions this broker leads.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
@@ -27,6 +27,12 @@ from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.broker.server import Broker
+
+# The per-topic result class differs between AddPartitionsToTxn v3- and v4+; same fields.
+TopicResult: TypeAlias = protocol.AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
+
 
 def _fenced(error: ErrorCode, version: int, first_fenced_version: int) -> ErrorCode:
     """Versions before KIP-588 know PRODUCER_FENCED as INVALID_PRODUCER_EPOCH."""
@@ -35,7 +41,7 @@ def _fenced(error: ErrorCode, version: int, first_fenced_version: int) -> ErrorC
     return error
 
 
-def _partition_exists(broker: Any, topic: str, index: int) -> bool:
+def _partition_exists(broker: Broker, topic: str, index: int) -> bool:
     info = broker.topics.info(topic)
     return info is not None and 0 <= index < len(info.partitions)
 
@@ -76,8 +82,11 @@ async def _add_one(
 
 
 def _topic_results(
-    cls: Any, topics: list[Any], errors: dict[tuple[str, int], ErrorCode], version: int
-) -> list[Any]:
+    cls: type[TopicResult],
+    topics: list[protocol.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic],
+    errors: dict[tuple[str, int], ErrorCode],
+    version: int,
+) -> list[TopicResult]:
     Part = cls.AddPartitionsToTxnPartitionResult
     return [
         cls(
@@ -94,7 +103,9 @@ def _topic_results(
 
 
 @handles(ApiKey.ADD_PARTITIONS_TO_TXN, versions=(0, 5))
-async def add_partitions_to_txn(ctx: RequestContext, req: Any) -> object:
+async def add_partitions_to_txn(
+    ctx: RequestContext, req: protocol.AddPartitionsToTxnRequest
+) -> protocol.AddPartitionsToTxnResponse:
     version = ctx.api_version
     Resp = protocol.AddPartitionsToTxnResponse
     if version < 4:
@@ -140,7 +151,9 @@ async def add_partitions_to_txn(ctx: RequestContext, req: Any) -> object:
 
 
 @handles(ApiKey.ADD_OFFSETS_TO_TXN, versions=(0, 4))
-async def add_offsets_to_txn(ctx: RequestContext, req: Any) -> object:
+async def add_offsets_to_txn(
+    ctx: RequestContext, req: protocol.AddOffsetsToTxnRequest
+) -> protocol.AddOffsetsToTxnResponse:
     error = await ctx.txn_coordinator.add_offsets(
         req.transactional_id, req.producer_id, req.producer_epoch, req.group_id
     )
@@ -150,7 +163,7 @@ async def add_offsets_to_txn(ctx: RequestContext, req: Any) -> object:
 
 
 @handles(ApiKey.END_TXN, versions=(0, 4))
-async def end_txn(ctx: RequestContext, req: Any) -> object:
+async def end_txn(ctx: RequestContext, req: protocol.EndTxnRequest) -> protocol.EndTxnResponse:
     error = await ctx.txn_coordinator.end_txn(
         req.transactional_id, req.producer_id, req.producer_epoch, bool(req.committed)
     )
@@ -162,7 +175,9 @@ async def end_txn(ctx: RequestContext, req: Any) -> object:
 # -- TxnOffsetCommit ---------------------------------------------------------------------------
 
 
-def _txn_offset_errors(ctx: RequestContext, req: Any) -> dict[tuple[str, int], ErrorCode]:
+def _txn_offset_errors(
+    ctx: RequestContext, req: protocol.TxnOffsetCommitRequest
+) -> dict[tuple[str, int], ErrorCode]:
     version = ctx.api_version
     broker = ctx.broker
     errors: dict[tuple[str, int], ErrorCode] = {}
@@ -213,7 +228,9 @@ def _txn_offset_errors(ctx: RequestContext, req: Any) -> dict[tuple[str, int], E
     return errors
 
 
-async def _replicated(ctx: RequestContext, req: Any, errors: dict) -> None:
+async def _replicated(
+    ctx: RequestContext, req: protocol.TxnOffsetCommitRequest, errors: dict
+) -> None:
     """Answer the staged offsets only once the ISR has them (internal_topics.offsets_replicated)."""
     if any(e == ErrorCode.NONE for e in errors.values()):
         error = await offsets_replicated(ctx.broker, req.group_id)
@@ -222,7 +239,9 @@ async def _replicated(ctx: RequestContext, req: Any, errors: dict) -> None:
 
 
 @handles(ApiKey.TXN_OFFSET_COMMIT, versions=(0, 4))
-async def txn_offset_commit(ctx: RequestContext, req: Any) -> object:
+async def txn_offset_commit(
+    ctx: RequestContext, req: protocol.TxnOffsetCommitRequest
+) -> protocol.TxnOffsetCommitResponse:
     Resp = protocol.TxnOffsetCommitResponse
     Topic = Resp.TxnOffsetCommitResponseTopic
     Part = Topic.TxnOffsetCommitResponsePartition
@@ -250,7 +269,9 @@ async def txn_offset_commit(ctx: RequestContext, req: Any) -> object:
 
 
 @handles(ApiKey.WRITE_TXN_MARKERS, versions=(1, 1))
-async def write_txn_markers(ctx: RequestContext, req: Any) -> object:
+async def write_txn_markers(
+    ctx: RequestContext, req: protocol.WriteTxnMarkersRequest
+) -> protocol.WriteTxnMarkersResponse:
     Resp = protocol.WriteTxnMarkersResponse
     Result = Resp.WritableTxnMarkerResult
     TopicResult = Result.WritableTxnMarkerTopicResult

@@ -9,8 +9,6 @@ minimum duration (KIP-994).
 
 from __future__ import annotations
 
-from typing import Any
-
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.wire import protocol
@@ -19,7 +17,9 @@ from odradek.wire.errors import ErrorCode
 
 
 @handles(ApiKey.DESCRIBE_PRODUCERS, versions=(0, 0))
-async def describe_producers(ctx: RequestContext, req: Any) -> object:
+async def describe_producers(
+    ctx: RequestContext, req: protocol.DescribeProducersRequest
+) -> protocol.DescribeProducersResponse:
     Resp = protocol.DescribeProducersResponse
     TopicResp = Resp.TopicResponse
     PartResp = TopicResp.PartitionResponse
@@ -73,7 +73,9 @@ async def describe_producers(ctx: RequestContext, req: Any) -> object:
 
 
 @handles(ApiKey.DESCRIBE_TRANSACTIONS, versions=(0, 0))
-async def describe_transactions(ctx: RequestContext, req: Any) -> object:
+async def describe_transactions(
+    ctx: RequestContext, req: protocol.DescribeTransactionsRequest
+) -> protocol.DescribeTransactionsResponse:
     Resp = protocol.DescribeTransactionsResponse
     State = Resp.TransactionState
     Topic = State.TopicData
@@ -114,7 +116,9 @@ async def describe_transactions(ctx: RequestContext, req: Any) -> object:
 
 
 @handles(ApiKey.LIST_TRANSACTIONS, versions=(0, 1))
-async def list_transactions(ctx: RequestContext, req: Any) -> object:
+async def list_transactions(
+    ctx: RequestContext, req: protocol.ListTransactionsRequest
+) -> protocol.ListTransactionsResponse:
     Resp = protocol.ListTransactionsResponse
     coord = ctx.txn_coordinator
     duration = req.duration_filter if ctx.api_version >= 1 else -1

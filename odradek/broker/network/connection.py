@@ -29,12 +29,15 @@ import logging
 import struct
 import termios
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from odradek.broker.network.dispatch import ProtocolError, dispatch
 from odradek.broker.network.memory_pool import MemoryPool
 from odradek.wire.frames import FrameDecoder, FrameError
 from odradek.wire.regions import FileRegion, Piece
+
+if TYPE_CHECKING:
+    from odradek.broker.server import Broker
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +45,7 @@ _NATIVE_INT = struct.Struct("i")
 
 
 class Connection(asyncio.BufferedProtocol):
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.max_frame = broker.config.get("socket.request.max.bytes")
         self.pool: MemoryPool = broker.memory_pool
@@ -120,7 +123,8 @@ class Connection(asyncio.BufferedProtocol):
             if sock is None:
                 return 0
             buf = fcntl.ioctl(sock.fileno(), termios.FIONREAD, bytes(4))
-            return max(0, _NATIVE_INT.unpack(buf)[0])
+            waiting: int = _NATIVE_INT.unpack(buf)[0]
+            return max(0, waiting)
         except (OSError, ValueError):
             return 0
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import REGISTRY, advertised
@@ -22,6 +22,10 @@ from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 from odradek.wire.header import HeaderError, finish_flexible, parse_fixed
 from odradek.wire.regions import Piece
+
+if TYPE_CHECKING:
+    from odradek.broker.network.connection import Connection
+    from odradek.broker.server import Broker
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +49,11 @@ def unsupported_api_versions(correlation_id: int) -> list[Piece]:
     return [protocol.encode_response(ApiKey.API_VERSIONS, 0, correlation_id, resp)]
 
 
-async def _inject(faults: FaultInjector, ctx: RequestContext, request: Any) -> list[Piece] | None:
+async def _inject(
+    faults: FaultInjector,
+    ctx: RequestContext,
+    request: Any,  # the decoded request: kafka-python's untyped message class for this key
+) -> list[Piece] | None:
     """Apply a pause, delay or injected error; a list (maybe empty) replaces the answer."""
     await faults.running.wait()
     rule = faults.take(ctx.header.api_key)
@@ -73,7 +81,7 @@ async def _inject(faults: FaultInjector, ctx: RequestContext, request: Any) -> l
 
 
 async def dispatch(
-    broker: Any, payload: bytes, peer: str, connection: Any = None
+    broker: Broker, payload: bytes | bytearray, peer: str, connection: Connection | None = None
 ) -> list[Piece] | None:
     try:
         header = parse_fixed(payload)
@@ -119,7 +127,8 @@ async def dispatch(
     if response is None:
         return None
     if reg.raw:
-        return response
+        pieces: list[Piece] = response  # a raw handler returns its framed pieces
+        return pieces
     if big and header.api_key in THREAD_ENCODE:
         encoded = await asyncio.to_thread(
             protocol.encode_response, header.api_key, version, header.correlation_id, response

@@ -22,7 +22,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from odradek.broker.server import Broker
 
 MAX_BUCKETS = 10_000  # full buckets are forgotten past this many (Kafka expires idle sensors)
 
@@ -126,7 +129,7 @@ class MutationQuota:
         return max(0, int(self._throttle_ms - elapsed_ms))
 
 
-def quotas_of(broker: Any) -> MutationQuotas:
+def quotas_of(broker: Broker) -> MutationQuotas:
     """The broker's quotas."""
     quotas: MutationQuotas = broker.mutation_quotas
     return quotas

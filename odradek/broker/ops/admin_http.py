@@ -26,12 +26,16 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable
+from enum import IntEnum
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.ops.faults import FaultRule, api_key, error_code
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.broker.server import Broker
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +68,7 @@ def _rule_json(rule: FaultRule) -> dict[str, Any]:
     }
 
 
-def _name(enum: Any, value: int) -> str:
+def _name(enum: type[IntEnum], value: int) -> str:
     try:
         return enum(value).name
     except ValueError:
@@ -98,7 +102,7 @@ def _api_field(body: dict[str, Any]) -> int:
 class AdminHttpServer:
     """Started and stopped with the broker (it is one of `Broker.services`)."""
 
-    def __init__(self, broker: Any, listen: str) -> None:
+    def __init__(self, broker: Broker, listen: str) -> None:
         self.broker = broker
         self.host, self.port = parse_listen(listen)
         self.server: asyncio.base_events.Server | None = None
@@ -339,7 +343,7 @@ async def _respond(
     await writer.drain()
 
 
-def start_admin_http(broker: Any, listen: str | None = None) -> AdminHttpServer:
+def start_admin_http(broker: Broker, listen: str | None = None) -> AdminHttpServer:
     """An endpoint for `broker` on `listen` (default: its `odradek.admin.listen`), registered as
     one of its services so `Broker.start()` / `stop()` run it. Called by `Broker.__init__`
     when the key is set; call it yourself before `start()` to add one to a broker."""

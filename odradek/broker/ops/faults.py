@@ -101,7 +101,7 @@ class FaultInjector:
         log.info("broker resumed")
 
 
-def api_key(value: Any) -> int:
+def api_key(value: int | str) -> int:
     """An API key from an ApiKey, a number, or a name ("produce", "FETCH", "Produce")."""
     if isinstance(value, str):
         name = "".join("_" + c if c.isupper() and i else c for i, c in enumerate(value))
@@ -112,13 +112,14 @@ def api_key(value: Any) -> int:
     return int(ApiKey(int(value)))
 
 
-def error_code(value: Any) -> int:
+def error_code(value: int | str) -> int:
     """An error code from an ErrorCode, a number or a name ("NOT_LEADER_OR_FOLLOWER")."""
     if isinstance(value, str):
         return int(ErrorCode[value.upper()])
     return int(ErrorCode(int(value)))
 
 
+# kafka-python's message structs and their schema fields are untyped: Any below is theirs.
 def _struct_fields(struct: Any, version: int) -> list[Any]:
     return [f for f in struct.untagged_fields(version)]
 
@@ -167,7 +168,7 @@ class _IntItem:
         self.partition_index = value
 
 
-def error_response(api_key: int, version: int, request: Any, code: int) -> Any:
+def error_response(api_key: int, version: int, request: Any, code: int) -> Any:  # kafka-python
     """A well-formed response of `api_key` answering `request` with `code` everywhere."""
     cls = protocol.response_class(api_key)
     values = _mirror(cls._struct, version, request, code)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import os
 import struct
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
@@ -19,6 +20,9 @@ from prometheus_client.core import GaugeMetricFamily
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 from odradek.wire.regions import FileRegion
+
+if TYPE_CHECKING:
+    from odradek.broker.server import Broker
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +40,10 @@ def _api_name(key: int) -> str:
 class _StateCollector:
     """Gauges read from broker state at scrape time."""
 
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
-    def collect(self):
+    def collect(self) -> Iterator[GaugeMetricFamily]:
         b = self.broker
         conns = GaugeMetricFamily("odradek_connections", "Open client connections")
         conns.add_metric([], len(b.connections))
@@ -70,7 +74,7 @@ class _StateCollector:
                 yield reb
 
 
-def _group_count(groups: Any) -> int:
+def _group_count(groups: object) -> int:
     for attr in ("group_count", "groups"):
         value = getattr(groups, attr, None)
         if callable(value):
@@ -86,7 +90,7 @@ def _group_count(groups: Any) -> int:
 
 
 class BrokerMetrics:
-    def __init__(self, broker: Any, listen: str) -> None:
+    def __init__(self, broker: Broker, listen: str) -> None:
         self.broker = broker
         host, _, port = listen.rpartition(":")
         self.host = host or "127.0.0.1"
@@ -114,6 +118,7 @@ class BrokerMetrics:
         )
         self.errors = Counter("odradek_errors", "Error codes returned", ["api", "code"], registry=r)
         r.register(_StateCollector(broker))
+        # prometheus_client's (WSGIServer, Thread): the library's own annotations say no more
         self._server: Any = None
         self._thread: Any = None
 
@@ -136,7 +141,7 @@ class BrokerMetrics:
 
     # -- recording ------------------------------------------------------------------------------
 
-    def request(self, api_key: int, seconds: float, response: Any) -> None:
+    def request(self, api_key: int, seconds: float, response: object) -> None:
         api = _api_name(api_key)
         self.requests.labels(api).inc()
         self.latency.labels(api).observe(seconds)
@@ -179,7 +184,7 @@ def _records_in_region(region: FileRegion) -> int:
     return count
 
 
-def _error_codes(obj: Any, depth: int):
+def _error_codes(obj: object, depth: int) -> Iterator[int]:
     code = getattr(obj, "error_code", None)
     if isinstance(code, int):
         yield code

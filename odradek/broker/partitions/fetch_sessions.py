@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import random
 import time
+import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -25,7 +26,7 @@ INITIAL_EPOCH = 0
 @dataclass(slots=True)
 class SessionPartition:
     topic: str
-    topic_id: object
+    topic_id: uuid.UUID | None  # None before Fetch v13 (topics by name)
     partition: int
     fetch_offset: int
     max_bytes: int

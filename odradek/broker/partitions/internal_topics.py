@@ -21,11 +21,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from odradek.broker.partitions.topics import TopicError
 from odradek.coordinator.group.coordinator import OFFSETS_TOPIC, GroupCoordinator, append_error
 from odradek.wire.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.broker.server import Broker
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +38,7 @@ EXTENSION = "internal_topic_creator"
 class InternalTopicCreator:
     """Starts at most one creation per internal topic and remembers what it last logged."""
 
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.pending: dict[str, asyncio.Task[None]] = {}
         self._warned: dict[str, tuple[int, int]] = {}
@@ -111,13 +114,13 @@ class InternalTopicCreator:
         self.pending.clear()
 
 
-def creator(broker: Any) -> InternalTopicCreator:
+def creator(broker: Broker) -> InternalTopicCreator:
     """This broker's creator."""
     creator: InternalTopicCreator = broker.internal_topics
     return creator
 
 
-def ensure_offsets_topic(broker: Any, coord: GroupCoordinator) -> bool:
+def ensure_offsets_topic(broker: Broker, coord: GroupCoordinator) -> bool:
     """True when `__consumer_offsets` exists; else its creation starts (in the background, with
     the configured replication factor once enough brokers are alive: `internal_topics.py`) and
     the caller answers COORDINATOR_NOT_AVAILABLE, as Kafka's auto topic creation."""
@@ -136,7 +139,7 @@ def ensure_offsets_topic(broker: Any, coord: GroupCoordinator) -> bool:
     )
 
 
-async def offsets_replicated(broker: Any, group_id: str) -> ErrorCode:
+async def offsets_replicated(broker: Broker, group_id: str) -> ErrorCode:
     """Wait until the ISR holds everything appended so far to the group's `__consumer_offsets`
     partition. Kafka answers the coordinator's writes (OffsetCommit, TxnOffsetCommit, the
     assignment of SyncGroup) only once they are replicated (acks=-1 within

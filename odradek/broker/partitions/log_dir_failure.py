@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from odradek.broker.server import Broker
 
 log = logging.getLogger(__name__)
 
 
 class LogDirFailureHandler:
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.halt_task: asyncio.Task[None] | None = None
         broker.logs.on_dir_failure(self.on_failure)

@@ -10,7 +10,8 @@ import asyncio
 import logging
 import re
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.cluster.metadata_store import (
     MetadataStore,
@@ -23,6 +24,10 @@ from odradek.log.config import ConfigError, validate_topic_configs
 from odradek.log.log import write_partition_metadata
 from odradek.log.manager import LogManager
 from odradek.wire.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.broker.config import BrokerConfig
+    from odradek.log.config import LogConfig
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +53,12 @@ def check_topic_name(name: str | None) -> None:
 
 class TopicManager:
     def __init__(
-        self, config: Any, store: MetadataStore, logs: LogManager, node_id: int, live_brokers
+        self,
+        config: BrokerConfig,
+        store: MetadataStore,
+        logs: LogManager,
+        node_id: int,
+        live_brokers: Callable[[], list[int]],
     ) -> None:
         self.config = config
         self.store = store
@@ -146,7 +156,7 @@ class TopicManager:
     def name_for_id(self, topic_id: uuid.UUID) -> str | None:
         return self.by_id.get(topic_id)
 
-    def log_config(self, topic: str):
+    def log_config(self, topic: str) -> LogConfig:
         info = self.store.topics.get(topic)
         overrides = validate_topic_configs(info.configs) if info else {}
         return self.config.log_config(overrides)

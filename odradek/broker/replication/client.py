@@ -46,6 +46,7 @@ class PeerClient:
         sock = self._writer.get_extra_info("sockname")
         self.local_address = (sock[0], sock[1]) if sock else None
 
+    # request and response are kafka-python's untyped message objects
     async def request(self, api_key: int, version: int, request: Any, timeout: float) -> Any:
         """Send one request and return the decoded response (raises PeerError)."""
         if not self.connected:

@@ -42,6 +42,7 @@ from odradek.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
     from odradek.broker.cluster.metadata_store import MetadataStore
+    from odradek.broker.partitions.partition import Partition
     from odradek.broker.server import Broker
 
 
@@ -194,7 +195,7 @@ class ReplicaFetcher:
             self.client.close()
             self.client = None
 
-    def _current(self, state: FetchState) -> Any | None:
+    def _current(self, state: FetchState) -> Partition | None:
         """The local partition when `state` still describes it (else None: it moved on)."""
         if self.partitions.get((state.topic, state.index)) is not state:
             return None
@@ -227,7 +228,7 @@ class ReplicaFetcher:
                 reason,
             )
 
-    def _guarded(self, state: FetchState, fn: Callable[..., object], *args: Any) -> object:
+    def _guarded(self, state: FetchState, fn: Callable[..., object], *args: object) -> object:
         """`fn(*args)`: one partition's local work; a storage error (or a bug) fails that
         partition only, the fetcher goes on with the others."""
         try:
@@ -242,7 +243,7 @@ class ReplicaFetcher:
     # -- truncation (OffsetForLeaderEpoch) --------------------------------------------------
 
     async def _truncate(self, states: list[FetchState]) -> None:
-        Req = protocol.request_class(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+        Req = protocol.OffsetForLeaderEpochRequest
         topics: dict[str, list[Any]] = {}
         asked: dict[tuple[str, int], tuple[FetchState, int]] = {}
         for st in states:
@@ -293,7 +294,7 @@ class ReplicaFetcher:
                 self._guarded(st, self._apply_epoch_answer, part, st, asked_epoch, *answer)
 
     def _apply_epoch_answer(
-        self, part: Any, st: FetchState, asked: int, epoch: int, end_offset: int
+        self, part: Partition, st: FetchState, asked: int, epoch: int, end_offset: int
     ) -> None:
         lg = part.log
         leo = lg.log_end_offset
@@ -311,7 +312,7 @@ class ReplicaFetcher:
             if lg.epochs.latest_epoch >= asked:
                 st.truncating = False  # no progress possible: fetch and let the leader judge
 
-    def _truncate_to(self, part: Any, st: FetchState, offset: int) -> None:
+    def _truncate_to(self, part: Partition, st: FetchState, offset: int) -> None:
         lg = part.log
         offset = max(offset, lg.log_start_offset)
         if offset < lg.log_end_offset:
@@ -333,7 +334,7 @@ class ReplicaFetcher:
     async def _fetch(self, states: list[FetchState]) -> bool:
         """One Fetch round; False when nothing could be asked or every answer was an error."""
         mgr = self.manager
-        Req = protocol.request_class(ApiKey.FETCH)
+        Req = protocol.FetchRequest
         FP = Req.FetchTopic.FetchPartition
         topics: dict[str, list[Any]] = {}
         asked: dict[tuple[str, int], tuple[FetchState, int]] = {}
@@ -392,7 +393,13 @@ class ReplicaFetcher:
                 progressed = bool(applied) or progressed
         return progressed
 
-    def _apply_fetched(self, part: Any, st: FetchState, offset: int, p: Any) -> bool:
+    def _apply_fetched(
+        self,
+        part: Partition,
+        st: FetchState,
+        offset: int,
+        p: protocol.FetchResponse.FetchableTopicResponse.PartitionData,
+    ) -> bool:
         """Append one partition's answer (no await inside: one writer)."""
         lg = part.log
         code = p.error_code

@@ -31,7 +31,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.cluster.controller import Controller
 from odradek.broker.cluster.metadata_store import (
@@ -46,6 +46,9 @@ from odradek.broker.replication.isr import LeaderTracker
 from odradek.broker.replication.purgatory import wait_for_acks
 from odradek.wire.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.broker.server import Broker
+
 log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
@@ -57,7 +60,7 @@ def now_ms() -> float:
 
 
 class ReplicaManager:
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.store = broker.store
         self.node_id: int = broker.node_id
@@ -206,7 +209,7 @@ class ReplicaManager:
         for key in [k for k in list(self.applied) + list(topics.partitions) if k[0] == name]:
             part = topics.partitions.get(key)
             gone = info is None or key[1] >= len(info.partitions)
-            if part is None or gone or part.topic_id != info.topic_id:
+            if part is None or gone or (info is not None and part.topic_id != info.topic_id):
                 self._forget(key)
                 if part is not None:
                     topics.remove_local(*key)
@@ -248,7 +251,7 @@ class ReplicaManager:
 
     # -- leader and follower ----------------------------------------------------------------
 
-    def _become_leader(self, part: Any, st: PartitionState, first: bool) -> None:
+    def _become_leader(self, part: Partition, st: PartitionState, first: bool) -> None:
         key = (part.topic, part.index)
         for fetcher in self.fetchers.values():
             fetcher.remove(key)
@@ -278,7 +281,7 @@ class ReplicaManager:
         )
         self.broker.topics.notify_leadership(part, True)
 
-    def _become_follower(self, part: Any, st: PartitionState) -> None:
+    def _become_follower(self, part: Partition, st: PartitionState) -> None:
         key = (part.topic, part.index)
         self.trackers.pop(key, None)
         part.replicas = list(st.replicas)
@@ -292,10 +295,10 @@ class ReplicaManager:
             if node != st.leader:
                 fetcher.remove(key)
         if st.leader >= 0 and not self.closing.is_set():
-            fetcher = self.fetchers.get(st.leader)
-            if fetcher is None:
-                fetcher = self.fetchers[st.leader] = ReplicaFetcher(self, st.leader)
-            fetcher.add(part.topic, part.index, st.leader_epoch)
+            leader_fetcher = self.fetchers.get(st.leader)
+            if leader_fetcher is None:
+                leader_fetcher = self.fetchers[st.leader] = ReplicaFetcher(self, st.leader)
+            leader_fetcher.add(part.topic, part.index, st.leader_epoch)
         log.info(
             "%s-%d: follower of %d in epoch %d at offset %d",
             part.topic,
@@ -308,7 +311,7 @@ class ReplicaManager:
 
     # -- leader side: follower fetches, high watermark, ISR ---------------------------------
 
-    def on_follower_fetch(self, part: Any, replica_id: int, fetch_offset: int) -> None:
+    def on_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int) -> None:
         """The fetch handler's hook for every partition of a fetch with a replica id."""
         tracker = self.trackers.get((part.topic, part.index))
         if tracker is None or not part.is_leader:
@@ -328,7 +331,7 @@ class ReplicaManager:
         reg = self.store.broker(node)
         return reg is not None and not reg.shutting_down
 
-    def _advance_high_watermark(self, part: Any) -> None:
+    def _advance_high_watermark(self, part: Partition) -> None:
         tracker = self.trackers.get((part.topic, part.index))
         leo = part.log.log_end_offset
         hw = leo if tracker is None else tracker.high_watermark(part.isr, leo)
@@ -336,7 +339,7 @@ class ReplicaManager:
             part.high_watermark = hw
             part.wake()
 
-    def _alter_isr(self, part: Any, isr: list[int], why: str) -> bool:
+    def _alter_isr(self, part: Partition, isr: list[int], why: str) -> bool:
         """Change the ISR in the store (conditional on our epochs), then locally."""
         info = self.store.topics.get(part.topic)
         if info is None or part.index >= len(info.partitions):

@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.wire.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from odradek.broker.partitions.partition import AppendResult, Partition
 
-def _settle(part: Any, required: int, epoch: int, result: Any) -> bool:
+
+def _settle(part: Partition, required: int, epoch: int, result: AppendResult) -> bool:
     """Decide `result` when its wait is over; False while it must keep waiting."""
     if not part.is_leader or part.leader_epoch != epoch:
         result.error = ErrorCode.NOT_LEADER_OR_FOLLOWER

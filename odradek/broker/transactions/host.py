@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import struct
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.partitions import internal_topics
 from odradek.broker.partitions.internal_topics import ensure_offsets_topic
@@ -27,12 +27,16 @@ from odradek.wire.compression import max_decompressed_size
 from odradek.wire.errors import ErrorCode
 from odradek.wire.records import build_batch, decode_records
 
+if TYPE_CHECKING:
+    from odradek.broker.server import Broker
+    from odradek.log.log import Log
+
 log = logging.getLogger(__name__)
 
 APPEND_TIMEOUT_MS = 5000
 
 
-def iter_records(lg: Any, max_offset: int) -> Iterator[tuple[bytes | None, bytes | None]]:
+def iter_records(lg: Log, max_offset: int) -> Iterator[tuple[bytes | None, bytes | None]]:
     """(key, value) of every data record of a log below `max_offset`, in offset order.
 
     A batch that cannot be decoded is logged once and skipped: no stored byte may stop the
@@ -67,7 +71,7 @@ def iter_records(lg: Any, max_offset: int) -> Iterator[tuple[bytes | None, bytes
 class BrokerTxnHost:
     """The coordinator's view of the broker (`odradek.coordinator.txn.coordinator.TxnHost`)."""
 
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.markers = MarkerSender(broker)
 
@@ -163,19 +167,19 @@ class StateTopicListener:
     def __init__(self, coordinator: TransactionCoordinator) -> None:
         self.coordinator = coordinator
 
-    def on_partition_added(self, part: Any) -> None:
+    def on_partition_added(self, part: Partition) -> None:
         if part.topic == STATE_TOPIC and part.is_leader:
             self.coordinator.on_election(part.index)
 
-    def on_become_leader(self, part: Any) -> None:
+    def on_become_leader(self, part: Partition) -> None:
         if part.topic == STATE_TOPIC:
             self.coordinator.on_election(part.index)
 
-    def on_become_follower(self, part: Any) -> None:
+    def on_become_follower(self, part: Partition) -> None:
         if part.topic == STATE_TOPIC:
             self.coordinator.on_resignation(part.index)
 
-    def on_partition_removed(self, part: Any) -> None:
+    def on_partition_removed(self, part: Partition) -> None:
         self.on_become_follower(part)
 
 
@@ -209,7 +213,7 @@ class TxnAppendVerifier:
         return None
 
 
-def install(broker: Any) -> TransactionCoordinator:
+def install(broker: Broker) -> TransactionCoordinator:
     """Create the coordinator, register it as a service and a topic listener, and give the
     partitions its append verifier."""
     coordinator = TransactionCoordinator(

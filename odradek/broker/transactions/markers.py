@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from odradek.broker.partitions.partition import AppendResult
 from odradek.broker.replication.client import PeerClient, PeerError
@@ -28,6 +28,10 @@ from odradek.wire.batch import parse_header
 from odradek.wire.errors import ErrorCode
 from odradek.wire.records import build_control_batch
 
+if TYPE_CHECKING:
+    from odradek.broker.partitions.partition import Partition
+    from odradek.broker.server import Broker
+
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -36,7 +40,7 @@ TopicPartition = tuple[str, int]
 
 
 def append_marker(
-    part: Any, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool
+    part: Partition, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool
 ) -> ErrorCode:
     """Append a marker to a partition led here (no await inside: one writer)."""
     if part.log.offline:  # its log dir failed (issue 11)
@@ -65,7 +69,7 @@ def append_marker(
 
 
 async def write_local_markers(
-    broker: Any,
+    broker: Broker,
     producer_id: int,
     producer_epoch: int,
     coordinator_epoch: int,
@@ -114,7 +118,7 @@ class MarkerSender:
     """Writes markers wherever the partitions' leaders are: locally, or with WriteTxnMarkers
     v1 over one connection per peer broker."""
 
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.clients: dict[int, PeerClient] = {}
         self.locks: dict[int, asyncio.Lock] = {}
