@@ -18,10 +18,9 @@ test: setup
 bench: setup
 	$(PYTHON) -m bench $(ARGS)
 
-# The packages the type checker runs clean over ([tool.mypy] in pyproject.toml); odradek/broker
-# joins the list once it is clean (issue 12 item 5).
-MYPY_PATHS := odradek/wire odradek/log odradek/coordinator odradek/testing odradek/cli_commands \
-              odradek/cli.py
+# The packages the type checker runs clean over ([tool.mypy] in pyproject.toml; issue 12 item 5).
+MYPY_PATHS := odradek/wire odradek/log odradek/coordinator odradek/broker odradek/testing \
+              odradek/cli_commands odradek/cli.py
 
 lint: setup
 	$(VENV)/bin/ruff check .
