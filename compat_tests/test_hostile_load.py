@@ -303,3 +303,44 @@ def test_controller_mutation_quota_throttles_topic_creation(fresh_broker) -> Non
     resp = create(base + "-e", 1, 6, client_id="another-client")
     assert resp.topics[0].error_code == NONE
     assert resp.throttle_time_ms == 0
+
+
+def _many_partitions_request(kind: str, name: str, count: int) -> tuple[object, int]:
+    """A CreateTopics or CreatePartitions asking for `count` partitions, and its version."""
+    if kind == "create-topics":
+        return _create_topics([_creatable(name, count)], validate_only=False), 5
+    from kafka.protocol.admin import CreatePartitionsRequest
+
+    T = CreatePartitionsRequest.CreatePartitionsTopic
+    req = CreatePartitionsRequest(
+        topics=[T(name=name, count=count, assignments=None)], timeout_ms=10_000, validate_only=False
+    )
+    return req, 3
+
+
+@pytest.mark.parametrize("kind", ["create-topics", "create-partitions"])
+def test_creating_a_thousand_partitions_does_not_freeze_others(fresh_broker, kind: str) -> None:
+    """Each new partition opens a log (a directory and three files); the chaos/fuzz runs found
+    a CreatePartitions to 127 partitions holding every other client for ~800 ms."""
+    broker = fresh_broker()
+    name = unique_name("many")
+    with RawClient(broker.bootstrap, timeout=WAIT_S) as big, RawClient(broker.bootstrap) as other:
+        if kind == "create-partitions":
+            assert create_topic(big, name) == NONE
+        api_versions_ok(other)
+        req, version = _many_partitions_request(kind, name, 1000)
+        big.send(framed(req, version, 21))
+        for _ in range(5):
+            api_versions_ok(other)
+        assert not readable(big.sock), "the big request was answered before the bystander"
+        payload = big.read_frame(WAIT_S)
+        assert _SIZE.unpack_from(payload)[0] == 21
+        md = other.request(
+            MetadataRequest(
+                topics=[MetadataRequest.MetadataRequestTopic(name=name)],
+                allow_auto_topic_creation=False,
+            ),
+            4,
+        )
+        assert md.topics[0].error_code == NONE
+        assert len(md.topics[0].partitions) == 1000

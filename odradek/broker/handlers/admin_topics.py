@@ -156,7 +156,7 @@ def _check_collision(broker: Broker, name: str) -> None:
             )
 
 
-def _create_one(
+async def _create_one(
     broker: Broker, topic: CreatableTopic, validate_only: bool, quota: MutationQuota
 ) -> Any:
     name = topic.name
@@ -178,17 +178,14 @@ def _create_one(
         num_partitions, rf = len(wanted), len(wanted[0])
         planned = broker.topics.create_topic(name, num_partitions, rf, configs, validate_only=True)
         _check_placement(wanted, [list(p.replicas) for p in planned.partitions])
-    if not quota.enabled:
-        return broker.topics.create_topic(
-            name, num_partitions, rf, configs, validate_only=validate_only
-        )
-    # Kafka charges the quota after validation, before the topic exists (validate_only too)
     info = broker.topics.create_topic(name, num_partitions, rf, configs, validate_only=True)
-    if quota.record(len(info.partitions)):
+    # Kafka charges the quota after validation, before the topic exists (validate_only too)
+    if quota.enabled and quota.record(len(info.partitions)):
         raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
     if validate_only:
         return info
-    return broker.topics.create_topic(name, num_partitions, rf, configs)
+    # the logs open one per loop iteration: other clients are served meanwhile
+    return await broker.topics.create_topic_async(name, num_partitions, rf, configs)
 
 
 def _create_records(broker: Broker, topic: CreatableTopic) -> int:
@@ -301,7 +298,7 @@ async def create_topics(
         if n and n % YIELD_EVERY == 0:
             await asyncio.sleep(0)  # let other clients be served
         try:
-            info = _create_one(broker, topic, bool(req.validate_only), quota)
+            info = await _create_one(broker, topic, bool(req.validate_only), quota)
         except TopicError as exc:
             log.info(
                 "CreateTopics %r from %s refused: %s %s",
@@ -449,7 +446,7 @@ PResp: TypeAlias = protocol.CreatePartitionsResponse
 PResult: TypeAlias = protocol.CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
-def _grow_one(
+async def _grow_one(
     broker: Broker, topic: PartitionsTopic, validate_only: bool, quota: MutationQuota
 ) -> None:
     name = topic.name
@@ -482,11 +479,11 @@ def _grow_one(
             check_replica_list(replicas, live, rf)
         planned = broker.topics.plan(added, rf, current)
         _check_placement(wanted, [list(p.replicas) for p in planned])
-    if quota.enabled:
-        broker.topics.create_partitions(name, topic.count, validate_only=True)
-        if quota.record(topic.count - current):
-            raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
-    broker.topics.create_partitions(name, topic.count, validate_only)
+    broker.topics.create_partitions(name, topic.count, validate_only=True)
+    if quota.enabled and quota.record(topic.count - current):
+        raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
+    if not validate_only:  # the logs open one per loop iteration, as for CreateTopics
+        await broker.topics.create_partitions_async(name, topic.count)
 
 
 def _added_partitions(broker: Broker, topic: PartitionsTopic) -> int:
@@ -511,7 +508,7 @@ async def create_partitions(
         if n and n % YIELD_EVERY == 0:
             await asyncio.sleep(0)
         try:
-            _grow_one(broker, topic, bool(req.validate_only), quota)
+            await _grow_one(broker, topic, bool(req.validate_only), quota)
         except TopicError as exc:
             log.info(
                 "CreatePartitions %r from %s refused: %s %s",

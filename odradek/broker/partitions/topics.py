@@ -242,16 +242,9 @@ class TopicManager:
         planned = self.create_topic(
             name, num_partitions, rf, configs, validate_only=True, internal=internal
         )
-        cfg = self.config.log_config(validate_topic_configs(planned.configs))
-        prepared: list[int] = []
-        for idx, st in enumerate(planned.partitions):
-            if name in self.store.topics:
-                break  # created elsewhere meanwhile
-            if self.node_id not in st.replicas or (name, idx) in self.logs.logs:
-                continue
-            self.logs.get_or_create(name, idx, planned.topic_id, cfg)
-            prepared.append(idx)
-            await asyncio.sleep(0)  # let other clients in between two partitions
+        prepared = await self._prepare_logs(
+            planned, range(len(planned.partitions)), lambda: name in self.store.topics
+        )
         try:
             if name in self.store.topics:
                 raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
@@ -259,6 +252,26 @@ class TopicManager:
         except TopicError:
             self._release_prepared(name, prepared)
             raise
+
+    async def _prepare_logs(
+        self, info: TopicInfo, indexes: range, abandoned: Callable[[], bool]
+    ) -> list[int]:
+        """Open this broker's logs for `indexes` of a planned topic, one per loop iteration,
+        so that creating many partitions never holds other clients; stops early once
+        `abandoned()` (the topic changed meanwhile). Returns the indexes prepared."""
+        cfg = self.config.log_config(validate_topic_configs(info.configs))
+        prepared: list[int] = []
+        for idx in indexes:
+            if abandoned():
+                break
+            if self.node_id not in info.partitions[idx].replicas or (
+                (info.name, idx) in self.logs.logs
+            ):
+                continue
+            self.logs.get_or_create(info.name, idx, info.topic_id, cfg)
+            prepared.append(idx)
+            await asyncio.sleep(0)  # let other clients in between two partitions
+        return prepared
 
     def _release_prepared(self, name: str, prepared: list[int]) -> None:
         """Logs prepared for a topic that another broker created first (or not at all)."""
@@ -325,6 +338,40 @@ class TopicManager:
         added = self.plan(count - current, len(info.partitions[0].replicas), current)
         if validate_only:
             return
+        self._commit_partitions(info, added)
+
+    async def create_partitions_async(self, name: str, count: int) -> None:
+        """`create_partitions` without holding the event loop: the new partitions' logs are
+        opened one per loop iteration first (as `create_topic_async`), then the store is
+        updated. If the topic changes meanwhile, the prepared logs go and INVALID_PARTITIONS
+        (or UNKNOWN_TOPIC_OR_PARTITION) is raised as a fresh `create_partitions` would."""
+        self.create_partitions(name, count, validate_only=True)
+        info = self.store.topics[name]
+        current = len(info.partitions)
+        planned = TopicInfo(
+            info.name,
+            info.topic_id,
+            info.partitions + self.plan(count - current, len(info.partitions[0].replicas), current),
+            info.configs,
+            info.internal,
+        )
+
+        def changed() -> bool:
+            now = self.store.topics.get(name)
+            return now is None or now.topic_id != info.topic_id or len(now.partitions) != current
+
+        prepared = await self._prepare_logs(planned, range(current, count), changed)
+        if changed():
+            for idx in prepared:
+                if (name, idx) not in self.partitions:
+                    self.logs.delete(name, idx)
+            self.create_partitions(name, count, validate_only=True)  # raises the current error
+            return await self.create_partitions_async(name, count)
+        self._commit_partitions(info, planned.partitions[current:])
+
+    def _commit_partitions(self, info: TopicInfo, added: list[PartitionState]) -> None:
+        name, current = info.name, len(info.partitions)
+        count = current + len(added)
         info.partitions.extend(added)
         self.store.update_topic(info)
         for idx in range(current, count):
