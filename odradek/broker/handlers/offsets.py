@@ -66,20 +66,24 @@ async def offset_commit(
         if coord is None:
             errors.update(dict.fromkeys(valid, ErrorCode.COORDINATOR_NOT_AVAILABLE))
         else:
-            errors.update(
-                coord.commit_offsets(
-                    req.group_id,
-                    req.member_id,
-                    req.group_instance_id if version >= 7 else None,
-                    req.generation_id_or_member_epoch,
-                    valid,
-                    version,
-                )
+            written, pending = coord.prepare_offset_commit(
+                req.group_id,
+                req.member_id,
+                req.group_instance_id if version >= 7 else None,
+                req.generation_id_or_member_epoch,
+                valid,
+                version,
             )
-            if any(errors[tp] == ErrorCode.NONE for tp in valid):
-                error = await offsets_replicated(ctx.broker, req.group_id)
+            errors.update(written)
+            if pending is not None:
+                # visible to OffsetFetch only once the ISR has it (Kafka's storeOffsets callback)
+                error = ErrorCode.UNKNOWN_SERVER_ERROR
+                try:
+                    error = await offsets_replicated(ctx.broker, req.group_id)
+                finally:
+                    coord.complete_offset_commit(pending, error)
                 if error != ErrorCode.NONE:
-                    errors.update({tp: error for tp in valid if errors[tp] == ErrorCode.NONE})
+                    errors.update(dict.fromkeys(pending.offsets, error))
     return Resp(
         throttle_time_ms=0,
         topics=[

@@ -34,7 +34,12 @@ from odradek.coordinator.group.metadata import (
     Protocols,
     SyncResult,
 )
-from odradek.coordinator.group.offsets import FetchedOffset, OffsetConfig, OffsetManager
+from odradek.coordinator.group.offsets import (
+    FetchedOffset,
+    OffsetConfig,
+    OffsetManager,
+    PendingCommit,
+)
 from odradek.coordinator.group.state import GroupConfig, GroupStateMachine, LeaveMember, Record
 from odradek.coordinator.group.sync import SyncGroupOp, SyncParams
 from odradek.coordinator.group.timers import AsyncioScheduler, Scheduler
@@ -444,12 +449,37 @@ class GroupCoordinator:
         offsets: dict[tuple[str, int], OffsetAndMetadata],
         api_version: int,
     ) -> dict[tuple[str, int], ErrorCode]:
-        error = self.status(group_id, "offset_commit")
-        if error is not None:
-            return dict.fromkeys(offsets, error)
-        return self.offsets.commit(
+        """OffsetCommit applied as soon as it is appended: only where nothing replicates it
+        (tests, tools); the broker's handler uses `prepare_offset_commit`."""
+        errors, pending = self.prepare_offset_commit(
             group_id, member_id, group_instance_id, generation_id, offsets, api_version
         )
+        if pending is not None:
+            self.complete_offset_commit(pending, ErrorCode.NONE)
+        return errors
+
+    def prepare_offset_commit(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: dict[tuple[str, int], OffsetAndMetadata],
+        api_version: int,
+    ) -> tuple[dict[tuple[str, int], ErrorCode], PendingCommit | None]:
+        """OffsetCommit, Kafka's storeOffsets: validated and appended; what was appended is
+        pending until `complete_offset_commit` with the ISR wait's outcome (NONE: visible to
+        OffsetFetch; an error: dropped). Call that in every case, also when the wait is
+        cancelled, or require_stable fetches answer UNSTABLE_OFFSET_COMMIT for good."""
+        error = self.status(group_id, "offset_commit")
+        if error is not None:
+            return dict.fromkeys(offsets, error), None
+        return self.offsets.prepare_commit(
+            group_id, member_id, group_instance_id, generation_id, offsets, api_version
+        )
+
+    def complete_offset_commit(self, pending: PendingCommit, error: ErrorCode) -> None:
+        self.offsets.complete_commit(pending, error)
 
     def txn_offset_commit(
         self,

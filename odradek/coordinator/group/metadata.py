@@ -181,6 +181,12 @@ class ClassicGroup:
         self.pending_sync_members: set[str] = set()
         self.new_member_added = False
         self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+        # Kafka's pendingOffsetCommits: appended to the log, not yet replicated; materialised
+        # into `offsets` once they are (OffsetManager.complete_commit), dropped if they fail
+        self.pending_offset_commits: dict[tuple[str, int], OffsetAndMetadata] = {}
+        # the append order of the runtime commit each entry of `offsets` came from (Kafka's
+        # appendedBatchOffset): an older commit completing late never overwrites a newer one
+        self.offset_append_seq: dict[tuple[str, int], int] = {}
         # producer id -> offsets written in a transaction that has not ended yet
         self.pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = {}
         self.subscribed: set[str] | None = None
@@ -392,10 +398,14 @@ class ClassicGroup:
         return topics
 
     def has_offsets(self) -> bool:
-        return bool(self.offsets) or bool(self.pending_txn_offsets)
+        return bool(self.offsets or self.pending_offset_commits or self.pending_txn_offsets)
 
     def has_pending_offsets(self, tp: tuple[str, int]) -> bool:
-        return any(tp in offsets for offsets in self.pending_txn_offsets.values())
+        """Kafka's hasPendingOffsetCommitsForTopicPartition: a commit not yet replicated or a
+        transaction not yet ended holds an offset for `tp`."""
+        return tp in self.pending_offset_commits or any(
+            tp in offsets for offsets in self.pending_txn_offsets.values()
+        )
 
     def __repr__(self) -> str:
         return (

@@ -3,12 +3,18 @@ DeleteGroups and the expiry of old offsets (offsets.retention.minutes, KIP-211).
 
 Every change is written as `__consumer_offsets` records first and applied to memory only once the
 append succeeded, with `apply_offset` - the same function that replays the log at load time.
+An OffsetCommit goes further, as Kafka's GroupMetadataManager.storeOffsets: once appended it is
+only pending (`ClassicGroup.pending_offset_commits`, Kafka's prepareOffsetCommit) and becomes
+visible to OffsetFetch when the broker knows the ISR holds it (`complete_commit` with NONE,
+Kafka's onOffsetCommitAppend); if the wait fails it is dropped (failPendingOffsetWrite). A
+client thus never sees an offset that a new leader of the offsets partition may not have.
 Offsets of a transaction (TxnOffsetCommit, KIP-98) stay pending until its marker: `require_stable`
 fetches (KIP-447) answer UNSTABLE_OFFSET_COMMIT for them.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 from dataclasses import dataclass
 
@@ -43,10 +49,22 @@ class OffsetConfig:
     max_metadata_size: int = DEFAULT_MAX_METADATA_SIZE
 
 
+@dataclass(slots=True, frozen=True, eq=False)
+class PendingCommit:
+    """An OffsetCommit appended to the log, waiting for the ISR: `OffsetManager.complete_commit`
+    applies or drops it. It holds the group object itself, as Kafka's append callback does: if
+    the group is unloaded meanwhile, completing it touches nothing a reload rebuilt."""
+
+    group: ClassicGroup
+    seq: int
+    offsets: dict[TopicPartition, OffsetAndMetadata]
+
+
 class OffsetManager:
     def __init__(self, machine: GroupStateMachine, config: OffsetConfig) -> None:
         self.machine = machine
         self.config = config
+        self._append_seq = itertools.count()
 
     # -- applying records (runtime and load) --------------------------------------------------
 
@@ -56,6 +74,9 @@ class OffsetManager:
             group = self.machine.get(key.group)
             if group is not None:
                 group.offsets.pop(tp, None)
+                # as Kafka's removeOffsets: a commit still waiting for the ISR is dropped too
+                group.pending_offset_commits.pop(tp, None)
+                group.offset_append_seq.pop(tp, None)
             return
         group = self.machine.get_or_create(key.group)
         group.offsets[tp] = OffsetAndMetadata(
@@ -110,7 +131,7 @@ class OffsetManager:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return None
 
-    def commit(
+    def prepare_commit(
         self,
         group_id: str,
         member_id: str,
@@ -118,7 +139,9 @@ class OffsetManager:
         generation_id: int,
         offsets: dict[TopicPartition, OffsetAndMetadata],
         api_version: int,
-    ) -> dict[TopicPartition, ErrorCode]:
+    ) -> tuple[dict[TopicPartition, ErrorCode], PendingCommit | None]:
+        """Validate and append an OffsetCommit; what was appended stays pending (invisible to
+        OffsetFetch, UNSTABLE_OFFSET_COMMIT to require_stable ones) until `complete_commit`."""
         machine = self.machine
         group = machine.get(group_id)
         if group is None:
@@ -128,30 +151,49 @@ class OffsetManager:
                     if api_version >= 9
                     else ErrorCode.ILLEGAL_GENERATION
                 )
-                return dict.fromkeys(offsets, unknown)
+                return dict.fromkeys(offsets, unknown), None
             log.info("creating simple consumer group %s through a manual offset commit", group_id)
             group = machine.get_or_create(group_id)
         error = self._validate_commit(group, generation_id, member_id, instance_id)
         if error is not None:
-            return dict.fromkeys(offsets, error)
+            return dict.fromkeys(offsets, error), None
         if group.state in (GroupState.STABLE, GroupState.PREPARING_REBALANCE):
             machine.touch(group, member_id)
         results: dict[TopicPartition, ErrorCode] = {}
-        records = []
+        written: dict[TopicPartition, OffsetAndMetadata] = {}
         limit = self.config.max_metadata_size
         for tp, om in offsets.items():
             if om.metadata is not None and len(om.metadata.encode("utf-8")) > limit:
                 results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
             else:
-                records.append(self.offset_record(group_id, tp, om))
+                written[tp] = om
                 results[tp] = ErrorCode.NONE
-        if records:
-            error = self._append_and_apply(group_id, records)
-            if error != ErrorCode.NONE:
-                for tp, code in results.items():
-                    if code == ErrorCode.NONE:
-                        results[tp] = error
-        return results
+        if not written:
+            return results, None
+        records = [self.offset_record(group_id, tp, om) for tp, om in written.items()]
+        error = machine.append(group_id, records)
+        if error != ErrorCode.NONE:
+            results.update(dict.fromkeys(written, error))
+            return results, None
+        group.pending_offset_commits.update(written)
+        return results, PendingCommit(group, next(self._append_seq), written)
+
+    def complete_commit(self, pending: PendingCommit, error: ErrorCode) -> None:
+        """The ISR's answer for a prepared commit: NONE materialises it (Kafka's
+        onOffsetCommitAppend), anything else drops it (failPendingOffsetWrite). Offsets removed
+        meanwhile (OffsetDelete, expiry) stay removed; an older commit finishing after a newer
+        one was applied does not overwrite it."""
+        group = pending.group
+        if group.is_(GroupState.DEAD):
+            return
+        for tp, om in pending.offsets.items():
+            staged = group.pending_offset_commits.get(tp)
+            if error == ErrorCode.NONE and staged is not None:
+                if tp not in group.offsets or group.offset_append_seq.get(tp, -1) < pending.seq:
+                    group.offsets[tp] = om
+                    group.offset_append_seq[tp] = pending.seq
+            if staged is om:
+                del group.pending_offset_commits[tp]
 
     # -- transactional offsets (TxnOffsetCommit, markers) -------------------------------------
 
@@ -169,6 +211,9 @@ class OffsetManager:
         pending = group.pending_txn_offsets.pop(producer_id, None)
         if pending and commit:
             group.offsets.update(pending)
+            # the marker follows every commit appended before it: none of those may overwrite
+            seq = next(self._append_seq)
+            group.offset_append_seq.update(dict.fromkeys(pending, seq))
 
     # -- OffsetFetch --------------------------------------------------------------------------
 
@@ -215,7 +260,9 @@ class OffsetManager:
             return ErrorCode.NON_EMPTY_GROUP, {}
         if eligible:
             tombstones = [
-                self.offset_tombstone(group_id, tp) for tp in eligible if tp in group.offsets
+                self.offset_tombstone(group_id, tp)
+                for tp in eligible
+                if tp in group.offsets or tp in group.pending_offset_commits
             ]
             error = self._append_and_apply(group_id, tombstones) if tombstones else ErrorCode.NONE
             for tp in eligible:
@@ -231,7 +278,8 @@ class OffsetManager:
             return ErrorCode.GROUP_ID_NOT_FOUND
         if not group.is_(GroupState.EMPTY):
             return ErrorCode.NON_EMPTY_GROUP
-        records = [self.offset_tombstone(group_id, tp) for tp in sorted(group.offsets)]
+        written = set(group.offsets) | set(group.pending_offset_commits)
+        records = [self.offset_tombstone(group_id, tp) for tp in sorted(written)]
         records.append((rec.group_key(group_id), None))
         error = self._append_and_apply(group_id, records)
         if error != ErrorCode.NONE:
@@ -286,6 +334,7 @@ class OffsetManager:
                 group.is_(GroupState.EMPTY)
                 and not group.pending_members
                 and not (set(group.offsets) - set(expired))
+                and not group.pending_offset_commits
                 and not group.pending_txn_offsets
             )
             if dead:
