@@ -25,7 +25,9 @@ from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions.internal_topics import ensure_offsets_topic, offsets_replicated
 from odradek.coordinator.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
+from odradek.coordinator.group.join import JoinParams
 from odradek.coordinator.group.state import LeaveMember
+from odradek.coordinator.group.sync import SyncParams
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
@@ -129,39 +131,25 @@ async def join_group(
 ) -> protocol.JoinGroupResponse:
     version = ctx.api_version
     Resp = protocol.JoinGroupResponse
-    coord = ctx.group_coordinator
     instance_id = req.group_instance_id if version >= 5 else None
-    if coord is None:
-        result_error, result = ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-    else:
-        rebalance_timeout = req.rebalance_timeout_ms if version >= 1 else req.session_timeout_ms
-        result = await coord.join_group(
-            req.group_id,
-            req.member_id,
-            instance_id,
-            require_known_member_id=version >= 4 and instance_id is None,
-            support_skip_assignment=version >= 9,
+    result = await ctx.group_coordinator.join(
+        JoinParams(
+            group_id=req.group_id,
+            member_id=req.member_id,
+            instance_id=instance_id,
+            require_known=version >= 4 and instance_id is None,
+            support_skip=version >= 9,
             client_id=ctx.client_id or "",
             client_host=client_host(ctx),
-            rebalance_timeout_ms=rebalance_timeout,
+            rebalance_timeout_ms=(
+                req.rebalance_timeout_ms if version >= 1 else req.session_timeout_ms
+            ),
             session_timeout_ms=req.session_timeout_ms,
             protocol_type=req.protocol_type,
             protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
             reason=req.reason if version >= 8 else None,
         )
-        result_error = result.error
-    if result is None:
-        return Resp(
-            throttle_time_ms=0,
-            error_code=result_error,
-            generation_id=-1,
-            protocol_type=None,
-            protocol_name=None if version >= 7 else "",
-            leader="",
-            skip_assignment=False,
-            member_id=req.member_id,
-            members=[],
-        )
+    )
     members = [
         Resp.JoinGroupResponseMember(member_id=m, group_instance_id=i, metadata=meta)
         for m, i, meta in result.members
@@ -188,15 +176,6 @@ async def sync_group(
 ) -> protocol.SyncGroupResponse:
     version = ctx.api_version
     Resp = protocol.SyncGroupResponse
-    coord = ctx.group_coordinator
-    if coord is None:
-        return Resp(
-            throttle_time_ms=0,
-            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            protocol_type=None,
-            protocol_name=None,
-            assignment=b"",
-        )
     protocol_type = req.protocol_type if version >= 5 else None
     protocol_name = req.protocol_name if version >= 5 else None
     if version >= 5 and (protocol_type is None or protocol_name is None):
@@ -207,14 +186,16 @@ async def sync_group(
             protocol_name=None,
             assignment=b"",
         )
-    result = await coord.sync_group(
-        req.group_id,
-        req.generation_id,
-        req.member_id,
-        protocol_type,
-        protocol_name,
-        req.group_instance_id if version >= 3 else None,
-        {a.member_id: bytes(a.assignment) for a in req.assignments},
+    result = await ctx.group_coordinator.sync(
+        SyncParams(
+            group_id=req.group_id,
+            generation_id=req.generation_id,
+            member_id=req.member_id,
+            protocol_type=protocol_type,
+            protocol_name=protocol_name,
+            instance_id=req.group_instance_id if version >= 3 else None,
+            assignments={a.member_id: bytes(a.assignment) for a in req.assignments},
+        )
     )
     error = result.error
     if error == ErrorCode.NONE:

@@ -10,7 +10,6 @@ partition of its producer's ongoing transaction, under the current producer id a
 from __future__ import annotations
 
 import logging
-import struct
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -22,50 +21,17 @@ from odradek.clock import now_ms
 from odradek.coordinator.txn.config import STATE_TOPIC, TxnConfig
 from odradek.coordinator.txn.coordinator import TransactionCoordinator
 from odradek.coordinator.txn.state import TopicPartition
+from odradek.log.reader import data_records
 from odradek.log.validator import ValidatedBatches
-from odradek.wire.compression import max_decompressed_size
 from odradek.wire.errors import ErrorCode
-from odradek.wire.records import build_batch, decode_records
+from odradek.wire.records import build_batch
 
 if TYPE_CHECKING:
     from odradek.broker.server import Broker
-    from odradek.log.log import Log
 
 log = logging.getLogger(__name__)
 
 APPEND_TIMEOUT_MS = 5000
-
-
-def iter_records(lg: Log, max_offset: int) -> Iterator[tuple[bytes | None, bytes | None]]:
-    """(key, value) of every data record of a log below `max_offset`, in offset order.
-
-    A batch that cannot be decoded is logged once and skipped: no stored byte may stop the
-    coordinator from loading (before, one such batch made every broker start exit)."""
-    bound = max_decompressed_size(lg.config.max_message_bytes)
-    for seg in list(lg.segments):
-        for bp in seg.batches_from(0):
-            if bp.base_offset >= max_offset:
-                return
-            if bp.last_offset < lg.log_start_offset:
-                continue
-            try:
-                header, records = decode_records(
-                    seg.read_bytes(bp.position, bp.size), max_size=bound
-                )
-            except (ValueError, struct.error) as exc:  # CorruptRecordError is a ValueError
-                log.warning(
-                    "%s-%d: skipping undecodable batch at offset %d: %s",
-                    lg.topic,
-                    lg.partition,
-                    bp.base_offset,
-                    exc,
-                )
-                continue
-            if header.is_control:
-                continue
-            for r in records:
-                if lg.log_start_offset <= r.offset < max_offset:
-                    yield r.key, r.value
 
 
 class BrokerTxnHost:
@@ -111,7 +77,7 @@ class BrokerTxnHost:
             return iter(())
         # up to the log end, as Kafka's TransactionStateManager loads (a new leader's high
         # watermark may trail what the previous leader acknowledged)
-        return iter_records(part.log, part.log.log_end_offset)
+        return data_records(part.log, part.log.log_end_offset)
 
     async def append_state(self, partition: int, key: bytes, value: bytes | None) -> ErrorCode:
         part = self._state_partition(partition)

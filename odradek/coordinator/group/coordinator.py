@@ -367,7 +367,8 @@ class GroupCoordinator:
         protocols: Protocols,
         reason: str | None = None,
     ) -> JoinResult:
-        """`join` with the request's fields spelled out (the handler's current call)."""
+        """`join` with the request's fields spelled out (tests' shorthand; the handler builds
+        JoinParams itself)."""
         return await self.join(
             JoinParams(
                 group_id,
@@ -407,7 +408,8 @@ class GroupCoordinator:
         group_instance_id: str | None,
         assignments: dict[str, bytes],
     ) -> SyncResult:
-        """`sync` with the request's fields spelled out (the handler's current call)."""
+        """`sync` with the request's fields spelled out (tests' shorthand; the handler builds
+        SyncParams itself)."""
         return await self.sync(
             SyncParams(
                 group_id,
