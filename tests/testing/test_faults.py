@@ -153,7 +153,7 @@ def test_consumer_group_survives_dropped_connections(broker):
 
     def poll_until(n: int, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
-        while len(seen) < n and time.monotonic() < deadline:
+        while len(set(seen)) < n and time.monotonic() < deadline:
             msg = consumer.poll(0.2)
             if msg is not None and not msg.error():
                 seen.append(msg.value())
@@ -167,11 +167,14 @@ def test_consumer_group_survives_dropped_connections(broker):
         assert len(seen) == 20
         for _ in range(2):
             assert broker.drop_connections() >= 1
-            for i in range(len(seen), len(seen) + 10):
+            done = len(set(seen))
+            for i in range(done, done + 10):
                 producer.produce("orders", value=b"g%d" % i, partition=i % 2)
             producer.flush(20)
-            poll_until(len(seen) + 10)
-        assert sorted(seen) == sorted(b"g%d" % i for i in range(40))
+            poll_until(done + 10)
+        # at least once, as Kafka's consumer promises across dropped connections: a fetch
+        # answered just before its connection went may be fetched again after the rejoin
+        assert set(seen) == {b"g%d" % i for i in range(40)}
         assert consumer.assignment() and {tp.partition for tp in consumer.assignment()} == {0, 1}
     finally:
         consumer.close()
