@@ -27,20 +27,39 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import warnings
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from odradek.testing.broker import Broker
-from odradek.testing.cluster import FAST_FAILOVER, Cluster, TopicSpec
+if TYPE_CHECKING:
+    from odradek.testing.broker import Broker
+    from odradek.testing.cluster import Cluster, TopicSpec
 
 _counter = itertools.count()
+
+
+def _import_broker() -> None:
+    """Import the broker (and kafka-python's protocol schemas under it) on first use.
+
+    Loading this plugin imports nothing but pytest: a test run that never asks for these
+    fixtures pays no import time and sees no warnings from them. kafka-python 3.0.x loads its
+    JSON schemas with the deprecated importlib.resources API (a DeprecationWarning per schema);
+    those are ours to hide when it is our import that triggers them, not the user's test's.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r"(read|open)_text is deprecated", DeprecationWarning)
+        import odradek.testing.broker  # noqa: F401
+        import odradek.testing.cluster  # noqa: F401
 
 
 @pytest.fixture(scope="session")
 def odradek_broker() -> Iterator[Broker]:
     """A real broker in this test process, on a free port with a temporary data dir."""
+    _import_broker()
+    from odradek.testing.broker import Broker
+
     with Broker() as broker:
         yield broker
 
@@ -65,6 +84,9 @@ def odradek_topic(odradek_broker: Broker, request: pytest.FixtureRequest) -> Cal
 @pytest.fixture
 def odradek_broker_factory() -> Iterator[Callable[..., Broker]]:
     """Start brokers of your own: `odradek_broker_factory(topics={"t": 2}, config={...})`."""
+    _import_broker()
+    from odradek.testing.broker import Broker
+
     started: list[Broker] = []
 
     def start(**kwargs: Any) -> Broker:
@@ -82,6 +104,9 @@ def odradek_cluster() -> Iterator[Callable[..., Cluster]]:
     """Start replicating clusters of your own, each stopped after the test:
     `odradek_cluster(brokers=3, topics={"t": (3, 3)}, config={"min.insync.replicas": 2})`.
     `config` is laid over `FAST_FAILOVER`; other keyword arguments go to `Cluster`."""
+    _import_broker()
+    from odradek.testing.cluster import FAST_FAILOVER, Cluster
+
     started: list[Cluster] = []
 
     def start(

@@ -156,3 +156,42 @@ def test_cluster_fixture_in_a_user_project(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_cluster=CLUSTER_TESTS)
     result = pytester.runpytest_subprocess("-q", "-p", "no:randomly")
     result.assert_outcomes(passed=3)
+
+
+PLAIN_TEST = """
+import sys
+
+
+def test_plain():
+    # collection is over and the plugin is loaded: neither the broker nor kafka-python came in
+    assert "odradek.testing.pytest_plugin" in sys.modules
+    loaded = sorted(m for m in sys.modules if m.split(".")[0] == "kafka" or m.startswith(
+        ("odradek.broker", "odradek.testing.broker", "odradek.wire")))
+    assert loaded == []
+"""
+
+
+def test_plugin_adds_no_warnings_or_imports_to_a_plain_test(pytester: pytest.Pytester) -> None:
+    """Issue 13: a test that uses no fixture of the plugin sees neither kafka-python's
+    deprecation warnings nor the broker's import time (the run said `1 passed, 218 warnings`)."""
+    pytester.makepyfile(test_plain=PLAIN_TEST)
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    assert "warnings" not in out and "Warning" not in out, out
+
+
+FIXTURE_TEST = """
+def test_uses_broker(odradek_broker, odradek_topic):
+    assert odradek_topic()
+    assert odradek_broker.bootstrap
+"""
+
+
+def test_plugin_fixture_import_adds_no_warnings(pytester: pytest.Pytester) -> None:
+    """The fixtures import the broker (and kafka-python's schemas) on first use, quietly."""
+    pytester.makepyfile(test_fixture=FIXTURE_TEST)
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    assert "warnings" not in out and "Warning" not in out, out
