@@ -1,6 +1,9 @@
 """`odradek topics list|create|describe|delete|alter`, as kafka-topics.sh and kafka-configs.sh.
 
-Metadata (key 3) lists and describes topics, CreateTopics (19), DeleteTopics (20) and
+Metadata (key 3) lists and describes topics (with ListOffsets (2) for each partition's log-start
+offset and high watermark and DescribeLogDirs (35) for its size on the leader, as
+`rpk topic describe -p`; `--under-replicated-partitions` and `--unavailable-partitions` report
+only those partitions, as kafka-topics.sh --describe), CreateTopics (19), DeleteTopics (20) and
 CreatePartitions (37) change them, DescribeConfigs (32) shows the configs that differ from the
 defaults, IncrementalAlterConfigs (44, KIP-339) sets and deletes topic configs.
 """
@@ -61,9 +64,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=run_command(cmd_create))
 
-    p = cmds.add_parser("describe", help="partitions, leaders, replicas, ISR and configs")
+    p = cmds.add_parser(
+        "describe",
+        help="partitions (leader, epoch, replicas, ISR, offsets, size) and configs",
+    )
     add_client_options(p)
     p.add_argument("names", nargs="*", metavar="NAME", help="topics (default: all)")
+    p.add_argument("--exclude-internal", action="store_true", help="leave out internal topics")
+    report = p.add_mutually_exclusive_group()
+    report.add_argument(
+        "--under-replicated-partitions",
+        action="store_true",
+        help="only partitions whose ISR is smaller than their replica set",
+    )
+    report.add_argument(
+        "--unavailable-partitions",
+        action="store_true",
+        help="only partitions without a live leader",
+    )
     p.set_defaults(func=run_command(cmd_describe))
 
     p = cmds.add_parser("delete", help="delete topics")
@@ -103,6 +121,82 @@ def _partition_rows(topic: dict[str, Any]) -> list[dict[str, Any]]:
         }
         for p in sorted(topic.get("partitions") or [], key=lambda p: p["partition_index"])
     ]
+
+
+OFFSETS_TIMEOUT_MS = 5000
+
+
+def _log_offsets(admin: Any, tps: list[Any], spec: Any) -> dict[Any, int]:
+    """ListOffsets for partitions with a leader; a partition whose leader cannot answer (it
+    just failed) is left out rather than failing the whole describe."""
+    import kafka.errors as errors
+
+    if not tps:
+        return {}
+    try:
+        found = admin.list_partition_offsets(
+            {tp: spec for tp in tps}, timeout_ms=OFFSETS_TIMEOUT_MS
+        )
+        return {tp: ot.offset for tp, ot in found.items()}
+    except errors.KafkaError:
+        if len(tps) == 1:
+            return {}
+    out: dict[Any, int] = {}
+    for tp in tps:
+        out.update(_log_offsets(admin, [tp], spec))
+    return out
+
+
+def _sizes(admin: Any, names: list[str]) -> dict[tuple[str, int, int], int]:
+    """(topic, partition, broker) -> bytes on disk, from DescribeLogDirs (key 35) to every live
+    broker; empty when the cluster does not answer it (a broker without the API)."""
+    import kafka.errors as errors
+
+    if not names:
+        return {}
+    try:
+        answers = admin.describe_log_dirs(list(names))
+    except (errors.KafkaError, OSError):
+        return {}
+    out: dict[tuple[str, int, int], int] = {}
+    for answer in answers:
+        for log_dir in answer.get("log_dirs") or []:
+            for topic in log_dir.get("topics") or []:
+                for part in topic.get("partitions") or []:
+                    if part.get("is_future_key"):
+                        continue
+                    out[(topic["name"], part["partition_index"], answer["broker"])] = part[
+                        "partition_size"
+                    ]
+    return out
+
+
+def _add_offsets_and_sizes(admin: Any, described: list[dict[str, Any]]) -> None:
+    """Per partition: log-start offset, high watermark (ListOffsets earliest/latest, as
+    `rpk topic describe -p`) and the leader replica's size in bytes (DescribeLogDirs)."""
+    from kafka import TopicPartition
+    from kafka.admin import OffsetSpec
+
+    tps = [
+        TopicPartition(t["name"], p["partition"])
+        for t in described
+        for p in t["partitions"]
+        if p["leader"] >= 0
+    ]
+    starts = _log_offsets(admin, tps, OffsetSpec.EARLIEST)
+    ends = _log_offsets(admin, tps, OffsetSpec.LATEST)
+    sizes = _sizes(admin, [t["name"] for t in described])
+    for t in described:
+        for p in t["partitions"]:
+            tp = TopicPartition(t["name"], p["partition"])
+            p["log_start_offset"] = starts.get(tp)
+            p["high_watermark"] = ends.get(tp)
+            p["size_bytes"] = sizes.get((t["name"], p["partition"], p["leader"]))
+
+
+def _live_brokers(admin: Any) -> set[int]:
+    brokers = admin.describe_cluster().get("brokers") or []
+    return {b["broker_id"] for b in brokers if not b.get("is_fenced")}
 
 
 def _describe_topics(admin: Any, names: list[str] | None) -> list[dict[str, Any]]:
@@ -218,21 +312,28 @@ def cmd_create(args: argparse.Namespace) -> int:
 
 
 def cmd_describe(args: argparse.Namespace) -> None:
+    report = args.under_replicated_partitions or args.unavailable_partitions
     with Closing(admin_client(args)) as admin:
         topics = _describe_topics(admin, list(args.names) or None)
+        if args.exclude_internal:
+            topics = [t for t in topics if not t.get("is_internal")]
+        if report:
+            _print_report(args, topics, _live_brokers(admin))
+            return
         configs = _non_default_configs(admin, [t["name"] for t in topics])
-    described = [
-        {
-            "name": t["name"],
-            "topic_id": str(t["topic_id"]) if t.get("topic_id") else None,
-            "internal": bool(t.get("is_internal")),
-            "partition_count": len(t.get("partitions") or []),
-            "replication_factor": _replication_factor(t),
-            "configs": configs.get(t["name"], {}),
-            "partitions": _partition_rows(t),
-        }
-        for t in topics
-    ]
+        described = [
+            {
+                "name": t["name"],
+                "topic_id": str(t["topic_id"]) if t.get("topic_id") else None,
+                "internal": bool(t.get("is_internal")),
+                "partition_count": len(t.get("partitions") or []),
+                "replication_factor": _replication_factor(t),
+                "configs": configs.get(t["name"], {}),
+                "partitions": _partition_rows(t),
+            }
+            for t in topics
+        ]
+        _add_offsets_and_sizes(admin, described)
     if want_json(args):
         print_json(described if not args.names or len(args.names) > 1 else described[0])
         return
@@ -246,16 +347,63 @@ def cmd_describe(args: argparse.Namespace) -> None:
             f"ReplicationFactor: {topic['replication_factor']}  Configs: {conf or '-'}"
         )
         print_table(
-            ["PARTITION", "LEADER", "REPLICAS", "ISR", "OFFLINE"],
+            [
+                "PARTITION",
+                "LEADER",
+                "EPOCH",
+                "REPLICAS",
+                "ISR",
+                "OFFLINE",
+                "LOG-START-OFFSET",
+                "HIGH-WATERMARK",
+                "SIZE",
+            ],
             [
                 [
                     p["partition"],
                     p["leader"] if p["leader"] >= 0 else "none",
+                    p["leader_epoch"],
                     p["replicas"],
                     p["isr"],
                     p["offline"],
+                    p["log_start_offset"],
+                    p["high_watermark"],
+                    p["size_bytes"],
                 ]
                 for p in topic["partitions"]
+            ],
+        )
+
+
+def _print_report(args: argparse.Namespace, topics: list[dict[str, Any]], live: set[int]) -> None:
+    """kafka-topics.sh --describe --under-replicated-partitions / --unavailable-partitions:
+    only the partitions in that condition, one line each, nothing when there are none."""
+    rows = []
+    for t in topics:
+        for p in _partition_rows(t):
+            if args.under_replicated_partitions:
+                hit = len(p["isr"]) < len(p["replicas"])
+            else:
+                hit = p["leader"] < 0 or p["leader"] not in live
+            if hit:
+                rows.append({"topic": t["name"], **p})
+    if want_json(args):
+        print_json(rows)
+        return
+    if rows:
+        print_table(
+            ["TOPIC", "PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "OFFLINE"],
+            [
+                [
+                    r["topic"],
+                    r["partition"],
+                    r["leader"] if r["leader"] >= 0 else "none",
+                    r["leader_epoch"],
+                    r["replicas"],
+                    r["isr"],
+                    r["offline"],
+                ]
+                for r in rows
             ],
         )
 

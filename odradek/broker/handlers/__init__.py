@@ -12,6 +12,7 @@ from odradek.broker.handlers import (  # noqa: F401
     init_producer_id,
     leader_epoch,
     list_offsets,
+    log_dirs,
     metadata,
     offsets,
     produce,
