@@ -20,7 +20,7 @@ from odradek.broker.network.memory_pool import MemoryPool, tune_allocator
 from odradek.broker.network.mutation_quota import MutationQuotas
 from odradek.broker.ops.faults import FaultInjector
 from odradek.broker.partitions.fetch_sessions import FetchSessionCache
-from odradek.broker.partitions.internal_topics import InternalTopicCreator
+from odradek.broker.partitions.internal_topics import InternalTopicCreator, offsets_replicated
 from odradek.broker.partitions.log_dir_failure import LogDirFailureHandler
 from odradek.broker.partitions.topics import TopicManager
 from odradek.broker.replication.manager import ReplicaManager
@@ -96,6 +96,7 @@ class Broker:
             GroupCoordinatorConfig.from_broker(config.get),
             get_partition=lambda index: self.topics.get(OFFSETS_TOPIC, index),
             partition_count=_offsets_partitions,
+            replicated=lambda group_id: offsets_replicated(self, group_id),
         )
         self.topics.listeners.append(self.group_coordinator)
         self.services.append(self.group_coordinator)

@@ -1,4 +1,5 @@
-"""An offset commit is visible only once the ISR holds it (issue 11, chaos finding, seed 125).
+"""An offset commit, and a group's assignment, are visible only once the ISR holds them (issue
+11, chaos finding, seed 125).
 
 The coordinator used to put an OffsetCommit into its cache as soon as it was in the leader's
 log, and OffsetFetch answered from that cache while the handler still waited for the followers:
@@ -12,9 +13,11 @@ and followers stay in the ISR for a minute, so the commit's wait cannot end duri
 
 from __future__ import annotations
 
-from kafka.protocol.consumer.group import OffsetFetchRequest
+from kafka.protocol.admin import DescribeGroupsRequest
+from kafka.protocol.consumer.group import OffsetFetchRequest, SyncGroupRequest
 
 from compat_tests.harness import find_coordinator, offset_commit_request
+from compat_tests.test_internal_topics_hostile import join
 from odradek.coordinator.group.records import partition_for
 from odradek.testing.raw import RawClient
 from odradek.wire.errors import ErrorCode
@@ -96,3 +99,55 @@ def test_an_unreplicated_commit_is_never_seen_and_never_moves_back(make_cluster)
     successor = cluster.wait_for_leader(OFFSETS, index, not_on=victim)
     assert fetch(cluster, successor, group) == (ErrorCode.NONE, 20)
     assert fetch(cluster, successor, group, require_stable=True) == (ErrorCode.NONE, 20)
+
+
+def describe(cluster, node: int, group: str) -> tuple[str, list[bytes]]:
+    """(state, member assignments) of `group` as DescribeGroups on `node` answers it."""
+    with RawClient(cluster.address(node)) as client:
+        (described,) = client.request(DescribeGroupsRequest(groups=[group]), 0).groups
+    assert described.error_code == ErrorCode.NONE, described
+    return described.group_state, [bytes(m.member_assignment) for m in described.members]
+
+
+def test_an_unreplicated_assignment_is_never_handed_out(make_cluster):
+    """As Kafka's storeGroup callback: the group stays CompletingRebalance, and no member is
+    given its assignment, until the leader's SyncGroup record is replicated; the coordinator
+    dies before that, so what any member saw is what its successor has."""
+    cluster = make_cluster(3, config=CONFIG)
+    group = "sync-unreplicated"
+    with RawClient(cluster.address(0)) as client:
+        find_coordinator(client, group, 0)
+    index = partition_for(group, 1)
+    cluster.wait_for_isr(OFFSETS, index, size=3)
+    victim = cluster.wait_for_leader(OFFSETS, index)
+    with RawClient(cluster.address(victim)) as client:
+        member, generation = join(client, group)
+    cluster.wait_for_replication(OFFSETS, index)
+    end = cluster.log_end_offset(victim, OFFSETS, index)
+
+    cluster.cut_off_peers(victim)
+    pending = RawClient(cluster.address(victim))
+    try:
+        A = SyncGroupRequest.SyncGroupRequestAssignment
+        req = SyncGroupRequest(
+            group_id=group,
+            generation_id=generation,
+            member_id=member,
+            assignments=[A(member_id=member, assignment=b"assigned")],
+        )
+        _cid, data = pending.encode(req, 2)
+        pending.send(data)  # its answer waits for followers that cannot fetch
+        cluster.wait_until(
+            lambda: cluster.log_end_offset(victim, OFFSETS, index) > end,
+            what="the group's assignment record in the coordinator's log",
+        )
+        # before the fix: ("Stable", [b"assigned"]), served before any follower had it
+        assert describe(cluster, victim, group) == ("CompletingRebalance", [b""])
+        cluster.kill(victim)
+    finally:
+        pending.close()
+    successor = cluster.wait_for_leader(OFFSETS, index, not_on=victim)
+    cluster.wait_until(
+        lambda: describe(cluster, successor, group)[0] in ("Dead", "Empty"),
+        what="the successor's view of the group",
+    )

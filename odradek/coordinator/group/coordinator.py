@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -120,12 +120,17 @@ class GroupCoordinator:
         get_partition: Callable[[int], Any],
         partition_count: Callable[[], int | None],
         scheduler: Scheduler | None = None,
+        replicated: Callable[[str], Awaitable[ErrorCode]] | None = None,
     ) -> None:
         self.config = config
         self.get_partition = get_partition
         self.partition_count = partition_count
         self.scheduler: Scheduler = scheduler or AsyncioScheduler()
         self.machine = GroupStateMachine(config.group, self.scheduler, self._append)
+        self._replicated = replicated
+        self._replication_waits: set[asyncio.Task[None]] = set()
+        if replicated is not None:
+            self.machine.replicated = self._wait_replicated
         self.joins = JoinGroupOp(self.machine)
         self.syncs = SyncGroupOp(self.machine)
         self.offsets = OffsetManager(self.machine, config.offsets)
@@ -151,8 +156,32 @@ class GroupCoordinator:
         )
         log.info("group coordinator started: loading %d offsets partitions", len(self.loading))
 
+    def _wait_replicated(self, group_id: str, done: Callable[[ErrorCode], None]) -> None:
+        """The machine's Replicator: `done` runs on the loop once the broker's ISR wait ends
+        (never if the coordinator stops first: its groups are dropped then)."""
+        assert self._replicated is not None
+        wait = self._replicated(group_id)
+
+        async def run() -> None:
+            try:
+                error = await wait
+            except Exception:
+                log.exception("replication wait of group %s failed", group_id)
+                error = ErrorCode.UNKNOWN_SERVER_ERROR
+            done(error)
+
+        task = asyncio.get_running_loop().create_task(run(), name=f"group-store-{group_id}")
+        self._replication_waits.add(task)
+        task.add_done_callback(self._replication_waits.discard)
+
+    def _cancel_replication_waits(self) -> None:
+        for task in list(self._replication_waits):
+            task.cancel()
+        self._replication_waits.clear()
+
     async def stop(self) -> None:
         self.active = False
+        self._cancel_replication_waits()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -172,6 +201,7 @@ class GroupCoordinator:
     def abandon(self) -> None:
         """Unclean stop (a simulated kill -9): drop everything in memory, write nothing."""
         self.active = False
+        self._cancel_replication_waits()
         for task in self._tasks:
             task.cancel()
         cancel_all = getattr(self.scheduler, "cancel_all", None)

@@ -47,6 +47,15 @@ log = logging.getLogger(__name__)
 
 Record = tuple[bytes, bytes | None]
 Appender = Callable[[str, list[Record]], ErrorCode]
+# (group id, done): calls done(error) once everything appended so far to the group's offsets
+# partition is replicated (NONE) or cannot be (the client's error), as Kafka's appends with
+# acks=-1 complete; at once with NONE where there is nothing to replicate.
+Replicator = Callable[[str, Callable[[ErrorCode], None]], None]
+
+
+def replicated_at_once(_group_id: str, done: Callable[[ErrorCode], None]) -> None:
+    done(ErrorCode.NONE)
+
 
 Empty = GroupState.EMPTY
 Preparing = GroupState.PREPARING_REBALANCE
@@ -101,6 +110,7 @@ class GroupStateMachine:
         self.config = config
         self.scheduler = scheduler
         self.append = append
+        self.replicated: Replicator = replicated_at_once
         self.groups: dict[str, ClassicGroup] = {}
         self.rebalances = 0
 

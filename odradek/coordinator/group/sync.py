@@ -1,8 +1,9 @@
 """SyncGroup, as Kafka's GroupCoordinator.handleSyncGroup: `SyncGroupOp` takes one typed request
 (`SyncParams`, built once from the SyncGroup request), validates it, and hands the leader's
-assignment to `state.GroupStateMachine`, which stores it, gives every member its part and makes
-the group Stable. Members that do not send SyncGroup within the rebalance timeout after the join
-completed are removed by the machine and the group rebalances. v5 adds protocol_type and
+assignment to `state.GroupStateMachine`, which stores it and, once the record is replicated,
+gives every member its part and makes the group Stable. Members that do not send SyncGroup
+within the rebalance timeout after the join completed are removed by the machine and the group
+rebalances. v5 adds protocol_type and
 protocol_name, checked against the group's (KIP-559).
 """
 
@@ -115,13 +116,24 @@ class SyncGroupOp:
             )
         assignment = {x: bytes(assignments.get(x, b"")) for x in group.members}
         generation = group.generation_id
+
+        def stored(error: ErrorCode) -> None:
+            # as Kafka's storeGroup callback: only the same generation, still completing
+            if not group.is_(Completing) or generation != group.generation_id:
+                return
+            if error != ErrorCode.NONE:
+                m.fail_assignment(group, error)
+                m.maybe_prepare_rebalance(
+                    group, f"error {error.name} storing the assignment of leader {leader_id}"
+                )
+                return
+            m.complete_assignment(group, assignment)
+
         error = m.store_group(group, assignment)
-        if not group.is_(Completing) or generation != group.generation_id:
-            return
         if error != ErrorCode.NONE:
-            m.fail_assignment(group, error)
-            m.maybe_prepare_rebalance(
-                group, f"error {error.name} storing the assignment of leader {leader_id}"
-            )
-            return
-        m.complete_assignment(group, assignment)
+            stored(error)
+        else:
+            # the group stays CompletingRebalance, and no member sees the assignment, until
+            # the record is replicated: a coordinator that dies before then leaves nothing
+            # behind that its successor does not have
+            m.replicated(group.group_id, stored)
