@@ -168,6 +168,27 @@ class Cluster:
 
         return self.call(read)
 
+    def producer_batches(
+        self, node: int, topic: str, index: int = 0
+    ) -> list[tuple[int, int, int, int, int]]:
+        """(base offset, last offset, producer id, producer epoch, base sequence) of every
+        batch in `node`'s replica, read from its headers (for checkers)."""
+
+        def read(c: LocalCluster) -> list[tuple[int, int, int, int, int]]:
+            broker = c.brokers[node]
+            part = broker.topics.get(topic, index) if broker is not None else None
+            if part is None:
+                return []
+            out = []
+            for batch in part.log.batches():
+                h = batch.header()
+                out.append(
+                    (h.base_offset, h.last_offset, h.producer_id, h.producer_epoch, h.base_sequence)
+                )
+            return out
+
+        return self.call(read)
+
     # -- waiting ----------------------------------------------------------------------------
 
     def wait_until(

@@ -116,6 +116,38 @@ def test_a_duplicate_from_the_idempotent_producer_is_detected() -> None:
     assert b.finish().kinds() == {"duplicate"}
 
 
+def batches(b: Build, partition: int, rows: list[tuple[int, int, int, int, int]]) -> None:
+    """The runner's record of the idempotent topic's batch headers (base, last, pid, epoch,
+    base sequence) in one partition."""
+    inv = b.h.invoke("batches", "observer", {"topic": IDEM})
+    b.h.complete(inv, OK, {"batches": {partition: rows}})
+
+
+def test_a_copy_resent_under_the_producers_next_epoch_is_known_client_behaviour() -> None:
+    """librdkafka's own epoch bump (issue 4953) resends a possibly written record as sequence 0
+    of the next epoch, which no broker can recognise: listed as known, the run stays valid."""
+    b = healthy()
+    v = b.send(2, 1, OK)
+    b.idem_final += [(2, 0, v), (2, 1, v)]
+    batches(b, 2, [(0, 0, 7, 0, 26), (1, 1, 7, 1, 0)])
+    report = b.finish()
+    assert report.valid, report.anomalies
+    assert [a.kind for a in report.known] == ["epoch-bump duplicate"]
+
+
+def test_copies_within_one_epoch_or_from_two_producers_stay_duplicates() -> None:
+    for rows in (
+        [(0, 0, 7, 0, 26), (1, 1, 7, 0, 27)],  # one epoch: the broker had to deduplicate
+        [(0, 0, 7, 0, 26), (1, 1, 8, 1, 0)],  # another producer id
+        [(0, 0, 7, 1, 26), (1, 1, 7, 0, 0)],  # the later copy under an older epoch
+    ):
+        b = healthy()
+        v = b.send(2, 1, OK)
+        b.idem_final += [(2, 0, v), (2, 1, v)]
+        batches(b, 2, rows)
+        assert b.finish().kinds() == {"duplicate"}, rows
+
+
 def test_a_retried_send_of_unknown_outcome_may_appear_once_but_not_twice() -> None:
     b = healthy()
     v = b.send(2, None, INFO)

@@ -92,6 +92,7 @@ class Result:
             f"({', '.join(f'{k} {v:.1f}s' for k, v in self.phases.items())})",
             *(f"note: {n}" for n in self.notes),
             *(f"ANOMALY {a}" for a in self.report.anomalies),
+            *(f"known client behaviour: {a}" for a in self.report.known),
             f"reproduce: python -m bench.chaos --seed {self.seed}",
         ]
         return "\n".join(lines)
@@ -237,6 +238,17 @@ def _record_replicas(cluster: Cluster, history: History) -> None:
     history.complete(inv, OK, {"replicas": replicas})
 
 
+def _record_producer_batches(cluster: Cluster, history: History) -> None:
+    """The producer id, epoch and sequence of every batch of the idempotent topic, from each
+    partition's leader, so that the checker can tell which producer epoch wrote a duplicate."""
+    batches: dict[int, list[tuple[int, int, int, int, int]]] = {}
+    for topic, p, state in _partitions(cluster):
+        if topic == IDEM_TOPIC and state.leader >= 0:
+            batches[p] = cluster.producer_batches(state.leader, topic, p)
+    inv = history.invoke("batches", "observer", {"topic": IDEM_TOPIC})
+    history.complete(inv, OK, {"batches": batches})
+
+
 def _settled(cluster: Cluster, timeout: float) -> str:
     try:
         for topic, p, _state in _partitions(cluster):
@@ -324,6 +336,7 @@ def _run(
     clock.mark("stop clients")
     final_read(history, bootstrap, IDEM_TOPIC, PARTITIONS, "read_uncommitted")
     final_read(history, bootstrap, TXN_TOPIC, PARTITIONS, "read_committed")
+    _record_producer_batches(cluster, history)
     clock.mark("read")
     return schedule
 
