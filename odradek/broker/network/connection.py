@@ -53,6 +53,7 @@ class Connection(asyncio.BufferedProtocol):
         self.peer = "?"
         self.closed = False
         self.last_active = time.monotonic()
+        self.cut_at = 0.0  # when the requests in hand were complete (metrics' queue time)
         self._decoder = FrameDecoder(
             self.max_frame, reserve=self._reserve, pending=self._waiting_in_kernel
         )
@@ -102,6 +103,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def _requests_in_hand(self) -> None:
         """Complete requests: wake the handling task and stop reading until they are answered."""
+        self.cut_at = time.monotonic()
         self._muted_in_flight = True
         self._wakeup.set()
         self._update_reading()

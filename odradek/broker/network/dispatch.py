@@ -122,8 +122,9 @@ async def dispatch(
         response = await reg.handler(ctx, request)
     else:
         started = time.perf_counter()
+        queued = time.monotonic() - connection.cut_at if connection is not None else 0.0
         response = await reg.handler(ctx, request)
-        metrics.request(header.api_key, time.perf_counter() - started, response)
+        metrics.request(header.api_key, time.perf_counter() - started, response, queued)
     if response is None:
         return None
     if reg.raw:

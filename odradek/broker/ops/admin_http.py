@@ -5,6 +5,8 @@ Kafka has no such thing; it is what `odradek.testing.Broker`'s fault hooks are f
 over HTTP. It drives the broker's FaultInjector (odradek/broker/ops/faults.py) on the broker's own
 event loop, so a rule is armed before the response is sent.
 
+    GET  /                    this list: {"endpoints": [{"method", "path", "description"}],
+                              "metrics": the Prometheus URL when metrics are on, else null}
     GET  /health              {"status": "ok", "node_id", "cluster_id", "bootstrap", "paused", ...}
     GET  /faults              armed rules, paused flag, how many requests were faulted
     POST /faults/fail         {"api": "produce", "error": "NOT_LEADER_OR_FOLLOWER", "count": 3}
@@ -43,6 +45,20 @@ MAX_HEADER_LINE = 8192
 MAX_HEADERS = 100
 MAX_BODY = 64 * 1024
 IDLE_TIMEOUT_S = 60.0
+
+
+# what `GET /` says of each endpoint
+ENDPOINTS = {
+    "/": "this list of endpoints",
+    "/health": "status, node id, cluster id, bootstrap address, connections, faults",
+    "/faults": "armed fault rules, the paused flag, how many requests were faulted",
+    "/faults/fail": 'answer requests with an error: {"api", "error", "count"}',
+    "/faults/delay": 'hold requests: {"api", "ms", "count"}',
+    "/faults/pause": "hold every request until resumed",
+    "/faults/resume": "release held requests",
+    "/faults/clear": "disarm every rule and resume",
+    "/connections/drop": "close every client connection",
+}
 
 
 class BadRequest(Exception):
@@ -108,6 +124,7 @@ class AdminHttpServer:
         self.server: asyncio.base_events.Server | None = None
         self.clients: set[asyncio.StreamWriter] = set()
         self.routes: dict[tuple[str, str], Callable[[dict[str, Any]], Any]] = {
+            ("GET", "/"): self.index,
             ("GET", "/health"): self.health,
             ("GET", "/faults"): self.list_faults,
             ("POST", "/faults/fail"): self.fail,
@@ -156,6 +173,20 @@ class AdminHttpServer:
             "paused": not faults.running.is_set(),
             "injected": faults.injected,
             "rules": [_rule_json(r) for queue in faults.rules.values() for r in queue],
+        }
+
+    def index(self, _body: dict[str, Any]) -> dict[str, Any]:
+        metrics = self.broker.metrics
+        url = None
+        if metrics is not None:
+            host = "localhost" if metrics.host in ("", "0.0.0.0", "::") else metrics.host
+            url = f"http://{f'[{host}]' if ':' in host else host}:{metrics.port}/metrics"
+        return {
+            "endpoints": [
+                {"method": method, "path": path, "description": ENDPOINTS.get(path, "")}
+                for method, path in self.routes
+            ],
+            "metrics": url,
         }
 
     def health(self, _body: dict[str, Any]) -> dict[str, Any]:

@@ -1,9 +1,16 @@
 """Prometheus metrics (`metrics.listen=HOST:PORT` or `odradek serve --metrics HOST:PORT`).
 
-Kafka's BrokerTopicMetrics and RequestMetrics, as Prometheus series: bytes and records in/out
-per topic, requests and their latency per API, errors per API and code, open connections,
-partitions, log size per topic, groups and rebalances. Each broker has its own registry, so
-several in-process brokers do not mix. Nothing here runs unless metrics are enabled.
+Kafka's BrokerTopicMetrics, RequestMetrics and ReplicaManager/controller gauges, as Prometheus
+series: bytes and records in/out per topic, requests, their latency and queue time per API,
+errors per API and code, open connections, partitions (led, under-replicated, under min ISR,
+offline), ISR shrinks and expands, log size per topic, groups, rebalances and consumer-group lag
+per partition, and the process's CPU, memory and open files (`process_*`, as every Prometheus
+client names them). Counters carry no `_created` series.
+
+Gauges read broker state at scrape time (in prometheus_client's HTTP thread, from snapshots of
+the dicts), so lag and partition counts cost nothing on the request path. Each broker has its
+own registry, so several in-process brokers do not mix (the process_* series are the same
+process's for each). Nothing here runs unless metrics are enabled.
 """
 
 from __future__ import annotations
@@ -12,19 +19,30 @@ import logging
 import os
 import struct
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    ProcessCollector,
+    start_http_server,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 from odradek.wire.regions import FileRegion
 
 if TYPE_CHECKING:
+    from odradek.broker.partitions.partition import Partition
     from odradek.broker.server import Broker
+    from odradek.coordinator.group.coordinator import GroupCoordinator
 
 log = logging.getLogger(__name__)
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 _PREFIX = struct.Struct(">qi8xi")  # base_offset, batch_length, (epoch, magic, crc), delta-field
 _BATCH_PREFIX = 27
@@ -43,23 +61,25 @@ class _StateCollector:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[Metric]:
         b = self.broker
         conns = GaugeMetricFamily("odradek_connections", "Open client connections")
         conns.add_metric([], len(b.connections))
         parts = GaugeMetricFamily("odradek_partitions", "Partitions hosted by this broker")
-        parts.add_metric([], len(b.topics.partitions))
+        local = list(b.topics.partitions.items())
+        parts.add_metric([], len(local))
         size = GaugeMetricFamily(
             "odradek_log_size_bytes", "Bytes on disk per topic", labels=["topic"]
         )
         sizes: dict[str, int] = {}
-        for (topic, _idx), part in list(b.topics.partitions.items()):
+        for (topic, _idx), part in local:
             sizes[topic] = sizes.get(topic, 0) + part.log.size_bytes
         for topic, n in sorted(sizes.items()):
             size.add_metric([topic], n)
         yield conns
         yield parts
         yield size
+        yield from _replica_state(b, [part for _key, part in local])
         groups = b.group_coordinator
         if groups is not None:
             count = GaugeMetricFamily("odradek_groups", "Consumer groups known to the coordinator")
@@ -67,11 +87,105 @@ class _StateCollector:
             yield count
             rebalances = getattr(groups, "rebalances", None)
             if rebalances is not None:
-                reb = GaugeMetricFamily(
+                reb = CounterMetricFamily(
                     "odradek_group_rebalances", "Rebalances completed since start"
                 )
                 reb.add_metric([], rebalances)
                 yield reb
+            yield from _group_lag(b, groups)
+
+
+def _replica_state(b: Broker, local: list[Partition]) -> Iterator[Metric]:
+    """Kafka's ReplicaManager gauges (LeaderCount, UnderReplicatedPartitions,
+    UnderMinIsrPartitionCount), IsrShrinks/IsrExpands, and the controller's
+    OfflinePartitionsCount."""
+    leaders = under = under_min = 0
+    for part in local:
+        if not part.is_leader:
+            continue
+        leaders += 1
+        isr = len(part.isr)
+        if isr < len(part.replicas):
+            under += 1
+        if isr < part.log.config.min_insync_replicas:
+            under_min += 1
+    for name, text, value in (
+        ("odradek_leader_partitions", "Partitions this broker leads", leaders),
+        (
+            "odradek_under_replicated_partitions",
+            "Partitions led here whose ISR is smaller than their replica set",
+            under,
+        ),
+        (
+            "odradek_under_min_isr_partitions",
+            "Partitions led here whose ISR is smaller than min.insync.replicas",
+            under_min,
+        ),
+        (
+            "odradek_offline_partitions",
+            "Partitions without a live leader (counted by the controller, 0 elsewhere, "
+            "as Kafka's OfflinePartitionsCount: sum over brokers)",
+            _offline_partitions(b),
+        ),
+    ):
+        gauge = GaugeMetricFamily(name, text)
+        gauge.add_metric([], value)
+        yield gauge
+    changes = getattr(b.replication, "isr_changes", None) or {}
+    for kind, text in (("shrink", "ISR shrinks"), ("expand", "ISR expansions")):
+        counter = CounterMetricFamily(
+            f"odradek_isr_{kind}s", f"{text} made by this broker as leader"
+        )
+        counter.add_metric([], changes.get(kind, 0))
+        yield counter
+
+
+def _offline_partitions(b: Broker) -> int:
+    if b.controller_id != b.node_id:
+        return 0
+    live = set(b.live_brokers())
+    offline = 0
+    for info in list(b.store.topics.values()):
+        for state in list(info.partitions):
+            if state.leader < 0 or state.leader not in live:
+                offline += 1
+    return offline
+
+
+def _group_lag(b: Broker, groups: GroupCoordinator) -> Iterator[Metric]:
+    """Committed offset and lag (high watermark - committed) of each partition a group
+    coordinated here has committed, for the partitions this broker hosts (a follower's high
+    watermark trails the leader's by at most one fetch)."""
+    labels = ["group", "topic", "partition"]
+    lag = GaugeMetricFamily(
+        "odradek_consumer_group_lag",
+        "Records between a group's committed offset and the partition's high watermark",
+        labels=labels,
+    )
+    committed = GaugeMetricFamily(
+        "odradek_consumer_group_committed_offset", "A group's committed offset", labels=labels
+    )
+    topics = b.topics
+    for group_id, group in sorted(_snapshot(groups.machine.groups)):
+        for (topic, index), om in sorted(_snapshot(group.offsets)):
+            part = topics.get(topic, index)
+            if part is None or om.offset < 0:
+                continue
+            key = [group_id, topic, str(index)]
+            committed.add_metric(key, om.offset)
+            lag.add_metric(key, max(0, part.high_watermark - om.offset))
+    yield lag
+    yield committed
+
+
+def _snapshot(d: dict[K, V]) -> list[tuple[K, V]]:
+    """The items of a dict the event loop may be changing while we scrape."""
+    for _ in range(10):
+        try:
+            return list(d.items())
+        except RuntimeError:  # changed size during iteration
+            continue
+    return []
 
 
 def _group_count(groups: object) -> int:
@@ -89,14 +203,33 @@ def _group_count(groups: object) -> int:
     return 0
 
 
+class _WithoutCreated:
+    """A registry's metrics without prometheus_client's `_created` series (one per counter,
+    histogram and label set: clutter no dashboard uses). A filter rather than the library's
+    process-wide `disable_created_metrics()`, which would change the metrics of an application
+    embedding a broker too."""
+
+    def __init__(self, inner: CollectorRegistry) -> None:
+        self.inner = inner
+
+    def collect(self) -> Iterator[Metric]:
+        for metric in self.inner.collect():
+            if metric.type in _HAS_CREATED:
+                metric.samples = [s for s in metric.samples if not s.name.endswith("_created")]
+            yield metric
+
+
+_HAS_CREATED = frozenset({"counter", "histogram", "summary", "gaugehistogram"})
+
+
 class BrokerMetrics:
     def __init__(self, broker: Broker, listen: str) -> None:
         self.broker = broker
         host, _, port = listen.rpartition(":")
         self.host = host or "127.0.0.1"
         self.port = int(port)
-        self.registry = CollectorRegistry()
-        r = self.registry
+        self.metrics = CollectorRegistry()  # where the series live
+        r = self.metrics
         self.bytes_in = Counter(
             "odradek_topic_bytes_in", "Bytes appended by producers", ["topic"], registry=r
         )
@@ -116,8 +249,18 @@ class BrokerMetrics:
         self.latency = Histogram(
             "odradek_request_latency_seconds", "Request handling time", ["api"], registry=r
         )
+        self.queue_time = Histogram(
+            "odradek_request_queue_time_seconds",
+            "Time from a request's last byte read to its handler starting (Kafka's "
+            "RequestQueueTimeMs: decoding and waiting behind the connection's earlier requests)",
+            ["api"],
+            registry=r,
+        )
         self.errors = Counter("odradek_errors", "Error codes returned", ["api", "code"], registry=r)
         r.register(_StateCollector(broker))
+        ProcessCollector(registry=r)
+        self.registry = CollectorRegistry()  # what is served: the above, filtered
+        self.registry.register(_WithoutCreated(r))
         # prometheus_client's (WSGIServer, Thread): the library's own annotations say no more
         self._server: Any = None
         self._thread: Any = None
@@ -141,10 +284,11 @@ class BrokerMetrics:
 
     # -- recording ------------------------------------------------------------------------------
 
-    def request(self, api_key: int, seconds: float, response: object) -> None:
+    def request(self, api_key: int, seconds: float, response: object, queued: float = 0.0) -> None:
         api = _api_name(api_key)
         self.requests.labels(api).inc()
         self.latency.labels(api).observe(seconds)
+        self.queue_time.labels(api).observe(queued)
         if response is not None and not isinstance(response, list):
             for code in _error_codes(response, 3):
                 if code:

@@ -76,6 +76,7 @@ class ReplicaManager:
         self.registered = False
         self.closing = asyncio.Event()
         self.fetch_delay_ms = 0
+        self.isr_changes = {"shrink": 0, "expand": 0}  # Kafka's IsrShrinks/IsrExpandsPerSec
         self.reachable: Callable[[int, int], bool] | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         # a broker's data dir remembers its cluster and id, as Kafka's meta.properties
@@ -354,6 +355,7 @@ class ReplicaManager:
         if not ok:
             return False
         log.info("%s-%d: ISR %s -> %s (%s)", part.topic, part.index, part.isr, isr, why)
+        self.isr_changes["shrink" if len(isr) < len(part.isr) else "expand"] += 1
         part.isr = list(isr)
         self._advance_high_watermark(part)
         part.wake()
