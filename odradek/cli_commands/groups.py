@@ -1,18 +1,26 @@
-"""`odradek groups list|describe|delete|reset-offsets`, as kafka-consumer-groups.sh.
+"""`odradek groups list|describe|delete|delete-offsets|reset-offsets`, as kafka-consumer-groups.sh.
 
 ListGroups (key 16) lists, DescribeGroups (15) gives state, protocol and members (their
 subscription and assignment decoded from the consumer protocol), OffsetFetch (9) the committed
-offsets and ListOffsets (2) the log end offsets, hence the lag. DeleteGroups (42) deletes empty
-groups. reset-offsets commits new offsets with OffsetCommit (8) as the admin client does
-(generation -1, no member id), which the coordinator only accepts for a group without members:
-like Kafka's tool it refuses a group that is not Empty (or Dead, i.e. unknown), and without
-`--execute` only shows what it would do.
+offsets and ListOffsets (2) the log end offsets, hence the lag per partition and in total;
+FindCoordinator (10) the coordinator. `describe --offsets|--members [--verbose]|--state` print
+the views of Kafka's tool; without them one view shows it all. DeleteGroups (42) deletes empty
+groups, OffsetDelete (47) some of a group's committed offsets (refused per partition with
+GROUP_SUBSCRIBED_TO_TOPIC while live members consume the topic). reset-offsets commits new
+offsets with OffsetCommit (8) as the admin client does (generation -1, no member id), which the
+coordinator only accepts for a group without members: like Kafka's tool it refuses a group that
+is not Empty (or Dead, i.e. unknown), and without `--execute` only shows what it would do. The
+targets: --to-earliest/--to-latest/--to-current/--to-offset/--shift-by, --to-datetime and
+--by-duration (ListOffsets by timestamp), --from-file (the topic,partition,offset CSV that
+`--export` prints); every target is kept within the log's start and end, as Kafka does.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+import time
 from datetime import datetime
 from typing import Any, cast
 
@@ -41,7 +49,29 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = cmds.add_parser("describe", help="state, members, committed offsets and lag")
     add_client_options(p)
-    p.add_argument("groups", nargs="+", metavar="GROUP")
+    p.add_argument("groups", nargs="*", metavar="GROUP")
+    p.add_argument(
+        "--group", action="append", dest="group_opt", metavar="GROUP", help="(repeatable)"
+    )
+    view = p.add_mutually_exclusive_group()
+    view.add_argument(
+        "--offsets",
+        action="store_true",
+        help="committed offset, log end offset and lag per partition, and the total lag",
+    )
+    view.add_argument(
+        "--members", action="store_true", help="the members and how many partitions each has"
+    )
+    view.add_argument(
+        "--state",
+        action="store_true",
+        help="coordinator, assignment strategy, state and member count",
+    )
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="with --members: each member's group instance id and assigned partitions",
+    )
     p.set_defaults(func=run_command(cmd_describe))
 
     p = cmds.add_parser("delete", help="delete consumer groups (they must be empty)")
@@ -49,10 +79,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("groups", nargs="+", metavar="GROUP")
     p.set_defaults(func=run_command(cmd_delete))
 
+    p = cmds.add_parser(
+        "delete-offsets",
+        help="delete a group's committed offsets for some topics or partitions (OffsetDelete)",
+    )
+    add_client_options(p)
+    p.add_argument("group", nargs="?", metavar="GROUP")
+    p.add_argument("--group", dest="group_opt", metavar="GROUP", help="the group (or GROUP)")
+    p.add_argument(
+        "--topic",
+        action="append",
+        required=True,
+        metavar="TOPIC[:P,P...]",
+        help="a topic, or some of its partitions (repeatable)",
+    )
+    p.set_defaults(func=run_command(cmd_delete_offsets))
+
     p = cmds.add_parser("reset-offsets", help="move an inactive group's committed offsets")
     add_client_options(p)
-    p.add_argument("group", metavar="GROUP")
-    scope = p.add_mutually_exclusive_group(required=True)
+    p.add_argument("group", nargs="?", metavar="GROUP")
+    p.add_argument("--group", dest="group_opt", metavar="GROUP", help="the group (or GROUP)")
+    scope = p.add_mutually_exclusive_group()
     scope.add_argument(
         "--topic",
         action="append",
@@ -65,17 +112,43 @@ def register(sub: argparse._SubParsersAction) -> None:
     to = p.add_mutually_exclusive_group(required=True)
     to.add_argument("--to-earliest", action="store_true")
     to.add_argument("--to-latest", action="store_true")
+    to.add_argument("--to-current", action="store_true", help="the committed offsets as they are")
     to.add_argument("--to-offset", type=int, metavar="N")
     to.add_argument(
         "--to-datetime",
         metavar="ISO",
         help="first offset at or after this time, e.g. 2024-05-01T12:00:00Z (no zone: local time)",
     )
+    to.add_argument(
+        "--by-duration",
+        metavar="PnDTnHnMnS",
+        help="first offset at or after this long ago (ISO 8601 duration, e.g. PT1H30M, P1D)",
+    )
     to.add_argument("--shift-by", type=int, metavar="N", help="move the committed offsets by N")
+    to.add_argument(
+        "--from-file",
+        metavar="CSV",
+        help="offsets from a file of topic,partition,offset lines (as --export writes)",
+    )
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--execute", action="store_true", help="commit the new offsets")
     mode.add_argument("--dry-run", action="store_true", help="only show them (the default)")
+    p.add_argument(
+        "--export",
+        action="store_true",
+        help="print the new offsets as topic,partition,offset CSV (for --from-file)",
+    )
     p.set_defaults(func=run_command(cmd_reset_offsets))
+
+
+def _one_group(args: argparse.Namespace) -> str:
+    """GROUP or --group GROUP (kafka-consumer-groups.sh spells it --group)."""
+    if args.group and args.group_opt and args.group != args.group_opt:
+        raise CliError(f"two groups given: {args.group!r} and --group {args.group_opt!r}")
+    group = args.group or args.group_opt
+    if not group:
+        raise CliError("name the group: GROUP or --group GROUP")
+    return str(group)
 
 
 # -- describing ---------------------------------------------------------------------------------
@@ -165,14 +238,31 @@ def _describe_one(admin: Any, group: str, info: dict[str, Any]) -> dict[str, Any
                 "client_id": who.get("client_id"),
             }
         )
+    lags = [r["lag"] for r in rows if r["lag"] is not None]
     return {
         "group": group,
+        "coordinator": _coordinator(admin, group),
         "state": info.get("group_state"),
         "protocol_type": info.get("protocol_type"),
         "protocol": info.get("protocol_data"),
         "members": members,
         "partitions": rows,
+        "total_lag": sum(lags) if lags else None,
     }
+
+
+def _coordinator(admin: Any, group: str) -> dict[str, Any] | None:
+    """The group's coordinator (FindCoordinator, cached by kafka-python from the describe)."""
+    import kafka.errors as errors
+
+    try:
+        node = admin._manager.run(admin._find_coordinator_id, group)
+        meta = admin._manager.cluster.broker_metadata(node)
+    except (errors.KafkaError, AttributeError):  # a kafka-python without these internals
+        return None
+    if meta is None:
+        return {"id": node, "host": None, "port": None}
+    return {"id": node, "host": meta.host, "port": meta.port}
 
 
 def _print_group(desc: dict[str, Any]) -> None:
@@ -194,8 +284,14 @@ def _print_group(desc: dict[str, Any]) -> None:
     if not desc["partitions"]:
         print("No committed offsets and no assigned partitions.")
         return
+    _print_offsets(desc, with_group=False)
+
+
+def _print_offsets(desc: dict[str, Any], with_group: bool) -> None:
+    lead = ["GROUP"] if with_group else []
     print_table(
-        [
+        lead
+        + [
             "TOPIC",
             "PARTITION",
             "CURRENT-OFFSET",
@@ -206,7 +302,8 @@ def _print_group(desc: dict[str, Any]) -> None:
             "CLIENT-ID",
         ],
         [
-            [
+            ([desc["group"]] if with_group else [])
+            + [
                 r["topic"],
                 r["partition"],
                 r["current_offset"],
@@ -219,12 +316,45 @@ def _print_group(desc: dict[str, Any]) -> None:
             for r in desc["partitions"]
         ],
     )
+    print(f"Total lag: {desc['total_lag'] if desc['total_lag'] is not None else '-'}")
 
 
-def _assignment_text(member: dict[str, Any]) -> str:
+def _print_members(desc: dict[str, Any], verbose: bool) -> None:
+    """kafka-consumer-groups.sh --describe --members [--verbose]."""
+    if not desc["members"]:
+        print(f"Consumer group '{desc['group']}' has no active members.")
+        return
+    headers = ["GROUP", "CONSUMER-ID"]
+    headers += ["GROUP-INSTANCE-ID"] if verbose else []
+    headers += ["HOST", "CLIENT-ID", "#PARTITIONS"]
+    headers += ["ASSIGNMENT"] if verbose else []
+    lines = []
+    for m in desc["members"]:
+        line = [desc["group"], m["member_id"]]
+        line += [m["instance_id"]] if verbose else []
+        line += [m["host"], m["client_id"], len(m["assignment"])]
+        line += [_assignment_text(m, kafka_style=True)] if verbose else []
+        lines.append(line)
+    print_table(headers, lines)
+
+
+def _print_state(desc: dict[str, Any]) -> None:
+    """kafka-consumer-groups.sh --describe --state."""
+    c = desc["coordinator"]
+    where = f"{c['host']}:{c['port']} ({c['id']})" if c else "-"
+    print_table(
+        ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+        [[desc["group"], where, desc["protocol"] or "", desc["state"], len(desc["members"])]],
+    )
+
+
+def _assignment_text(member: dict[str, Any], kafka_style: bool = False) -> str:
+    """ "t:0,1 u:0", or with kafka_style "t(0,1),u(0)" as kafka-consumer-groups.sh --verbose."""
     by_topic: dict[str, list[int]] = {}
     for a in member["assignment"]:
         by_topic.setdefault(a["topic"], []).append(a["partition"])
+    if kafka_style:
+        return ",".join(f"{t}({','.join(map(str, ps))})" for t, ps in sorted(by_topic.items()))
     return " ".join(f"{t}:{','.join(map(str, ps))}" for t, ps in sorted(by_topic.items())) or "-"
 
 
@@ -268,10 +398,13 @@ def cmd_list(args: argparse.Namespace) -> None:
 
 
 def cmd_describe(args: argparse.Namespace) -> None:
+    groups = list(dict.fromkeys(list(args.groups) + list(args.group_opt or [])))
+    if not groups:
+        raise CliError("name at least one group: GROUP or --group GROUP")
     with Closing(admin_client(args)) as admin:
-        described = _group_info(admin, list(args.groups))
+        described = _group_info(admin, groups)
         result = []
-        for group in args.groups:
+        for group in groups:
             desc = _describe_one(admin, group, described[group])
             if desc["state"] == "Dead" and not desc["partitions"] and not desc["members"]:
                 raise CliError(f"consumer group {group!r} does not exist")
@@ -282,7 +415,17 @@ def cmd_describe(args: argparse.Namespace) -> None:
     for i, desc in enumerate(result):
         if i:
             print()
-        _print_group(desc)
+        if args.members:
+            _print_members(desc, args.verbose)
+        elif args.state:
+            _print_state(desc)
+        elif args.offsets:
+            if desc["partitions"]:
+                _print_offsets(desc, with_group=True)
+            else:
+                print(f"Consumer group '{desc['group']}' has no committed offsets.")
+        else:
+            _print_group(desc)
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
@@ -341,14 +484,99 @@ def _timestamp_ms(text: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
+_DURATION = re.compile(
+    r"([-+]?)P(?:([-+]?\d+)D)?"
+    r"(?:T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?(?:([-+]?\d+)(?:[.,](\d{0,9}))?S)?)?",
+    re.IGNORECASE,
+)
+
+
+def duration_ms(text: str) -> int:
+    """An ISO 8601 duration as java.time.Duration.parse reads it (PnDTnHnMn.nS: days, hours,
+    minutes, seconds, each optional and signed, at least one given), in milliseconds."""
+    m = _DURATION.fullmatch(text.strip())
+    if not m or not any(m.group(i) for i in (2, 3, 4, 5)) or text.strip().upper().endswith("T"):
+        raise CliError(
+            f"--by-duration {text!r} is not an ISO 8601 duration such as PT1H30M or P1DT12H"
+        )
+    sign, days, hours, minutes, seconds, fraction = m.groups()
+    secs = int(seconds or 0)
+    frac_ms = int(((fraction or "") + "000")[:3])
+    millis = secs * 1000 + (-frac_ms if secs < 0 or (seconds or "").startswith("-") else frac_ms)
+    total = (int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes or 0) * 60) * 1000
+    total += millis
+    return -total if sign == "-" else total
+
+
+def read_reset_plan(path: str, group: str) -> dict[tuple[str, int], int]:
+    """kafka-consumer-groups.sh's CSV: topic,partition,offset lines (one group), or
+    group,topic,partition,offset lines (several groups; only this group's are used)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as exc:
+        raise CliError(f"cannot read --from-file {path}: {exc.strerror or exc}") from None
+    plan: dict[tuple[str, int], int] = {}
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) == 4:
+            if cells[0] != group:
+                continue
+            cells = cells[1:]
+        if len(cells) != 3 or not cells[0]:
+            raise CliError(
+                f"{path}:{number}: expected topic,partition,offset (or group,topic,partition,"
+                f"offset), got {line!r}"
+            )
+        try:
+            plan[(cells[0], int(cells[1]))] = int(cells[2])
+        except ValueError:
+            raise CliError(f"{path}:{number}: partition and offset must be numbers") from None
+    if not plan:
+        raise CliError(f"--from-file {path} has no offsets for group {group!r}")
+    return plan
+
+
+def _check_partitions(admin: Any, tps: list[Any]) -> None:
+    existing = _existing_partitions(admin, {tp.topic for tp in tps})
+    for tp in tps:
+        if tp.topic not in existing:
+            raise CliError(f"topic {tp.topic!r} does not exist")
+        if tp.partition not in existing[tp.topic]:
+            raise CliError(f"topic {tp.topic!r} has no partition {tp.partition}")
+
+
 def _target_partitions(
-    admin: Any, args: argparse.Namespace, committed: dict[Any, Any]
+    admin: Any, args: argparse.Namespace, committed: dict[Any, Any], plan: dict[Any, int] | None
 ) -> list[Any]:
     from kafka import TopicPartition
 
+    if plan is not None:
+        tps = [TopicPartition(t, p) for t, p in sorted(plan)]
+        if args.topic:
+            wanted = _parse_topics(args.topic)
+            tps = [
+                tp
+                for tp in tps
+                if tp.topic in wanted
+                and (wanted[tp.topic] is None or tp.partition in (wanted[tp.topic] or ()))
+            ]
+        _check_partitions(admin, tps)
+        return tps
     if args.all_topics:
         return sorted(committed, key=lambda tp: (tp.topic, tp.partition))
-    wanted = _parse_topics(args.topic)
+    if not args.topic:
+        raise CliError("say which offsets to reset: --topic TOPIC[:P,...] or --all-topics")
+    return _topic_partitions(admin, args.topic)
+
+
+def _topic_partitions(admin: Any, items: list[str]) -> list[Any]:
+    """TOPIC (all its partitions) or TOPIC:P,P as TopicPartitions, checked against metadata."""
+    from kafka import TopicPartition
+
+    wanted = _parse_topics(items)
     existing = _existing_partitions(admin, set(wanted))
     tps = []
     for topic, parts in wanted.items():
@@ -362,32 +590,45 @@ def _target_partitions(
 
 
 def _new_offsets(
-    admin: Any, args: argparse.Namespace, tps: list[Any], committed: dict[Any, Any]
+    admin: Any,
+    args: argparse.Namespace,
+    tps: list[Any],
+    committed: dict[Any, Any],
+    plan: dict[Any, int] | None,
 ) -> dict[Any, int]:
     from kafka.admin import OffsetSpec, OffsetTimestamp
 
     earliest = _end_offsets(admin, tps, OffsetSpec.EARLIEST)
     latest = _end_offsets(admin, tps, OffsetSpec.LATEST)
+    at_ms = None
     if args.to_datetime is not None:
-        at = OffsetTimestamp(_timestamp_ms(args.to_datetime))
-        by_time = _end_offsets(admin, tps, at)
+        at_ms = _timestamp_ms(args.to_datetime)
+    elif args.by_duration is not None:
+        at_ms = int(time.time() * 1000) - duration_ms(args.by_duration)
+    if at_ms is not None:
+        by_time = _end_offsets(admin, tps, OffsetTimestamp(max(at_ms, 0)))
     out = {}
     for tp in tps:
+        done = committed.get(tp)
+        current = done.offset if done is not None and done.offset >= 0 else None
         if args.to_earliest:
             raw = earliest[tp]
         elif args.to_latest:
             raw = latest[tp]
+        elif args.to_current:
+            raw = current if current is not None else latest[tp]
         elif args.to_offset is not None:
             raw = args.to_offset
-        elif args.to_datetime is not None:
+        elif at_ms is not None:
             raw = by_time[tp] if by_time[tp] >= 0 else latest[tp]
+        elif plan is not None:
+            raw = plan[(tp.topic, tp.partition)]
         else:
-            done = committed.get(tp)
-            if done is None or done.offset < 0:
+            if current is None:
                 raise CliError(
                     f"--shift-by: group has no committed offset for {tp.topic}:{tp.partition}"
                 )
-            raw = done.offset + args.shift_by
+            raw = current + args.shift_by
         out[tp] = min(max(raw, earliest[tp]), latest[tp])
     return out
 
@@ -395,22 +636,26 @@ def _new_offsets(
 def cmd_reset_offsets(args: argparse.Namespace) -> int:
     from kafka.structs import OffsetAndMetadata
 
+    group = _one_group(args)
+    if args.by_duration is not None:
+        duration_ms(args.by_duration)  # a malformed duration fails before any request
+    plan = read_reset_plan(args.from_file, group) if args.from_file else None
     with Closing(admin_client(args)) as admin:
-        info = _group_info(admin, [args.group])[args.group]
+        info = _group_info(admin, [group])[group]
         state = info.get("group_state")
         if state not in INACTIVE_STATES:
             raise CliError(
-                f"offsets can only be reset if group {args.group!r} is inactive, but "
+                f"offsets can only be reset if group {group!r} is inactive, but "
                 f"its state is {state}"
             )
-        committed = admin.list_group_offsets({args.group: None}).get(args.group, {})
-        tps = _target_partitions(admin, args, committed)
+        committed = admin.list_group_offsets({group: None}).get(group, {})
+        tps = _target_partitions(admin, args, committed, plan)
         if not tps:
-            raise CliError(f"group {args.group!r} has no committed offsets to reset")
-        targets = _new_offsets(admin, args, tps, committed)
+            raise CliError(f"group {group!r} has no committed offsets to reset")
+        targets = _new_offsets(admin, args, tps, committed, plan)
         if args.execute:
             result = admin.alter_group_offsets(
-                args.group, {tp: OffsetAndMetadata(off, "", -1) for tp, off in targets.items()}
+                group, {tp: OffsetAndMetadata(off, "", -1) for tp, off in targets.items()}
             )
             failed = [
                 f"{tp.topic}:{tp.partition} {error_name(err)}"
@@ -418,21 +663,25 @@ def cmd_reset_offsets(args: argparse.Namespace) -> int:
                 if error_name(err) != "NONE"
             ]
             if failed:
-                raise CliError(f"committing offsets of {args.group!r} failed: " + ", ".join(failed))
+                raise CliError(f"committing offsets of {group!r} failed: " + ", ".join(failed))
     rows = []
     for tp, offset in sorted(targets.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
         done = committed.get(tp)
         rows.append(
             {
-                "group": args.group,
+                "group": group,
                 "topic": tp.topic,
                 "partition": tp.partition,
                 "previous_offset": done.offset if done is not None and done.offset >= 0 else None,
                 "new_offset": offset,
             }
         )
-    if want_json(args):
-        print_json({"group": args.group, "executed": bool(args.execute), "partitions": rows})
+    if args.export:
+        # kafka-consumer-groups.sh --export: the plan as CSV, which --from-file reads back
+        for r in rows:
+            print(f"{r['topic']},{r['partition']},{r['new_offset']}")
+    elif want_json(args):
+        print_json({"group": group, "executed": bool(args.execute), "partitions": rows})
     else:
         print_table(
             ["GROUP", "TOPIC", "PARTITION", "PREVIOUS-OFFSET", "NEW-OFFSET"],
@@ -445,5 +694,52 @@ def cmd_reset_offsets(args: argparse.Namespace) -> int:
         print(
             "Dry run: nothing was committed; add --execute to commit these offsets.",
             file=sys.stderr,
+        )
+    return 0
+
+
+# -- delete-offsets -----------------------------------------------------------------------------
+
+
+def cmd_delete_offsets(args: argparse.Namespace) -> int:
+    """kafka-consumer-groups.sh --delete-offsets: OffsetDelete (key 47). A partition of a topic
+    the group's live members subscribe to fails with GROUP_SUBSCRIBED_TO_TOPIC."""
+    import kafka.errors as errors
+    from kafka import TopicPartition
+
+    group = _one_group(args)
+    wanted = _parse_topics(args.topic)
+    with Closing(admin_client(args)) as admin:
+        _group_info(admin, [group])
+        tps = [
+            TopicPartition(t, p) for t, parts in wanted.items() if parts is not None for p in parts
+        ]
+        whole = [t for t, parts in wanted.items() if parts is None]
+        if whole:
+            tps += _topic_partitions(admin, whole)
+        try:
+            result = admin.delete_group_offsets(group, tps)
+        except errors.GroupIdNotFoundError:
+            raise CliError(f"consumer group {group!r} does not exist") from None
+    outcome = [
+        {
+            "topic": tp.topic,
+            "partition": tp.partition,
+            "error": None if error_name(err) == "NONE" else error_name(err),
+        }
+        for tp, err in sorted(result.items())
+    ]
+    failed = [o for o in outcome if o["error"]]
+    if want_json(args):
+        print_json({"group": group, "partitions": outcome})
+    else:
+        print_table(
+            ["TOPIC", "PARTITION", "STATUS"],
+            [[o["topic"], o["partition"], o["error"] or "Successful"] for o in outcome],
+        )
+    if failed:
+        raise CliError(
+            f"deleting offsets of group {group!r} failed for "
+            + ", ".join(f"{o['topic']}:{o['partition']} ({o['error']})" for o in failed)
         )
     return 0

@@ -11,11 +11,12 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
 from odradek.testing import Broker
 from odradek.testing.cluster import FAST_FAILOVER, Cluster
@@ -171,3 +172,180 @@ def test_topics_describe_reports_under_replicated_and_unavailable_partitions() -
         cluster.wait_for_leader("solo", 0)
         for flag in ("--under-replicated-partitions", "--unavailable-partitions"):
             assert cli(cluster.bootstrap, "topics", "describe", flag).stdout == ""
+
+
+# -- groups -------------------------------------------------------------------------------------
+
+
+def consume_and_commit(bootstrap: str, topic: str, group: str, count: int) -> KafkaConsumer:
+    """A live kafka-python member of `group` that consumed and committed `count` records."""
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        client_id="cli-tester",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    seen = 0
+    deadline = time.monotonic() + 30
+    while seen < count and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=200, max_records=count - seen).values():
+            seen += len(records)
+    assert seen == count
+    consumer.commit()
+    return consumer
+
+
+def committed(bootstrap: str, group: str) -> dict[int, int]:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        found = admin.list_group_offsets({group: None}).get(group, {})
+    finally:
+        admin.close()
+    return {tp.partition: om.offset for tp, om in found.items() if om.offset >= 0}
+
+
+def test_groups_describe_members_state_lag_and_delete_offsets(broker: Broker, name: str) -> None:
+    topic, group, b = name, name + "-g", broker.bootstrap
+    cli(b, "topics", "create", topic, "--partitions", "2")
+    produce(b, topic, {0: 5, 1: 5})
+    consumer = consume_and_commit(b, topic, group, 6)
+    try:
+        desc = json.loads(cli(b, "groups", "describe", group, "--json").stdout)
+        [member] = desc["members"]
+        assert desc["total_lag"] == 4 and desc["coordinator"]["id"] == 0
+        host, port = b.split(":")
+        assert (desc["coordinator"]["host"], str(desc["coordinator"]["port"])) == (host, port)
+
+        verbose = rows(
+            cli(b, "groups", "describe", "--group", group, "--members", "--verbose").stdout
+        )
+        assert verbose == [
+            [
+                "GROUP",
+                "CONSUMER-ID",
+                "GROUP-INSTANCE-ID",
+                "HOST",
+                "CLIENT-ID",
+                "#PARTITIONS",
+                "ASSIGNMENT",
+            ],
+            [group, member["member_id"], "-", member["host"], "cli-tester", "2", f"{topic}(0,1)"],
+        ]
+        members = rows(cli(b, "groups", "describe", group, "--members").stdout)
+        assert members[1] == [group, member["member_id"], member["host"], "cli-tester", "2"]
+
+        state = rows(cli(b, "groups", "describe", group, "--state").stdout)
+        assert state == [
+            ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+            [group, f"{b} (0)", "range", "Stable", "1"],
+        ]
+
+        offsets = cli(b, "groups", "describe", group, "--offsets").stdout.strip().splitlines()
+        assert offsets[-1] == "Total lag: 4"
+        table = rows("\n".join(offsets[:-1]))
+        assert table[0][:6] == [
+            "GROUP",
+            "TOPIC",
+            "PARTITION",
+            "CURRENT-OFFSET",
+            "LOG-END-OFFSET",
+            "LAG",
+        ]
+        assert sum(int(r[5]) for r in table[1:]) == 4
+        assert "Total lag: 4" in cli(b, "groups", "describe", group).stdout
+
+        # a live member subscribed to the topic keeps its offsets, as in Kafka
+        busy = cli(b, "groups", "delete-offsets", "--group", group, "--topic", topic, status=1)
+        assert "GROUP_SUBSCRIBED_TO_TOPIC" in busy.stderr and len(busy.stderr.splitlines()) == 1
+        assert committed(b, group) == {
+            p["partition"]: p["current_offset"] for p in desc["partitions"]
+        }
+    finally:
+        consumer.close()
+
+    before = committed(b, group)
+    out = cli(b, "groups", "delete-offsets", "--group", group, "--topic", f"{topic}:0").stdout
+    assert rows(out) == [["TOPIC", "PARTITION", "STATUS"], [topic, "0", "Successful"]]
+    assert committed(b, group) == {1: before[1]}
+    doc = json.loads(cli(b, "groups", "delete-offsets", group, "--topic", topic, "--json").stdout)
+    assert doc["partitions"] == [
+        {"topic": topic, "partition": 0, "error": None},
+        {"topic": topic, "partition": 1, "error": None},
+    ]
+    assert committed(b, group) == {}
+    idle = cli(b, "groups", "describe", group, "--members").stdout
+    assert idle.strip() == f"Consumer group '{group}' has no active members."
+
+    missing = cli(
+        b, "groups", "delete-offsets", "--group", name + "-nope", "--topic", topic, status=1
+    )
+    assert "does not exist" in missing.stderr and len(missing.stderr.splitlines()) == 1
+
+
+def test_groups_reset_offsets_by_duration_export_and_from_file(
+    broker: Broker, name: str, tmp_path: Path
+) -> None:
+    topic, group, b = name, name + "-g", broker.bootstrap
+    cli(b, "topics", "create", topic, "--partitions", "2")
+    now_ms = int(time.time() * 1000)
+    producer = KafkaProducer(bootstrap_servers=b)
+    for partition in (0, 1):
+        for i in range(10):
+            # offsets 0-4 written two hours ago, 5-9 now (CreateTime)
+            stamp = now_ms - 2 * 3600 * 1000 if i < 5 else now_ms
+            producer.send(topic, value=b"%d" % i, partition=partition, timestamp_ms=stamp)
+    producer.flush(10)
+    producer.close()
+    consume_and_commit(b, topic, group, 20).close()
+    assert committed(b, group) == {0: 10, 1: 10}
+
+    dry = cli(
+        b, "groups", "reset-offsets", "--group", group, "--all-topics", "--by-duration", "PT1H"
+    )
+    assert rows(dry.stdout)[1:] == [[group, topic, "0", "10", "5"], [group, topic, "1", "10", "5"]]
+    assert "Dry run" in dry.stderr
+    assert committed(b, group) == {0: 10, 1: 10}  # --dry-run is the default
+
+    plan = tmp_path / "plan.csv"
+    exported = cli(
+        b, "groups", "reset-offsets", group, "--topic", topic, "--by-duration", "PT1H", "--export"
+    )
+    assert exported.stdout == f"{topic},0,5\n{topic},1,5\n"
+    plan.write_text(exported.stdout)
+
+    cli(b, "groups", "reset-offsets", group, "--all-topics", "--by-duration", "P1D", "--execute")
+    assert committed(b, group) == {0: 0, 1: 0}
+
+    cli(b, "groups", "reset-offsets", group, "--from-file", str(plan), "--execute")
+    assert committed(b, group) == {0: 5, 1: 5}
+
+    # kafka-consumer-groups.sh's several-group form: only this group's lines count
+    multi = tmp_path / "multi.csv"
+    multi.write_text(f"other,{topic},0,1\n{group},{topic},1,7\n\n")
+    out = cli(b, "groups", "reset-offsets", group, "--from-file", str(multi), "--execute")
+    assert rows(out.stdout)[1:] == [[group, topic, "1", "5", "7"]]
+    assert committed(b, group) == {0: 5, 1: 7}
+
+    # a consumer of the group resumes where the reset put it
+    consumer = KafkaConsumer(topic, bootstrap_servers=b, group_id=group, enable_auto_commit=False)
+    try:
+        first: dict[int, int] = {}
+        deadline = time.monotonic() + 30
+        while len(first) < 2 and time.monotonic() < deadline:
+            for tp, records in consumer.poll(timeout_ms=200).items():
+                first.setdefault(tp.partition, records[0].offset)
+        assert first == {0: 5, 1: 7}
+    finally:
+        consumer.close()
+
+    bad = tmp_path / "bad.csv"
+    bad.write_text(f"{topic},zero,5\n")
+    err = cli(b, "groups", "reset-offsets", group, "--from-file", str(bad), status=1).stderr
+    assert f"{bad}:1" in err and len(err.splitlines()) == 1
+    err = cli(
+        b, "groups", "reset-offsets", group, "--all-topics", "--by-duration", "1 hour", status=1
+    ).stderr
+    assert "ISO 8601 duration" in err and len(err.splitlines()) == 1
+    assert committed(b, group) == {0: 5, 1: 7}
