@@ -5,6 +5,7 @@ imported only when a command runs, so `odradek serve` never loads the client."""
 from __future__ import annotations
 
 import argparse
+from importlib import import_module
 
 
 def register_all(sub: argparse._SubParsersAction) -> None:
@@ -12,3 +13,8 @@ def register_all(sub: argparse._SubParsersAction) -> None:
 
     for module in (topics, groups, produce, consume, cluster, dev, faults):
         module.register(sub)
+    import_module("odradek.cli_commands.configs").register(sub)
+    import_module("odradek.cli_commands.records").register(sub)
+    import_module("odradek.cli_commands.election").register(sub)
+    import_module("odradek.cli_commands.transactions").register(sub)
+    import_module("odradek.cli_commands.dump_log").register(sub)
