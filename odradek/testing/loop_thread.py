@@ -67,7 +67,20 @@ class LoopThread:
         loop.run_forever()
         if teardown is not None:
             loop.run_until_complete(teardown())
+        LoopThread._finish_tasks(loop)
         loop.close()
+
+    @staticmethod
+    def _finish_tasks(loop: asyncio.AbstractEventLoop) -> None:
+        """Cancel the tasks still pending (something the stopped broker started and left, or
+        cancelled without awaiting) and let them end, as asyncio.run does: a task closed with
+        its loop is reported as "Task was destroyed but it is pending!" when collected."""
+        tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
 
     @overload
     def call(self, fn: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T: ...
