@@ -349,12 +349,14 @@ def _print_state(desc: dict[str, Any]) -> None:
 
 
 def _assignment_text(member: dict[str, Any], kafka_style: bool = False) -> str:
-    """ "t:0,1 u:0", or with kafka_style "t(0,1),u(0)" as kafka-consumer-groups.sh --verbose."""
+    """Assignment as t:0,1 u:0, or with kafka_style as t(0,1),u(0) (Kafka's --verbose)."""
     by_topic: dict[str, list[int]] = {}
     for a in member["assignment"]:
         by_topic.setdefault(a["topic"], []).append(a["partition"])
     if kafka_style:
-        return ",".join(f"{t}({','.join(map(str, ps))})" for t, ps in sorted(by_topic.items()))
+        return (
+            ",".join(f"{t}({','.join(map(str, ps))})" for t, ps in sorted(by_topic.items())) or "-"
+        )
     return " ".join(f"{t}:{','.join(map(str, ps))}" for t, ps in sorted(by_topic.items())) or "-"
 
 

@@ -82,6 +82,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="only partitions without a live leader",
     )
+    report.add_argument(
+        "--under-min-isr-partitions",
+        action="store_true",
+        help="only partitions whose ISR is smaller than the topic's min.insync.replicas",
+    )
+    report.add_argument(
+        "--at-min-isr-partitions",
+        action="store_true",
+        help="only partitions whose ISR is exactly min.insync.replicas",
+    )
     p.set_defaults(func=run_command(cmd_describe))
 
     p = cmds.add_parser("delete", help="delete topics")
@@ -312,13 +322,24 @@ def cmd_create(args: argparse.Namespace) -> int:
 
 
 def cmd_describe(args: argparse.Namespace) -> None:
-    report = args.under_replicated_partitions or args.unavailable_partitions
+    report = (
+        args.under_replicated_partitions
+        or args.unavailable_partitions
+        or args.under_min_isr_partitions
+        or args.at_min_isr_partitions
+    )
     with Closing(admin_client(args)) as admin:
         topics = _describe_topics(admin, list(args.names) or None)
         if args.exclude_internal:
             topics = [t for t in topics if not t.get("is_internal")]
         if report:
-            _print_report(args, topics, _live_brokers(admin))
+            live = _live_brokers(admin) if args.unavailable_partitions else set()
+            min_isr = (
+                _min_isr(admin, [t["name"] for t in topics])
+                if args.under_min_isr_partitions or args.at_min_isr_partitions
+                else {}
+            )
+            _print_report(args, topics, live, min_isr)
             return
         configs = _non_default_configs(admin, [t["name"] for t in topics])
         described = [
@@ -375,14 +396,41 @@ def cmd_describe(args: argparse.Namespace) -> None:
         )
 
 
-def _print_report(args: argparse.Namespace, topics: list[dict[str, Any]], live: set[int]) -> None:
-    """kafka-topics.sh --describe --under-replicated-partitions / --unavailable-partitions:
-    only the partitions in that condition, one line each, nothing when there are none."""
+def _min_isr(admin: Any, names: list[str]) -> dict[str, int]:
+    """Each topic's effective min.insync.replicas (DescribeConfigs, defaults included)."""
+    from kafka.admin import ConfigResource
+
+    if not names:
+        return {}
+    described = admin.describe_configs(
+        [ConfigResource("TOPIC", n, {"min.insync.replicas": None}) for n in names],
+        config_filter="all",
+    ).get("topic", {})
+    out = {}
+    for name in names:
+        entry = (described.get(name) or {}).get("min.insync.replicas") or {}
+        out[name] = int(entry.get("value") or 1)
+    return out
+
+
+def _print_report(
+    args: argparse.Namespace,
+    topics: list[dict[str, Any]],
+    live: set[int],
+    min_isr: dict[str, int],
+) -> None:
+    """kafka-topics.sh --describe --under-replicated-partitions / --unavailable-partitions /
+    --under-min-isr-partitions / --at-min-isr-partitions: only the partitions in that condition,
+    one line each, nothing when there are none."""
     rows = []
     for t in topics:
         for p in _partition_rows(t):
             if args.under_replicated_partitions:
                 hit = len(p["isr"]) < len(p["replicas"])
+            elif args.under_min_isr_partitions:
+                hit = len(p["isr"]) < min_isr.get(t["name"], 1)
+            elif args.at_min_isr_partitions:
+                hit = len(p["isr"]) == min_isr.get(t["name"], 1)
             else:
                 hit = p["leader"] < 0 or p["leader"] not in live
             if hit:

@@ -24,6 +24,12 @@ from odradek.testing.cluster import FAST_FAILOVER, Cluster
 REPO = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT_S = 60
 _names = itertools.count()
+REPORTS = (
+    "--under-replicated-partitions",
+    "--unavailable-partitions",
+    "--under-min-isr-partitions",
+    "--at-min-isr-partitions",
+)
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +118,7 @@ def test_topics_describe_shows_offsets_epoch_and_size(broker: Broker, name: str)
         ["1", "0", "0", "0", "0", "-", "0", "3", str(on_disk[1])],
     ]
     # a healthy single broker has nothing to report
-    for flag in ("--under-replicated-partitions", "--unavailable-partitions"):
+    for flag in REPORTS[:3]:
         assert cli(broker.bootstrap, "topics", "describe", name, flag).stdout == ""
     both = cli(
         broker.bootstrap,
@@ -130,8 +136,23 @@ def test_topics_describe_reports_under_replicated_and_unavailable_partitions() -
     topics = {"solo": (3, 1), "dup": (3, 2)}
     with Cluster(brokers=3, topics=topics, config=FAST_FAILOVER) as cluster:
         produce(cluster.bootstrap, "dup", {0: 4, 1: 4, 2: 4})
-        for flag in ("--under-replicated-partitions", "--unavailable-partitions"):
+        cli(
+            cluster.bootstrap,
+            "topics",
+            "create",
+            "strict",
+            "--partitions",
+            "1",
+            "--replication-factor",
+            "2",
+            "--config",
+            "min.insync.replicas=2",
+        )
+        cluster.wait_for_isr("strict", 0, size=2)
+        for flag in REPORTS[:3]:
             assert cli(cluster.bootstrap, "topics", "describe", flag).stdout == ""
+        at_min = cli(cluster.bootstrap, "topics", "describe", "strict", "--at-min-isr-partitions")
+        assert [r[:2] for r in rows(at_min.stdout)[1:]] == [["strict", "0"]]
 
         cluster.kill(0)
         cluster.wait_for_isr("dup", 0, members={1})
@@ -160,6 +181,12 @@ def test_topics_describe_reports_under_replicated_and_unavailable_partitions() -
             ["solo", "0", "none", "0", "0", "-", "0"],
         ]
 
+        # strict-0 (replicas 0,1, min.insync.replicas=2) lost an ISR member: below its minimum
+        under_min = cli(bootstrap, "topics", "describe", "--under-min-isr-partitions", "--json")
+        assert ("strict", 0) in [(r["topic"], r["partition"]) for r in json.loads(under_min.stdout)]
+        at_min = cli(bootstrap, "topics", "describe", "dup", "strict", "--at-min-isr-partitions")
+        assert [r[:2] for r in rows(at_min.stdout)[1:]] == [["dup", "0"], ["dup", "2"]]
+
         # the full describe still answers, with no offsets for the leaderless partition
         doc = json.loads(cli(bootstrap, "topics", "describe", "solo", "dup", "--json").stdout)
         by = {(t["name"], p["partition"]): p for t in doc for p in t["partitions"]}
@@ -169,8 +196,9 @@ def test_topics_describe_reports_under_replicated_and_unavailable_partitions() -
         cluster.start_broker(0)
         cluster.wait_for_isr("dup", 0, size=2)
         cluster.wait_for_isr("dup", 2, size=2)
+        cluster.wait_for_isr("strict", 0, size=2)
         cluster.wait_for_leader("solo", 0)
-        for flag in ("--under-replicated-partitions", "--unavailable-partitions"):
+        for flag in REPORTS[:3]:
             assert cli(cluster.bootstrap, "topics", "describe", flag).stdout == ""
 
 
