@@ -692,7 +692,8 @@ def cmd_reset_offsets(args: argparse.Namespace) -> int:
                 for r in rows
             ],
         )
-    if not args.execute:
+    if not args.execute and not args.dry_run:
+        # as kafka-consumer-groups.sh warns when neither --execute nor --dry-run is given
         print(
             "Dry run: nothing was committed; add --execute to commit these offsets.",
             file=sys.stderr,

@@ -341,6 +341,10 @@ def test_groups_reset_offsets_by_duration_export_and_from_file(
         b, "groups", "reset-offsets", group, "--topic", topic, "--by-duration", "PT1H", "--export"
     )
     assert exported.stdout == f"{topic},0,5\n{topic},1,5\n"
+    explicit = cli(
+        b, "groups", "reset-offsets", group, "--all-topics", "--to-earliest", "--dry-run"
+    )
+    assert explicit.stderr == "" and rows(explicit.stdout)[1][-1] == "0"
     plan.write_text(exported.stdout)
 
     cli(b, "groups", "reset-offsets", group, "--all-topics", "--by-duration", "P1D", "--execute")
