@@ -120,17 +120,21 @@ def run_command(
     """Wrap a command: kafka-python and our errors become one line on stderr and status 1."""
 
     def wrapper(args: argparse.Namespace) -> int:
-        import kafka.errors as errors
-
+        # kafka-python is imported only when an error needs naming (its import costs ~150 ms,
+        # a large part of a short `odradek produce`)
         quiet_client_logs()
         try:
-            status = fn(args)
-        except CliError as exc:
-            print(f"odradek: {exc}", file=sys.stderr)
-            return exc.status
-        except errors.KafkaError as exc:
-            print(f"odradek: {error_message(exc)}", file=sys.stderr)
-            return 1
+            try:
+                status = fn(args)
+            except CliError as exc:
+                print(f"odradek: {exc}", file=sys.stderr)
+                return exc.status
+            except Exception as exc:
+                errors = sys.modules.get("kafka.errors")  # set if a kafka error can exist
+                if errors is None or not isinstance(exc, errors.KafkaError):
+                    raise
+                print(f"odradek: {error_message(exc)}", file=sys.stderr)
+                return 1
         except KeyboardInterrupt:
             return 130
         except BrokenPipeError:
@@ -185,3 +189,29 @@ class Closing:
             self.client.close()
         except Exception:  # noqa: BLE001  (closing must not hide the real outcome)
             pass
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """A Java .properties file (`key=value`, `key: value` or `key value`; `#` and `!` start a
+    comment line), as Kafka's tools read --producer.config / --consumer.config."""
+    out: dict[str, str] = {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+    pending = ""
+    for raw in lines:
+        line = pending + raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1]
+            continue
+        m = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        if m is None:
+            out[line] = ""
+        else:
+            out[m.group(1)] = m.group(2)
+    return out

@@ -287,7 +287,7 @@ def test_produce_errors(broker: Broker, name: str) -> None:
     err = one_line_error(
         cli(broker, "produce", name, "--key-separator", "=", stdin="a=1\nno separator\n", status=1)
     )
-    assert "line 2 has no key separator" in err
+    assert "No key separator found on line number 2: 'no separator'" in err
     assert "does not exist" in one_line_error(
         cli(broker, "consume", name + "-missing", "--max", "1", status=1)
     )
