@@ -1,6 +1,7 @@
-"""The client-side subcommands of `odradek`: topics, groups, produce, consume, cluster, dev
-and fault. Each module registers its parser with `register(subparsers)`; kafka-python is
-imported only when a command runs, so `odradek serve` never loads the client."""
+"""The client-side subcommands of `odradek`: topics, groups, produce, consume, cluster, dev,
+fault, configs, delete-records, leader-election, transactions and dump-log. Each module registers
+its parser with `register(subparsers)`; kafka-python is imported only when a command runs, so
+`odradek serve` never loads the client."""
 
 from __future__ import annotations
 
