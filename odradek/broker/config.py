@@ -1,19 +1,31 @@
 """Broker configuration with Kafka's keys, from server.properties, overrides and environment.
 
 Precedence (lowest first): defaults, the properties file, `KAFKA_*` environment variables
-(`KAFKA_LOG_DIRS` -> `log.dirs`; `__` -> `_`, `___` -> `-`, as Kafka's Docker images do), then
-`--override key=value`. Unknown keys and bad values are errors. Keys Kafka has but odradek does
-not need (thread counts, buffer sizes) are accepted and have no effect. docs/config.md lists them.
+(`KAFKA_LOG_DIRS` -> `log.dirs`; `__` -> `_`, `___` -> `-`, as Kafka's Docker images do; the
+variables of Kafka's start scripts such as `KAFKA_HEAP_OPTS` are not configs), then
+`--override key=value`.
+
+Keys: odradek's own (BROKER_KEYS, docs/config.md) are parsed and validated; a key Kafka has but
+odradek does not use (kafka_keys.py, generated from Kafka's KafkaConfig) is accepted with one
+warning; anything else is a typo and an error naming the closest real key. Kafka 4's KRaft
+server.properties starts a broker: a combined `process.roles=broker,controller` node is the
+embedded single node and its controller listener is not served; a KRaft quorum of other nodes
+is refused with the reason (odradek clusters use `zookeeper.connect`).
 """
 
 from __future__ import annotations
 
+import difflib
+import logging
 import os
 import re
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.broker.kafka_keys import KAFKA_BROKER_KEYS
 from odradek.log.config import TOPIC_CONFIGS, ConfigError, LogConfig, parse_value
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True, frozen=True)
@@ -53,6 +65,45 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         _k("log.dir", "string", "./odradek-data", "data directory when log.dirs is unset"),
         _k("node.id", "int", 0, "this broker's id"),
         _k("broker.id", "int", None, "synonym of node.id"),
+        _k(
+            "process.roles",
+            "list",
+            None,
+            "KRaft roles: `broker,controller` is the embedded single node (as unset); `broker` or "
+            "`controller` alone is refused (odradek clusters use zookeeper.connect)",
+            choices=("broker", "controller"),
+        ),
+        _k(
+            "controller.quorum.voters",
+            "list",
+            None,
+            "KRaft voters `id@host:port`: only this node may be named (a cluster of odradek "
+            "brokers uses zookeeper.connect)",
+        ),
+        _k(
+            "controller.quorum.bootstrap.servers",
+            "list",
+            None,
+            "KRaft controller endpoints: at most one, this node's (clusters use zookeeper.connect)",
+        ),
+        _k(
+            "controller.listener.names",
+            "list",
+            None,
+            "listeners of the KRaft controller: not served (odradek's controller is embedded)",
+        ),
+        _k(
+            "inter.broker.listener.name",
+            "string",
+            None,
+            "must name one of listeners (brokers replicate over the first listener)",
+        ),
+        _k(
+            "listener.security.protocol.map",
+            "string",
+            None,
+            "listener name to protocol (NAME:PROTOCOL,...); served listeners must be PLAINTEXT",
+        ),
         _k("broker.rack", "string", None, "rack of this broker"),
         _k(
             "cluster.id",
@@ -222,7 +273,7 @@ for _t in TOPIC_CONFIGS.values():
             _t.broker_key, _t.type, _t.default, _t.doc, True, _t.choices, _t.minimum
         )
 
-_LISTENER = re.compile(r"^(?:([A-Za-z_][A-Za-z0-9_]*)://)?(\[[^\]]*\]|[^:]*):(\d+)$")
+_LISTENER = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)://(\[[^\]]*\]|[^:/]*):(\d+)$")
 
 
 @dataclass(slots=True, frozen=True)
@@ -232,20 +283,23 @@ class Listener:
     port: int
 
 
-def parse_listeners(text: str) -> list[Listener]:
+def parse_listeners(text: str, key: str = "listeners") -> list[Listener]:
+    """Kafka's listener list: NAME://HOST:PORT,... (HOST may be empty or [IPv6])."""
     out = []
     for part in text.split(","):
         part = part.strip()
         if not part:
             continue
         m = _LISTENER.match(part)
+        if not m and "://" not in part and re.fullmatch(r"(\[[^\]]*\]|[^:/]*):\d+", part):
+            raise ConfigError(
+                f"Invalid {key} entry {part!r}: no listener name; write PLAINTEXT://{part}"
+            )
         if not m or not 0 <= int(m.group(3)) <= 65535:
-            raise ConfigError(f"Invalid listener {part!r}: expected NAME://HOST:PORT")
-        out.append(
-            Listener((m.group(1) or "PLAINTEXT").upper(), m.group(2).strip("[]"), int(m.group(3)))
-        )
+            raise ConfigError(f"Invalid {key} entry {part!r}: expected NAME://HOST:PORT")
+        out.append(Listener(m.group(1).upper(), m.group(2).strip("[]"), int(m.group(3))))
     if not out:
-        raise ConfigError("listeners is empty")
+        raise ConfigError(f"{key} is empty")
     return out
 
 
@@ -269,16 +323,89 @@ def read_properties(path: str) -> dict[str, str]:
     return props
 
 
+# Variables of Kafka's start scripts (kafka-run-class.sh, kafka-server-start.sh) and Docker images
+# (KafkaDockerWrapper.ExcludeServerPropsEnv) that are not configs.
+SCRIPT_ENV = frozenset(
+    {
+        "KAFKA_HEAP_OPTS",
+        "KAFKA_OPTS",
+        "KAFKA_JVM_PERFORMANCE_OPTS",
+        "KAFKA_LOG4J_OPTS",
+        "KAFKA_LOG4J_CMD_OPTS",
+        "KAFKA_DEBUG",
+        "KAFKA_GC_LOG_OPTS",
+        "KAFKA_JMX_OPTS",
+        "KAFKA_JMX_HOSTNAME",
+        "KAFKA_JMX_PORT",
+        "KAFKA_MODE",
+        "KAFKA_VERSION",
+        "KAFKA_HOME",
+        "KAFKA_LOG4J_ROOT_LOGLEVEL",
+        "KAFKA_LOG4J_LOGGERS",
+        "KAFKA_TOOLS_LOG4J_LOGLEVEL",
+    }
+)
+
+# Kafka keys under a per-listener or per-plugin prefix (listener.name.internal.ssl.keystore.type,
+# rsm.config.*, rlmm.config.*): Kafka's, no effect here.
+KAFKA_KEY_PREFIXES = ("listener.name.", "rsm.config.", "rlmm.config.")
+
+
+def env_key(name: str) -> str:
+    """`KAFKA_LOG_DIRS` -> `log.dirs`, as Kafka's Docker images map variables to keys."""
+    key = name[6:].lower().replace("___", "\1").replace("__", "\0").replace("_", ".")
+    return key.replace("\1", "-").replace("\0", "_")
+
+
+def env_name(key: str) -> str:
+    """The variable that sets `key` (inverse of env_key)."""
+    return "KAFKA_" + key.upper().replace("_", "__").replace("-", "___").replace(".", "_")
+
+
+def env_variables(environ: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """key -> (variable, value) for every KAFKA_* variable that is not a script's."""
+    return {
+        env_key(name): (name, value)
+        for name, value in environ.items()
+        if name.startswith("KAFKA_") and name not in SCRIPT_ENV and len(name) > 6
+    }
+
+
 def env_properties(environ: dict[str, str]) -> dict[str, str]:
-    out = {}
-    for name, value in environ.items():
-        if not name.startswith("KAFKA_") or name in ("KAFKA_HEAP_OPTS", "KAFKA_OPTS"):
-            continue
-        key = name[6:].lower().replace("___", "-").replace("__", "\0").replace("_", ".")
-        key = key.replace("\0", "_")
-        if key in BROKER_KEYS:
-            out[key] = value
-    return out
+    return {key: value for key, (_, value) in env_variables(environ).items()}
+
+
+def is_kafka_key(key: str) -> bool:
+    """A broker key of Kafka's (its KafkaConfig), known to odradek or not."""
+    return key in BROKER_KEYS or key in KAFKA_BROKER_KEYS or key.startswith(KAFKA_KEY_PREFIXES)
+
+
+def closest_key(key: str) -> str | None:
+    match = difflib.get_close_matches(key, BROKER_KEYS.keys() | KAFKA_BROKER_KEYS, n=1)
+    return match[0] if match else None
+
+
+def unknown_key(key: str, where: str | None = None, variable: str | None = None) -> ConfigError:
+    """The error for a key that is not Kafka's, naming the closest real key."""
+    close = closest_key(key)
+    hint = ""
+    if close and variable:
+        hint = f" (did you mean {env_name(close)}, for {close}?)"
+    elif close:
+        hint = f" (did you mean {close!r}?)"
+    prefix = f"{where}: " if where else ""
+    return ConfigError(f"{prefix}unknown configuration {key!r}{hint}")
+
+
+# Kafka keys without effect already warned about in this process: one line per key, not one
+# per broker of an in-process cluster.
+_warned: set[str] = set()
+
+
+def _warn_once(key: str, message: str, level: int = logging.WARNING) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        log.log(level, "%s", message)
 
 
 # With zookeeper.connect (brokers in separate processes), Kafka's own defaults for the internal
@@ -288,6 +415,9 @@ ZOOKEEPER_DEFAULTS = {
     "transaction.state.log.replication.factor": 3,
 }
 
+_CLUSTERS = "a cluster of odradek brokers uses zookeeper.connect (docs/config.md)"
+_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
 
 class BrokerConfig:
     """Parsed, validated broker settings; `get(key)` returns the typed value."""
@@ -295,30 +425,157 @@ class BrokerConfig:
     def __init__(self, props: dict[str, Any] | None = None) -> None:
         self.values: dict[str, Any] = {}
         self.explicit: dict[str, Any] = {}
+        self.ignored: dict[str, Any] = {}  # Kafka's keys that odradek does not use
         for key, raw in (props or {}).items():
             defn = BROKER_KEYS.get(key)
             if defn is None:
-                raise ConfigError(f"Unknown configuration {key!r}")
+                if not is_kafka_key(key):
+                    raise unknown_key(key)
+                self.ignored[key] = raw
+                continue
             self.explicit[key] = raw
             self.values[key] = None if raw is None else parse_value(defn, raw)  # type: ignore[arg-type]
-        self.listeners = parse_listeners(self.get("listeners"))
+        for key in self.ignored:
+            _warn_once(key, f"{key} is a Kafka setting that has no effect in odradek: ignored")
+        self._check_kraft()
+        listeners = parse_listeners(self.get("listeners"))
         adv = self.get("advertised.listeners")
-        self.advertised = parse_listeners(adv) if adv else self.listeners
+        advertised = parse_listeners(adv, "advertised.listeners") if adv else listeners
+        self.listeners = self._served(listeners)
+        controller = [x for x in listeners if x not in self.listeners]
+        self.advertised = [x for x in advertised if x.name not in self.controller_listener_names]
+        if not self.advertised:
+            raise ConfigError("advertised.listeners names only controller listeners")
+        self._check_protocols()
+        if controller:
+            roles = ",".join(self._roles())
+            _warn_once(
+                "\0controller listeners",
+                ("KRaft " + (f"process.roles={roles}: " if roles else ""))
+                + "odradek's controller is embedded; controller listener "
+                + ",".join(f"{x.name}://{x.host}:{x.port}" for x in controller)
+                + " is not served",
+                logging.INFO,
+            )
+        inter = self.get("inter.broker.listener.name")
+        if inter and inter.upper() not in {x.name for x in self.listeners}:
+            raise ConfigError(f"inter.broker.listener.name {inter!r} is not one of listeners")
         if self.get("broker.id") is not None and "node.id" not in self.explicit:
             self.values["node.id"] = self.get("broker.id")
         if self.get("zookeeper.connect"):  # a real cluster: Kafka's replicated internal topics
             for key in ZOOKEEPER_DEFAULTS:
                 self.values.setdefault(key, ZOOKEEPER_DEFAULTS[key])
 
+    @property
+    def controller_listener_names(self) -> set[str]:
+        names = self.get("controller.listener.names")
+        return {n.upper() for n in names.split(",")} if names else set()
+
+    def _roles(self) -> list[str]:
+        roles = self.get("process.roles")
+        return roles.split(",") if roles else []
+
+    def _served(self, listeners: list[Listener]) -> list[Listener]:
+        """The client listeners: all but the KRaft controller's."""
+        served = [x for x in listeners if x.name not in self.controller_listener_names]
+        if not served:
+            raise ConfigError(
+                "listeners has only controller listeners (controller.listener.names): "
+                "add one for clients, e.g. PLAINTEXT://:9092"
+            )
+        return served
+
+    def _check_kraft(self) -> None:
+        """A KRaft config maps to the embedded single node or is refused with the reason."""
+        roles = set(self._roles())
+        if roles and self.get("zookeeper.connect"):
+            raise ConfigError(
+                "process.roles (KRaft) and zookeeper.connect cannot both be set: "
+                "drop process.roles to join the ZooKeeper cluster"
+            )
+        if roles and roles != {"broker", "controller"}:
+            what = (
+                "needs separate KRaft controllers"
+                if roles == {"broker"}
+                else "is a controller-only node"
+            )
+            raise ConfigError(
+                f"process.roles={','.join(sorted(roles))} {what}, which odradek does not have: "
+                f"a single node is process.roles=broker,controller (or unset); {_CLUSTERS}"
+            )
+        node = self.node_id_value()
+        voters = self.get("controller.quorum.voters")
+        if voters:
+            others = []
+            for voter in voters.split(","):
+                vid, sep, _ = voter.partition("@")
+                if not sep or not vid.strip().lstrip("-").isdigit():
+                    raise ConfigError(
+                        f"Invalid controller.quorum.voters entry {voter!r}: expected ID@HOST:PORT"
+                    )
+                if int(vid) != node:
+                    others.append(voter)
+            if others:
+                raise ConfigError(
+                    f"controller.quorum.voters names other nodes ({', '.join(others)}) but "
+                    f"odradek has no KRaft quorum: {_CLUSTERS}, or run `odradek cluster "
+                    "--brokers N` for a local one"
+                )
+        servers = self.get("controller.quorum.bootstrap.servers")
+        if servers and len(servers.split(",")) > 1:
+            raise ConfigError(
+                f"controller.quorum.bootstrap.servers names several controllers ({servers}) but "
+                f"odradek has no KRaft quorum: {_CLUSTERS}, or run `odradek cluster --brokers N` "
+                "for a local one"
+            )
+
+    def _check_protocols(self) -> None:
+        """Served listeners speak PLAINTEXT: the only protocol odradek has."""
+        mapping = {}
+        text = self.get("listener.security.protocol.map")
+        for entry in (text or "").split(","):
+            if not entry.strip():
+                continue
+            name, sep, protocol = entry.strip().partition(":")
+            if not sep or protocol.upper() not in _SECURITY_PROTOCOLS:
+                raise ConfigError(
+                    f"Invalid listener.security.protocol.map entry {entry.strip()!r}: "
+                    f"expected NAME:PROTOCOL ({', '.join(_SECURITY_PROTOCOLS)})"
+                )
+            mapping[name.strip().upper()] = protocol.upper()
+        for x in self.listeners:
+            protocol = mapping.get(x.name, x.name if x.name in _SECURITY_PROTOCOLS else "PLAINTEXT")
+            if protocol != "PLAINTEXT":
+                raise ConfigError(
+                    f"listener {x.name}://{x.host}:{x.port} uses {protocol}; odradek serves "
+                    "PLAINTEXT only"
+                )
+
+    def node_id_value(self) -> int:
+        node = self.values.get("node.id")
+        if node is None:
+            node = self.values.get("broker.id")
+        return int(node if node is not None else BROKER_KEYS["node.id"].default)
+
     @classmethod
     def load(
         cls, path: str | None, overrides: dict[str, str], environ: dict[str, str]
     ) -> BrokerConfig:
+        """File, then environment, then overrides; a typo names its source and closest key."""
         props: dict[str, Any] = {}
         if path:
-            props.update(read_properties(path))
-        props.update(env_properties(environ))
-        props.update(overrides)
+            for key, value in read_properties(path).items():
+                if not is_kafka_key(key):
+                    raise unknown_key(key, path)
+                props[key] = value
+        for key, (variable, value) in env_variables(environ).items():
+            if not is_kafka_key(key):
+                raise unknown_key(key, f"environment variable {variable}", variable)
+            props[key] = value
+        for key, value in overrides.items():
+            if not is_kafka_key(key):
+                raise unknown_key(key, "--override")
+            props[key] = value
         return cls(props)
 
     def get(self, key: str) -> Any:  # typed by the key (BrokerKey.type); callers convert

@@ -48,6 +48,8 @@ class LogManager:
         self._dir_of: dict[tuple[str, int], str] = {}
         self._locks: list[int] = []  # flock'd file descriptors, one per data dir
         for d in self.dirs:
+            if os.path.exists(d) and not os.path.isdir(d):
+                raise DataDirError(f"data dir {d} is not a directory")
             try:
                 os.makedirs(d, exist_ok=True)
                 probe = os.path.join(d, ".odradek-probe")

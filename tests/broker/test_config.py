@@ -6,8 +6,17 @@ import pathlib
 
 import pytest
 
-from odradek.broker.config import BrokerConfig, env_properties, parse_listeners
+from odradek.broker import config
+from odradek.broker.config import (
+    BROKER_KEYS,
+    BrokerConfig,
+    env_key,
+    env_name,
+    env_properties,
+    parse_listeners,
+)
 from odradek.broker.config_docs import render
+from odradek.broker.kafka_keys import KAFKA_BROKER_KEYS
 from odradek.log.config import ConfigError
 
 
@@ -48,6 +57,17 @@ def test_defaults_match_kafka_and_the_embedded_default():
         {"num.partitions": "0"},
         {"auto.create.topics.enable": "yes"},
         {"listeners": "PLAINTEXT//nohost"},
+        {"listeners": "127.0.0.1:19094"},  # no listener name
+        {"num.partitons": "3"},  # not Kafka's: a typo
+        {"process.roles": "broker"},  # needs separate controllers
+        {"process.roles": "controller"},
+        {"process.roles": "broker,controller", "zookeeper.connect": "zk:2181"},
+        {"controller.quorum.voters": "0@localhost:9093,1@b:9093"},  # a quorum of other nodes
+        {"controller.quorum.bootstrap.servers": "a:9093,b:9093"},
+        {"listeners": "CONTROLLER://:9093", "controller.listener.names": "CONTROLLER"},
+        {"listeners": "SSL://:9093"},  # odradek serves PLAINTEXT only
+        {"listener.security.protocol.map": "PLAINTEXT:SSL"},
+        {"inter.broker.listener.name": "INTERNAL"},
         {"log.message.timestamp.type": "Sometimes"},
     ],
 )
@@ -62,8 +82,70 @@ def test_env_names_map_like_kafkas_docker_images():
         "KAFKA_AUTO_CREATE_TOPICS_ENABLE": "false",
         "HOME": "/root",
         "KAFKA_HEAP_OPTS": "-Xmx1G",
+        "KAFKA_JVM_PERFORMANCE_OPTS": "-server",
+        "KAFKA_LOG4J_OPTS": "-Dlog4j.configuration=x",
+        "KAFKA_DEBUG": "y",
+        "KAFKA_NUM_PARTITONS": "3",  # unknown keys are kept, for BrokerConfig.load to refuse
     }
-    assert env_properties(env) == {"log.dirs": "/x", "auto.create.topics.enable": "false"}
+    assert env_properties(env) == {
+        "log.dirs": "/x",
+        "auto.create.topics.enable": "false",
+        "num.partitons": "3",
+    }
+    assert env_key("KAFKA_LISTENER_NAME_A__B___C_SSL") == "listener.name.a_b-c.ssl"
+    assert env_name("listener.name.a_b-c.ssl") == "KAFKA_LISTENER_NAME_A__B___C_SSL"
+
+
+@pytest.mark.parametrize(
+    ("path_text", "overrides", "env", "where", "suggestion"),
+    [
+        ("num.partitons=3\n", {}, {}, "server.properties", "num.partitions"),
+        ("", {"log.retention.hour": "1"}, {}, "--override", "log.retention.hours"),
+        ("", {}, {"KAFKA_NUM_PARTITONS": "3"}, "KAFKA_NUM_PARTITONS", "KAFKA_NUM_PARTITIONS"),
+    ],
+)
+def test_typos_name_their_source_and_the_closest_key(
+    tmp_path, path_text, overrides, env, where, suggestion
+):
+    props = tmp_path / "server.properties"
+    props.write_text(path_text)
+    with pytest.raises(ConfigError) as err:
+        BrokerConfig.load(str(props), overrides, env)
+    assert where in str(err.value) and suggestion in str(err.value)
+
+
+def test_kafka_keys_without_effect_are_accepted_and_warned_once(caplog, monkeypatch):
+    monkeypatch.setattr(config, "_warned", set())
+    props = {"share.coordinator.state.topic.min.isr": "1", "num.replica.fetchers": "4"}
+    with caplog.at_level("WARNING", logger="odradek.broker.config"):
+        cfg = BrokerConfig(props)
+        BrokerConfig(props)  # a second broker of the process: no second warning
+    assert cfg.ignored == props
+    warned = [r.getMessage() for r in caplog.records]
+    assert sorted(m.split()[0] for m in warned) == sorted(props)
+
+
+def test_every_odradek_key_but_its_own_is_kafkas():
+    own = {"cluster.id", "metrics.listen", "odradek.admin.listen"}
+    assert {k for k in BROKER_KEYS if not k.startswith("odradek.")} - KAFKA_BROKER_KEYS <= own
+
+
+def test_kraft_combined_node_is_the_embedded_broker():
+    cfg = BrokerConfig(
+        {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": "1@localhost:9093",
+            "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093",
+            "advertised.listeners": "PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL",
+        }
+    )
+    assert [(x.name, x.port) for x in cfg.listeners] == [("PLAINTEXT", 9092)]
+    assert [(x.name, x.host, x.port) for x in cfg.advertised] == [("PLAINTEXT", "localhost", 9092)]
+    assert cfg.node_id == 1
 
 
 def test_listener_forms():

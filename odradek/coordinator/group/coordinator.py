@@ -299,7 +299,15 @@ class GroupCoordinator:
         )
         self.loading.discard(index)
         self.loaded.add(index)
-        log.info("loaded %s-%d: %d records, %d groups", OFFSETS_TOPIC, index, records, groups)
+        # an empty partition (most of the 50 after a restart) is no news to an operator
+        log.log(
+            logging.INFO if records else logging.DEBUG,
+            "loaded %s-%d: %d records, %d groups",
+            OFFSETS_TOPIC,
+            index,
+            records,
+            groups,
+        )
 
     # -- status and appends -------------------------------------------------------------------
 
