@@ -435,8 +435,6 @@ class BrokerConfig:
                 continue
             self.explicit[key] = raw
             self.values[key] = None if raw is None else parse_value(defn, raw)  # type: ignore[arg-type]
-        for key in self.ignored:
-            _warn_once(key, f"{key} is a Kafka setting that has no effect in odradek: ignored")
         self._check_kraft()
         listeners = parse_listeners(self.get("listeners"))
         adv = self.get("advertised.listeners")
@@ -447,6 +445,17 @@ class BrokerConfig:
         if not self.advertised:
             raise ConfigError("advertised.listeners names only controller listeners")
         self._check_protocols()
+        inter = self.get("inter.broker.listener.name")
+        if inter and inter.upper() not in {x.name for x in self.listeners}:
+            raise ConfigError(f"inter.broker.listener.name {inter!r} is not one of listeners")
+        if self.get("broker.id") is not None and "node.id" not in self.explicit:
+            self.values["node.id"] = self.get("broker.id")
+        if self.get("zookeeper.connect"):  # a real cluster: Kafka's replicated internal topics
+            for key in ZOOKEEPER_DEFAULTS:
+                self.values.setdefault(key, ZOOKEEPER_DEFAULTS[key])
+        # said only once the config is valid: a refused one prints its error line alone
+        for key in self.ignored:
+            _warn_once(key, f"{key} is a Kafka setting that has no effect in odradek: ignored")
         if controller:
             roles = ",".join(self._roles())
             _warn_once(
@@ -457,14 +466,6 @@ class BrokerConfig:
                 + " is not served",
                 logging.INFO,
             )
-        inter = self.get("inter.broker.listener.name")
-        if inter and inter.upper() not in {x.name for x in self.listeners}:
-            raise ConfigError(f"inter.broker.listener.name {inter!r} is not one of listeners")
-        if self.get("broker.id") is not None and "node.id" not in self.explicit:
-            self.values["node.id"] = self.get("broker.id")
-        if self.get("zookeeper.connect"):  # a real cluster: Kafka's replicated internal topics
-            for key in ZOOKEEPER_DEFAULTS:
-                self.values.setdefault(key, ZOOKEEPER_DEFAULTS[key])
 
     @property
     def controller_listener_names(self) -> set[str]:

@@ -1,6 +1,8 @@
 """`odradek dev`: an ephemeral broker for development and for test suites in any language.
 
 It is `odradek.testing.Broker`: the real broker on a temporary data dir that is removed at exit.
+It listens on 127.0.0.1:9092, Kafka's port and the client commands' default bootstrap, unless
+that port is taken (a Kafka on the host): then on a free port, and one line on stderr says so.
 The first line on stdout is the bootstrap address (`127.0.0.1:PORT`) so a script can read it;
 with `--admin` the fault-injection HTTP endpoint (odradek/broker/ops/admin_http.py) is started too
 and its URL is the second line. `--json` prints one JSON object with both instead. It runs until
@@ -29,9 +31,40 @@ if TYPE_CHECKING:
 _SignalHandler: TypeAlias = Callable[[int, FrameType | None], object] | int | None
 
 
+# Kafka's port, where the client commands look by default (localhost:9092)
+DEFAULT_PORT = 9092
+
+
+def ports_free(host: str, ports: list[int]) -> bool:
+    """Whether a listener could bind every port on `host` now (as asyncio's create_server,
+    with SO_REUSEADDR, so that a port in TIME_WAIT counts as free)."""
+    import socket
+
+    for port in ports:
+        try:
+            infos = socket.getaddrinfo(
+                host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            )
+        except OSError:
+            return False
+        for family, type_, proto, _, address in infos:
+            with socket.socket(family, type_, proto) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    probe.bind(address)
+                except OSError:
+                    return False
+    return True
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("dev", help="run an ephemeral broker on a temp dir (removed at exit)")
-    p.add_argument("--port", type=int, default=0, help="listener port (default: a free one)")
+    p.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        help=f"listener port (default {DEFAULT_PORT}, or a free one when it is taken; 0: free)",
+    )
     p.add_argument("--host", default="127.0.0.1", help="listener host (default 127.0.0.1)")
     p.add_argument(
         "--topic",
@@ -94,9 +127,22 @@ def cmd_dev(args: argparse.Namespace) -> int:
     }
     from odradek.testing import Broker
 
-    broker = Broker(topics=topics, config=config, host=args.host, port=args.port)
+    port = args.port
+    taken = port is None and not ports_free(args.host, [DEFAULT_PORT])
+    if port is None:
+        port = 0 if taken else DEFAULT_PORT
+    broker = Broker(topics=topics, config=config, host=args.host, port=port)
     try:
-        broker.start()
+        try:
+            broker.start()
+        except OSError:
+            if args.port is not None or taken:
+                raise
+            # 9092 was taken between the check and the bind: a free port after all
+            _discard(broker, {})
+            taken = True
+            broker = Broker(topics=topics, config=config, host=args.host, port=0)
+            broker.start()
     except (ConfigError, ValueError) as exc:
         _discard(broker, previous)
         print(f"odradek: bad configuration: {exc}", file=sys.stderr)
@@ -106,6 +152,13 @@ def cmd_dev(args: argparse.Namespace) -> int:
         print(f"odradek: cannot listen: {exc.strerror or exc}", file=sys.stderr)
         return 1
     try:
+        if taken:
+            print(
+                f"odradek: port {DEFAULT_PORT} is taken (another Kafka?): this dev broker is on "
+                f"{broker.bootstrap}; give client commands -b {broker.bootstrap}",
+                file=sys.stderr,
+                flush=True,
+            )
         admin = _admin_url(broker)
         if args.json:
             print(
