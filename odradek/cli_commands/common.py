@@ -114,6 +114,18 @@ def error_name(code_or_cls: Any) -> str:
     return str(getattr(cls, "message", None) or getattr(cls, "__name__", str(cls)))
 
 
+def default_hint(message: str, args: argparse.Namespace) -> str:
+    """Nothing answers at the default bootstrap (no -b, no ODRADEK_BOOTSTRAP): say where the
+    command looked and how to point it elsewhere."""
+    defaulted = not getattr(args, "bootstrap_server", None) and not os.environ.get(BOOTSTRAP_ENV)
+    if not defaulted or not message.startswith("cannot connect to a broker"):
+        return message
+    return (
+        f"{message} ({DEFAULT_BOOTSTRAP} is the default: start a broker there with `odradek dev`"
+        f" or `odradek serve`, or give --bootstrap-server HOST:PORT / {BOOTSTRAP_ENV})"
+    )
+
+
 def run_command(
     fn: Callable[[argparse.Namespace], int | None],
 ) -> Callable[[argparse.Namespace], int]:
@@ -127,13 +139,13 @@ def run_command(
             try:
                 status = fn(args)
             except CliError as exc:
-                print(f"odradek: {exc}", file=sys.stderr)
+                print(f"odradek: {default_hint(str(exc), args)}", file=sys.stderr)
                 return exc.status
             except Exception as exc:
                 errors = sys.modules.get("kafka.errors")  # set if a kafka error can exist
                 if errors is None or not isinstance(exc, errors.KafkaError):
                     raise
-                print(f"odradek: {error_message(exc)}", file=sys.stderr)
+                print(f"odradek: {default_hint(error_message(exc), args)}", file=sys.stderr)
                 return 1
         except KeyboardInterrupt:
             return 130

@@ -350,3 +350,14 @@ def test_cluster_moves_to_free_ports_when_9092_is_taken(tmp_path: Path) -> None:
         "odradek: ports 9092-9094 are not all free (another Kafka?): the brokers listen on free "
         "ports instead (listed below)"
     ]
+
+
+def test_client_commands_say_where_they_looked_when_nothing_listens_at_the_default() -> None:
+    with socket.socket() as hold:  # bound, not listening: connections to 127.0.0.1:9092 refused
+        try:
+            hold.bind(("127.0.0.1", 9092))
+        except OSError:
+            pytest.skip("something listens on 127.0.0.1:9092")
+        line = one_error_line(odradek("topics", "list", "--connect-timeout-ms", "500"))
+    assert "cannot connect to a broker" in line
+    assert "localhost:9092 is the default" in line and "--bootstrap-server" in line
