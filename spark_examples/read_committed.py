@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from spark_examples.page_views import read_stream
-from spark_examples.session import base_parser, build_session, kafka_options
+from spark_examples.session import base_parser, build_session, kafka_options, run_main
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -96,4 +96,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -4,15 +4,20 @@ Spark's Kafka source and sink (`spark-sql-kafka-0-10`, Spark's stock "kafka" for
 the pyspark wheel. They come from one of two places, in this order:
 
 1. `ODRADEK_SPARK_JARS=/some/dir` (offline): the jars in that directory, given to Spark as
-   `spark.jars`. It must hold, for pyspark 4.0.x with Scala 2.13 (versions as in Spark's POM):
+   `spark.jars`. It must hold, for pyspark 4.0.x with Scala 2.13 (versions as in Spark's POM;
+   the connector may be any patch release of the installed pyspark's minor line, the exact
+   one preferred: Spark keeps a minor line's patch releases compatible, and the 4.0.0
+   connector runs on pyspark 4.0.5):
 
-       spark-sql-kafka-0-10_2.13-<spark version>.jar
-       spark-token-provider-kafka-0-10_2.13-<spark version>.jar
+       spark-sql-kafka-0-10_2.13-<spark 4.0.x>.jar
+       spark-token-provider-kafka-0-10_2.13-<spark 4.0.x>.jar
        kafka-clients-3.9.x.jar      (optional: else the kafka-clients 3.9.1 jar shipped in
                                      shigawire-apache-flink-libraries, a test dependency)
        commons-pool2-2.12.x.jar
 
    lz4-java, snappy-java, zstd-jni and slf4j, which kafka-clients needs, are already in pyspark.
+   When the directory has a `SHA256SUMS` file (`sha256sum` format) or a README.md with a
+   `| file | sha256 |` table, each chosen jar listed there must match its hash.
 2. Otherwise Maven coordinates in `spark.jars.packages`
    (`org.apache.spark:spark-sql-kafka-0-10_2.13:<spark version>`); Spark's Ivy fetches it and
    its dependencies above from Maven Central, or from the repositories listed in
@@ -20,16 +25,22 @@ the pyspark wheel. They come from one of two places, in this order:
 
 Tests cannot know whether Maven Central answers without asking it, so they use the jars only
 from `ODRADEK_SPARK_JARS`, or by coordinates when `ODRADEK_SPARK_ONLINE=1`; otherwise they skip
-and say why (`unavailable_reason`).
+and say why (`unavailable_reason`). When `ODRADEK_SPARK_JARS` is unset and the folder
+`../shared/sparkjars` exists beside the checkout (as in this project's CI), the tests use it
+(`shared_jars_dir`, spark_examples/tests/conftest.py).
+
+A wrong `ODRADEK_SPARK_JARS` stops an example with one line naming what is missing
+(`run_main`), not a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, files, version
 from pathlib import Path
@@ -46,6 +57,8 @@ SCALA_BINARY = "2.13"
 KAFKA_CLIENTS_LINE = "3.9"
 COMMONS_POOL2_LINE = "2.12"
 FLINK_LIBS_WHEEL = "shigawire-apache-flink-libraries"
+# Beside the checkout (CI has ../shared next to the clone): the connector jars, for offline runs.
+SHARED_JARS_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "sparkjars"
 
 # Small, quick local runs: few shuffle partitions (the default of 200 makes every windowed
 # aggregation write 200 state stores per micro-batch), no UI, UTC windows.
@@ -80,9 +93,14 @@ def maven_coordinates(spark: str | None = None) -> list[str]:
     return [f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_BINARY}:{spark}"]
 
 
+def minor_line(spark: str) -> str:
+    """ "4.0.5" -> "4.0": the connector of any patch release of this line fits."""
+    return ".".join(spark.split(".")[:2])
+
+
 def required_jars(spark: str | None = None) -> dict[str, re.Pattern[str]]:
     """File-name patterns of the jars a directory must hold, by artifact."""
-    spark = re.escape(spark or spark_version())
+    spark = re.escape(minor_line(spark or spark_version())) + r"\.\d+"
     scala = re.escape(SCALA_BINARY)
     # Maven names files <artifact>-<version>.jar; Spark's Ivy cache (~/.ivy2.5.2/jars) puts
     # "<group>_" in front, so a directory of either kind works.
@@ -139,24 +157,82 @@ class ConnectorJars:
         return f"{self.origin}: spark.jars.packages={','.join(self.packages)}"
 
 
+def _expected_name(artifact: str, spark: str) -> str:
+    """The file a missing artifact is looked for as, for people: `commons-pool2-2.12.x.jar`."""
+    line = {
+        "kafka-clients": KAFKA_CLIENTS_LINE,
+        "commons-pool2": COMMONS_POOL2_LINE,
+    }.get(artifact)
+    if line is None:
+        return f"{artifact}_{SCALA_BINARY}-{minor_line(spark)}.x.jar"
+    return f"{artifact}-{line}.x.jar"
+
+
+def _version_key(name: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in re.findall(r"\d+", name.rsplit("-", 1)[-1]))
+
+
+_README_HASH_ROW = re.compile(r"\|\s*`?([^|`]+\.jar)`?\s*\|\s*([0-9a-fA-F]{64})\s*\|")
+
+
+def listed_hashes(directory: Path) -> dict[str, str]:
+    """sha256 by file name, from `SHA256SUMS` (sha256sum's format) or a README.md table row
+    `| name.jar | <64 hex digits> |` in `directory`; empty when neither is there."""
+    hashes: dict[str, str] = {}
+    sums, readme = directory / "SHA256SUMS", directory / "README.md"
+    if sums.is_file():
+        for line in sums.read_text(encoding="utf-8").splitlines():
+            if m := re.fullmatch(r"([0-9a-fA-F]{64})\s+\*?(\S+)", line.strip()):
+                hashes[Path(m.group(2)).name] = m.group(1).lower()
+    if readme.is_file():
+        for line in readme.read_text(encoding="utf-8").splitlines():
+            if m := _README_HASH_ROW.fullmatch(line.strip()):
+                hashes.setdefault(m.group(1).strip(), m.group(2).lower())
+    return hashes
+
+
+def verify_hashes(directory: Path, jars: tuple[Path, ...]) -> None:
+    """ConnectorJarsError when a jar of `directory` differs from the hash listed beside it."""
+    hashes = listed_hashes(directory)
+    for jar in jars:
+        want = hashes.get(jar.name)
+        if want is None or jar.parent != directory:
+            continue
+        have = hashlib.sha256(jar.read_bytes()).hexdigest()
+        if have != want:
+            raise ConnectorJarsError(
+                f"{JARS_ENV}={directory}: {jar.name} has sha256 {have}, "
+                f"but {want} is listed beside it (a damaged or different jar)"
+            )
+
+
 def jars_from_dir(directory: Path, spark: str | None = None) -> tuple[Path, ...]:
-    """The connector jars in `directory`, in a fixed order; ConnectorJarsError names any missing."""
+    """The connector jars in `directory`, in a fixed order; ConnectorJarsError names any missing
+    (or any whose hash differs from the one listed beside it)."""
     if not directory.is_dir():
         raise ConnectorJarsError(f"{JARS_ENV}={directory} is not a directory")
     names = sorted(p.name for p in directory.iterdir() if p.suffix == ".jar")
+    installed = spark or spark_version()
     chosen: list[Path] = []
     missing: list[str] = []
-    for artifact, pattern in required_jars(spark).items():
+    for artifact, pattern in required_jars(installed).items():
         matches = [n for n in names if pattern.fullmatch(n)]
         if matches:
-            chosen.append(directory / matches[-1])
+            exact = [n for n in matches if n.endswith(f"-{installed}.jar")]
+            chosen.append(directory / (exact or sorted(matches, key=_version_key))[-1])
         elif artifact == "kafka-clients" and (bundled := _bundled_kafka_clients()):
             chosen.append(bundled)
         else:
-            missing.append(f"{artifact} (a file matching {pattern.pattern})")
+            missing.append(_expected_name(artifact, installed))
     if missing:
         raise ConnectorJarsError(f"{JARS_ENV}={directory} lacks: " + "; ".join(missing))
+    verify_hashes(directory, tuple(chosen))
     return tuple(chosen)
+
+
+def shared_jars_dir() -> Path | None:
+    """`../shared/sparkjars` beside the checkout, when it exists (this project's CI)."""
+    return SHARED_JARS_DIR if SHARED_JARS_DIR.is_dir() else None
 
 
 def find_connector_jars(env: Mapping[str, str] | None = None) -> ConnectorJars:
@@ -187,8 +263,8 @@ def unavailable_reason(env: Mapping[str, str] | None = None) -> str | None:
     return (
         f"Spark Kafka connector jars not available: {JARS_ENV} is unset and {ONLINE_ENV}=1 is not "
         f"set (no Maven access assumed). Set {JARS_ENV} to a directory with "
-        f"spark-sql-kafka-0-10_{SCALA_BINARY}-{spark_version()}.jar, "
-        f"spark-token-provider-kafka-0-10_{SCALA_BINARY}-{spark_version()}.jar, "
+        f"spark-sql-kafka-0-10_{SCALA_BINARY}-{minor_line(spark_version())}.x.jar, "
+        f"spark-token-provider-kafka-0-10_{SCALA_BINARY}-{minor_line(spark_version())}.x.jar, "
         f"commons-pool2-{COMMONS_POOL2_LINE}.x.jar (kafka-clients-{KAFKA_CLIENTS_LINE}.x.jar "
         f"optional), or {ONLINE_ENV}=1 to fetch {coords}"
     )
@@ -226,6 +302,17 @@ def build_session(
 def kafka_options(bootstrap: str, **extra: str) -> dict[str, str]:
     """Options for format("kafka"): Kafka client settings take the "kafka." prefix."""
     return {"kafka.bootstrap.servers": bootstrap, **extra}
+
+
+def run_main(main: Callable[[], int]) -> int:
+    """An example's entry point: a connector-jar problem (a wrong ODRADEK_SPARK_JARS, pyspark
+    missing) is one line on stderr and exit status 2, not a traceback."""
+    try:
+        return main()
+    except ConnectorJarsError as exc:
+        prog = os.path.basename(sys.argv[0]) or "spark_examples"
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
 
 
 def base_parser(description: str) -> argparse.ArgumentParser:

@@ -94,3 +94,77 @@ def test_spark_ivy_cache_layout_is_accepted(tmp_path: Path) -> None:
     directory = _jars(tmp_path / "ivy-jars", *names)
     jars = session.find_connector_jars({session.JARS_ENV: str(directory)})
     assert [j.name for j in jars.jars] == list(names[:4])
+
+
+def test_connector_of_another_patch_release_of_the_line_is_accepted(tmp_path: Path) -> None:
+    """The 4.0.0 connector runs on pyspark 4.0.5: any patch release of the installed minor line
+    is taken, the exact one preferred; another minor line is not."""
+    line = session.minor_line(SPARK)
+    other = f"{line}.0" if SPARK != f"{line}.0" else f"{line}.9"
+    names = [n.replace(SPARK, other) for n in FULL_SET]
+    directory = _jars(tmp_path / "jars", *names)
+    jars = session.find_connector_jars({session.JARS_ENV: str(directory)})
+    assert [j.name for j in jars.jars] == names
+    _jars(directory, *FULL_SET[:2])  # the exact release beside it wins
+    jars = session.find_connector_jars({session.JARS_ENV: str(directory)})
+    assert [j.name for j in jars.jars][:2] == list(FULL_SET[:2])
+
+
+def test_jars_are_checked_against_listed_hashes(tmp_path: Path) -> None:
+    import hashlib
+
+    directory = _jars(tmp_path / "jars", *FULL_SET)
+    good = hashlib.sha256(b"PK").hexdigest()
+    rows = "\n".join(f"| {n} | {good} |" for n in FULL_SET)
+    (directory / "README.md").write_text(f"| file | sha256 |\n|---|---|\n{rows}\n")
+    assert session.find_connector_jars({session.JARS_ENV: str(directory)}).jars
+    (directory / FULL_SET[0]).write_bytes(b"PK-damaged")
+    with pytest.raises(session.ConnectorJarsError, match=f"{FULL_SET[0]} has sha256"):
+        session.find_connector_jars({session.JARS_ENV: str(directory)})
+    (directory / "README.md").unlink()
+    (directory / "SHA256SUMS").write_text(f"{good}  {FULL_SET[0]}\n")
+    with pytest.raises(session.ConnectorJarsError, match="damaged or different"):
+        session.find_connector_jars({session.JARS_ENV: str(directory)})
+
+
+def test_shared_jars_folder_is_used_by_the_tests() -> None:
+    """With ../shared/sparkjars beside the checkout (CI), the test run uses it: the Kafka tests
+    run instead of skipping, and its jars match the hashes listed there."""
+    import os
+
+    shared = session.shared_jars_dir()
+    if shared is None:
+        pytest.skip(f"no {session.SHARED_JARS_DIR} here")
+    if os.environ.get(session.ONLINE_ENV) == "1":
+        pytest.skip("ODRADEK_SPARK_ONLINE=1: the tests fetch the jars from Maven")
+    assert os.environ.get(session.JARS_ENV)
+    assert session.unavailable_reason() is None
+    jars = session.jars_from_dir(shared)  # verifies the listed hashes
+    assert session.listed_hashes(shared).keys() >= {j.name for j in jars if j.parent == shared}
+
+
+@pytest.mark.parametrize(
+    "jars_dir, says",
+    [("/nonexistent/jars", "is not a directory"), ("EMPTY", "lacks: spark-sql-kafka-0-10_2.13")],
+)
+def test_bad_jars_dir_is_one_line_not_a_traceback(tmp_path: Path, jars_dir: str, says: str) -> None:
+    """`ODRADEK_SPARK_JARS` pointing at the wrong place: the example says so in one line."""
+    import os
+    import subprocess
+    import sys
+
+    if jars_dir == "EMPTY":
+        jars_dir = str(_jars(tmp_path / "empty"))
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, "-m", "spark_examples.etl", "--checkpoint", str(tmp_path / "cp")],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, session.JARS_ENV: jars_dir, "PYTHONPATH": str(root)},
+    )
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{session.JARS_ENV}={jars_dir}" in lines[0] and says in lines[0], lines
