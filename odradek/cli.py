@@ -171,6 +171,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _cluster_port(port: int | None, brokers: int, host: str) -> int | None:
+    """The first port of `odradek cluster --brokers N` (0: free ports); None after saying, in
+    one line, that an asked-for port is taken. Unasked, 9092.. or free ports when they are not
+    all free (a Kafka on the host), also said in one line."""
+    from odradek.cli_commands.dev import DEFAULT_PORT, ports_free
+
+    wanted = list(range(port or DEFAULT_PORT, (port or DEFAULT_PORT) + max(brokers, 1)))
+    span = f"{wanted[0]}-{wanted[-1]}" if len(wanted) > 1 else f"{wanted[0]}"
+    if port == 0 or ports_free(host, wanted):
+        return wanted[0] if port != 0 else 0
+    if port is not None:
+        print(f"odradek: cannot listen on {host}:{span}: a port is taken", file=sys.stderr)
+        return None
+    taken = f"ports {span} are not all free" if len(wanted) > 1 else f"port {span} is taken"
+    print(
+        f"odradek: {taken} (another Kafka?): the brokers listen on free ports instead "
+        "(listed below)",
+        file=sys.stderr,
+        flush=True,
+    )
+    return 0
+
+
 def _add_local_cluster(sub: argparse._SubParsersAction) -> None:
     """`odradek cluster --brokers N [--base-dir D] [--port P] [--override k=v]`: N brokers in
     this process sharing one metadata store (broker/cluster/local_cluster.py). Without --brokers,
@@ -215,24 +238,9 @@ def _add_local_cluster(sub: argparse._SubParsersAction) -> None:
         except ConfigError as exc:
             print(f"odradek: bad configuration: {exc}", file=sys.stderr)
             return 1
-        port = args.port
+        port = _cluster_port(args.port, args.brokers, args.listen_host)
         if port is None:
-            from odradek.cli_commands.dev import DEFAULT_PORT, ports_free
-
-            wanted = list(range(DEFAULT_PORT, DEFAULT_PORT + max(args.brokers, 1)))
-            port = DEFAULT_PORT if ports_free(args.listen_host, wanted) else 0
-            if not port:
-                taken = (
-                    f"ports {wanted[0]}-{wanted[-1]} are not all free"
-                    if len(wanted) > 1
-                    else f"port {wanted[0]} is taken"
-                )
-                print(
-                    f"odradek: {taken} (another Kafka?): the brokers listen on free ports "
-                    "instead (listed below)",
-                    file=sys.stderr,
-                    flush=True,
-                )
+            return 1
         return local_cluster.main(args.brokers, args.base_dir, overrides, args.listen_host, port)
 
     parser.set_defaults(func=run)

@@ -15,7 +15,6 @@ is refused with the reason (odradek clusters use `zookeeper.connect`).
 
 from __future__ import annotations
 
-import difflib
 import logging
 import os
 import re
@@ -381,6 +380,8 @@ def is_kafka_key(key: str) -> bool:
 
 
 def closest_key(key: str) -> str | None:
+    import difflib  # only on the way to an error
+
     match = difflib.get_close_matches(key, BROKER_KEYS.keys() | KAFKA_BROKER_KEYS, n=1)
     return match[0] if match else None
 

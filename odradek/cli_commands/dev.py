@@ -128,6 +128,11 @@ def cmd_dev(args: argparse.Namespace) -> int:
     from odradek.testing import Broker
 
     port = args.port
+    if port and not ports_free(args.host, [port]):
+        # refused before the broker starts: its start-up lines would come before the error
+        _restore(previous)
+        print(f"odradek: cannot listen on {args.host}:{port}: the port is taken", file=sys.stderr)
+        return 1
     taken = port is None and not ports_free(args.host, [DEFAULT_PORT])
     if port is None:
         port = 0 if taken else DEFAULT_PORT

@@ -279,6 +279,9 @@ def test_start_up_failures_are_their_error_line_only(tmp_path: Path) -> None:
 
 
 def test_a_restart_logs_only_the_offsets_partitions_with_records(tmp_path: Path) -> None:
+    # the group's offsets partition is the last of the 50 the coordinator loads in order
+    # (odradek.coordinator.codec.partition_for("restart-18", 50) == 49)
+    group = "restart-18"
     args = [
         "serve",
         "--override",
@@ -291,15 +294,17 @@ def test_a_restart_logs_only_the_offsets_partitions_with_records(tmp_path: Path)
     with running(args) as first:
         bootstrap = ready_bootstrap(first)
         odradek_produce_input(bootstrap, "events", "hello\n")
-        # a group commits: __consumer_offsets (50 partitions) now exists with one record or two
-        assert consume_one(bootstrap, "events", "--group", "restart") == "hello\n"
+        assert consume_one(bootstrap, "events", "--group", group) == "hello\n"
         first.stop()
     with running(args) as second:
-        ready_bootstrap(second)
+        bootstrap = ready_bootstrap(second)
+        odradek_produce_input(bootstrap, "events", "again\n")
+        # served from the committed offset: the group's partition, the last, has been loaded
+        assert consume_one(bootstrap, "events", "--group", group) == "again\n"
         err = second.stop()
     loaded = [line for line in err if "loaded __consumer_offsets-" in line]
     assert len(loaded) == 1, loaded  # the one partition with the group, not 50 lines
-    assert "1 groups" in loaded[0]
+    assert "loaded __consumer_offsets-49: " in loaded[0] and "1 groups" in loaded[0]
 
 
 # -- dev and cluster when 9092 is taken -----------------------------------------------------------
@@ -361,3 +366,16 @@ def test_client_commands_say_where_they_looked_when_nothing_listens_at_the_defau
         line = one_error_line(odradek("topics", "list", "--connect-timeout-ms", "500"))
     assert "cannot connect to a broker" in line
     assert "localhost:9092 is the default" in line and "--bootstrap-server" in line
+
+
+def test_dev_and_cluster_on_a_taken_port_they_were_given_are_one_line(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        line = one_error_line(odradek("dev", "--port", str(port)))
+        assert line == f"odradek: cannot listen on 127.0.0.1:{port}: the port is taken"
+        base = ["cluster", "--brokers", "2", "--base-dir", str(tmp_path)]
+        line = one_error_line(odradek(*base, "--port", str(port - 1)))
+    assert line == f"odradek: cannot listen on 127.0.0.1:{port - 1}-{port}: a port is taken"
