@@ -63,7 +63,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
     add_client_options(p)
-    p.add_argument("topic")
+    p.add_argument("topic", nargs="?", help="the topic (or --topic)")
+    p.add_argument("--topic", dest="topic_option", metavar="TOPIC", help=argparse.SUPPRESS)
     p.add_argument(
         "--producer-property",
         action="append",
@@ -259,6 +260,13 @@ def _bootstrap(args: argparse.Namespace, props: dict[str, str]) -> str:
 
 def cmd_produce(args: argparse.Namespace) -> int:
     from odradek.cli_commands import producer_client as pc
+
+    if args.topic_option is not None:
+        if args.topic is not None and args.topic != args.topic_option:
+            raise CliError("give the topic once: as an argument or with --topic")
+        args.topic = args.topic_option
+    if args.topic is None:
+        raise CliError("a topic is required (odradek produce TOPIC)")
 
     reader_props = parse_key_values(args.property, "--property")
     if args.key_separator is not None:

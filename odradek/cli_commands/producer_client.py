@@ -30,7 +30,6 @@ from __future__ import annotations
 import bisect
 import collections
 import itertools
-import os
 import random
 import select
 import socket
@@ -624,8 +623,13 @@ class Producer:
         deadline = time.monotonic() + self.cfg.max_block_ms / 1000
         while True:
             error = self.refresh_metadata()
+            # as Kafka's producer, partitions without a leader just wait (a pinned one must
+            # have one)
+            leaders = [p for p in self.ids if self.partitions[p].leader >= 0]
             ready = (
-                error == 0 and self.ids and all(self.partitions[p].leader >= 0 for p in self.ids)
+                error == 0
+                and bool(leaders)
+                and (self.pinned is None or self.pinned in leaders or self.pinned not in self.ids)
             )
             if ready:
                 break
@@ -1097,11 +1101,3 @@ def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
     if not out:
         raise ProducerConfigError("no bootstrap server given")
     return out
-
-
-def stdin_fd() -> int:
-    return sys.stdin.fileno()
-
-
-def read_chunk(fd: int) -> bytes:
-    return os.read(fd, 1 << 20)

@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +23,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.partitioner.default import murmur2
 
-from odradek.testing import Broker
+from odradek.testing import Broker, Cluster
 from odradek.wire.batch import iter_batches
 
 REPO = Path(__file__).resolve().parents[2]
@@ -108,6 +109,7 @@ def consume_json(broker: Broker, topic: str, count: int, *extra: str) -> list[di
 def test_produce_batches_many_lines_into_few_idempotent_batches(broker: Broker, name: str) -> None:
     create(broker, name)
     lines = "".join(f"{i}\n" for i in range(1, 50001))
+    broker.fail("produce", "NOT_LEADER_OR_FOLLOWER", count=3)  # retried, in order, once each
     proc = cli(broker, "produce", name, stdin=lines)
     assert out(proc) == [f"Produced 50000 records to {name}."]
     found = batches(broker, name)
@@ -128,6 +130,43 @@ def test_produce_batches_many_lines_into_few_idempotent_batches(broker: Broker, 
     finally:
         consumer.close()
     assert values == [str(i).encode() for i in range(1, 50001)]
+
+
+def test_lines_typed_one_by_one_are_sent_without_waiting_for_eof(broker: Broker, name: str) -> None:
+    """As at a terminal: each line goes out after linger.ms, while stdin stays open."""
+    create(broker, name)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "ODRADEK_BOOTSTRAP": broker.bootstrap}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "odradek", "produce", "--topic", name, "--acks", "0"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=REPO,
+    )
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest")
+    try:
+        tp = TopicPartition(name, 0)
+        consumer.assign([tp])
+        assert proc.stdin is not None
+        seen: list[bytes] = []
+        for line in (b"first", b"second"):
+            proc.stdin.write(line + b"\n")
+            proc.stdin.flush()
+            deadline = time.monotonic() + 30
+            while line not in seen:
+                assert time.monotonic() < deadline, f"{line!r} not sent while stdin is open"
+                polled = consumer.poll(timeout_ms=200)
+                seen += [r.value for r in polled.get(tp, [])]
+        assert seen == [b"first", b"second"]
+        stdout, stderr = proc.communicate(b"third\n", timeout=RUN_TIMEOUT_S)
+        assert proc.returncode == 0, stderr
+        assert stdout.decode().splitlines() == [f"Produced 3 records to {name}."]
+    finally:
+        consumer.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
 
 
 def test_producer_property_and_config_file(broker: Broker, name: str, tmp_path: Path) -> None:
@@ -492,3 +531,51 @@ def test_isolation_level_hides_aborted_transactions(broker: Broker, name: str) -
     assert out(cli(broker, *base, *committed)) == ["committed"]
     by_property = ["--max-messages", "1", "--consumer-property", "isolation.level=read_committed"]
     assert out(cli(broker, *base, *by_property)) == ["committed"]
+
+
+@pytest.mark.cluster
+def test_produce_to_partitions_led_by_different_brokers() -> None:
+    """A connection per leader: partitions of a 3-broker cluster, each broker leading some."""
+    with Cluster(3) as cluster:
+        cluster.create_topic("spread", partitions=6, replication_factor=2)
+        leaders = {cluster.partition("spread", p).leader for p in range(6)}
+        assert len(leaders) > 1
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        lines = "".join(f"key{i % 50}:value-{i}\n" for i in range(3000))
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "odradek",
+                "produce",
+                "spread",
+                "-b",
+                cluster.bootstrap,
+                "--key-separator",
+                ":",
+            ],  # fmt: skip
+            input=lines.encode(),
+            capture_output=True,
+            timeout=RUN_TIMEOUT_S,
+            env=env,
+            cwd=REPO,
+        )
+        assert proc.returncode == 0, proc.stderr
+        consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, auto_offset_reset="earliest")
+        try:
+            tps = [TopicPartition("spread", p) for p in range(6)]
+            consumer.assign(tps)
+            got: dict[bytes, list[int]] = {}
+            count = 0
+            while count < 3000:
+                polled = consumer.poll(timeout_ms=10000)
+                assert polled, f"only {count} records came back"
+                for tp, records in polled.items():
+                    for r in records:
+                        assert tp.partition == (murmur2(r.key) & 0x7FFFFFFF) % 6
+                        got.setdefault(r.key, []).append(int(r.value.split(b"-")[1]))
+                        count += 1
+        finally:
+            consumer.close()
+        # every record once, and each key's records in the order they were read
+        assert got == {f"key{k}".encode(): list(range(k, 3000, 50)) for k in range(50)}
