@@ -1,22 +1,32 @@
-# `make run` starts a broker, `make test` runs every test; both set up what they need first
-# (scripts/setup.sh is idempotent and a near no-op when nothing changed).
+# `make run` starts a broker, `make test` runs every test; each sets up what it needs first
+# (scripts/setup.sh is idempotent and a near no-op when nothing changed):
+#   make run     the venv with odradek and its runtime deps only (under a minute on a fresh
+#                machine): `scripts/setup.sh run`
+#   make test, make lint, make bench
+#                everything else too: the test extra, kcat, java, zookeeper, and the pipelines
+#                extra (pyspark, apache-flink) unless ODRADEK_PIPELINES=0:
+#                `make test ODRADEK_PIPELINES=0` (the Spark and Flink tests then skip)
 VENV   := .venv
-PYTHON := $(VENV)/bin/python
+# (not PYTHON: scripts/setup.sh takes PYTHON from the environment, the interpreter for .venv)
+VENV_PYTHON := $(VENV)/bin/python
 
-.PHONY: setup run test bench lint
+.PHONY: setup setup-run run test bench lint
 
 setup:
-	@bash scripts/setup.sh
+	@ODRADEK_PIPELINES=$(ODRADEK_PIPELINES) bash scripts/setup.sh test
 
-run: setup
+setup-run:
+	@bash scripts/setup.sh run
+
+run: setup-run
 	$(VENV)/bin/odradek serve $(ARGS)
 
 # Every test, every marker. Extra pytest arguments: make test PYTEST_ARGS='-k fetch -x'
 test: setup
-	$(PYTHON) -m pytest $(PYTEST_ARGS)
+	$(VENV_PYTHON) -m pytest $(PYTEST_ARGS)
 
 bench: setup
-	$(PYTHON) -m bench $(ARGS)
+	$(VENV_PYTHON) -m bench $(ARGS)
 
 # The packages the type checker runs clean over ([tool.mypy] in pyproject.toml; issue 12 item 5).
 MYPY_PATHS := odradek/wire odradek/log odradek/coordinator odradek/broker odradek/testing \

@@ -1,14 +1,33 @@
 #!/usr/bin/env bash
-# Idempotent, cached set-up of everything `make run`, `make test` and `make bench` need, for a
-# fresh Debian 12 machine (as root, or with sudo otherwise):
-#   .venv/                  the project installed editable with its `test` extra
-#   kcat, java, javac,      from Debian's packages, installed only when missing
-#   zookeeper
-#   .cache/java-classpath   the Java kafka-clients jar and its compression jars (one line,
-#                           ':'-separated), taken from the shigawire-apache-flink-libraries wheel
-# Everything downloaded lands in .venv/ or .cache/ (both git-ignored), apart from apt's own
-# cache. A second run with nothing changed does no installs and takes well under a second.
+# Idempotent, cached set-up for a fresh Debian 12 machine (as root, or with sudo otherwise), in
+# two profiles:
+#
+#   scripts/setup.sh run    what `make run` needs, nothing more (well under a minute):
+#                             .venv/ with the project installed editable and its runtime deps;
+#                             the C framing accelerator when a compiler and Python.h are there
+#   scripts/setup.sh test   (the default) what `make test`, `make lint` and `make bench` need:
+#                             the above with the `test` extra, gcc and Python headers,
+#                             kcat, java/javac and zookeeper from Debian (only when missing),
+#                             the `pipelines` extra (pyspark, apache-flink: about 75 s and 1.3 GB
+#                             on a cold pip cache; ODRADEK_PIPELINES=0 leaves it out and the
+#                             Spark and Flink tests report themselves as skipped),
+#                             .cache/java-classpath (the Java kafka-clients jar and its
+#                             compression jars, ':'-separated, from the
+#                             shigawire-apache-flink-libraries wheel)
+#
+# Every step that does something prints `setup: [n/N] ...` first. Everything downloaded lands
+# in .venv/ or .cache/ (both git-ignored), apart from apt's own cache. A second run with nothing
+# changed does no installs and takes well under a second.
 set -euo pipefail
+
+PROFILE=${1:-test}
+case "$PROFILE" in
+    run | test) ;;
+    *)
+        echo "usage: scripts/setup.sh [run|test]" >&2
+        exit 2
+        ;;
+esac
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
@@ -17,8 +36,30 @@ CACHE=$ROOT/.cache
 STAMP=$VENV/.odradek-setup-stamp
 CLASSPATH_FILE=$CACHE/java-classpath
 PYTHON=${PYTHON:-python3}
+# ODRADEK_SKIP_PIPELINES=1 is the older spelling of ODRADEK_PIPELINES=0
+PIPELINES=${ODRADEK_PIPELINES:-1}
+if [ "${ODRADEK_SKIP_PIPELINES:-0}" = 1 ]; then PIPELINES=0; fi
 
 say() { printf 'setup: %s\n' "$*"; }
+if [ "$PROFILE" = run ]; then STEPS=3; else STEPS=6; fi
+step() {  # step N "what": the progress line before a step that does something
+    local n=$1
+    shift
+    say "[$n/$STEPS] $*"
+}
+
+# pip with its progress shown (one line per package it collects, builds or installs), without
+# the "Requirement already satisfied" lines of what is there already
+export PIP_CACHE_DIR=$CACHE/pip PIP_DISABLE_PIP_VERSION_CHECK=1
+# (pip's whole output goes to .cache/pip.log)
+pip_install() {
+    if ! "$VENV/bin/python" -m pip install --progress-bar off "$@" 2>&1 | tee "$CACHE/pip.log" \
+        | sed -u -n -E -e "/^WARNING: Location '.*' is ignored/d" \
+            -e '/^(Collecting|Building|Installing|Successfully|ERROR|WARNING)/p'; then
+        say "pip install $* failed: its whole output is in .cache/pip.log" >&2
+        exit 1
+    fi
+}
 
 SUDO=()
 if [ "$(id -u)" -ne 0 ]; then
@@ -38,32 +79,34 @@ apt_install() {
         "${SUDO[@]}" apt-get update -qq
         APT_UPDATED=1
     fi
-    say "apt-get install $*"
     "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
         apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
 mkdir -p "$CACHE"
 
-# --- system packages -----------------------------------------------------------------------
+# --- [1] system packages ------------------------------------------------------------------
 missing=()
 command -v "$PYTHON" >/dev/null 2>&1 || missing+=(python3)
 if command -v "$PYTHON" >/dev/null 2>&1 && [ ! -x "$VENV/bin/python" ] \
     && ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
     missing+=(python3-venv)
 fi
-command -v kcat >/dev/null 2>&1 || missing+=(kcat)
-if ! command -v java >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
-    missing+=(default-jdk-headless)
+if [ "$PROFILE" = test ]; then
+    command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+    if ! command -v java >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
+        missing+=(default-jdk-headless)
+    fi
+    # Apache ZooKeeper for clusters of separate broker processes (zookeeper.connect); tests
+    # start their own server from its jar (odradek/testing/zookeeper.py), never the service.
+    [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 fi
-# Apache ZooKeeper for clusters of separate broker processes (zookeeper.connect); tests start
-# their own server from its jar (odradek/testing/zookeeper.py), never the system service.
-[ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 if [ ${#missing[@]} -gt 0 ]; then
+    step 1 "apt-get install ${missing[*]}"
     apt_install "${missing[@]}"
 fi
 
-# --- C compiler and Python headers ---------------------------------------------------------
+# --- [1] C compiler and Python headers -------------------------------------------------------
 # For the optional C accelerator odradek/wire/_framing.c (setup.py): without them the install
 # only warns and the pure-Python framing walk runs, so a machine where nothing can be
 # installed still gets set up. Checked for the interpreter the venv uses.
@@ -90,7 +133,12 @@ if ! has_python_headers; then
     esac
 fi
 if [ ${#c_missing[@]} -gt 0 ]; then
-    if [ "$(id -u)" -eq 0 ] || [ ${#SUDO[@]} -gt 0 ]; then
+    if [ "$PROFILE" = run ]; then
+        # `make run` installs nothing for it: the pure-Python walk is correct, only slower
+        say "no ${c_missing[*]}: the pure-Python framing walk runs" \
+            "(make test installs them and builds the C one)"
+    elif [ "$(id -u)" -eq 0 ] || [ ${#SUDO[@]} -gt 0 ]; then
+        step 1 "apt-get install ${c_missing[*]} (C framing accelerator)"
         apt_install "${c_missing[@]}"
     else
         say "cannot install ${c_missing[*]} without root or sudo:" \
@@ -98,9 +146,9 @@ if [ ${#c_missing[@]} -gt 0 ]; then
     fi
 fi
 
-# --- Python virtual environment ------------------------------------------------------------
+# --- [2] Python virtual environment ------------------------------------------------------------
 if [ ! -x "$VENV/bin/python" ]; then
-    say "creating $VENV"
+    step 2 "python -m venv .venv"
     "$PYTHON" -m venv "$VENV"
     rm -f "$STAMP"
 fi
@@ -109,51 +157,68 @@ fi
     exit 1
 }
 
+# --- [3] the project and its Python dependencies -----------------------------------------
 # The stamp records what the last install was made from: pyproject.toml, setup.py and the C
 # source it builds, the checkout's path (an editable install points at it), the interpreter,
-# and whether a C extension could be built (so it is built once a compiler and headers arrive).
+# and whether a C extension could be built (so it is built once a compiler and headers arrive),
+# then which extras it had: "runtime" (`make run`) or "test".
 c_build=no
 if has_compiler && has_python_headers; then c_build=yes; fi
 want=$( { cat pyproject.toml setup.py odradek/wire/_framing.c; echo "$ROOT"; "$VENV/bin/python" -VV
     echo "c-build=$c_build"; } | sha256sum | cut -d' ' -f1)
-have=$(cat "$STAMP" 2>/dev/null || true)
+read -r have have_extras 2>/dev/null <"$STAMP" || { have=; have_extras=; }
 # the editable install builds the extension in place, next to its source: rebuild if it is gone
 ext=odradek/wire/_framing$("$VENV/bin/python" -c 'import sysconfig
 print(sysconfig.get_config_var("EXT_SUFFIX"))')
 ext_gone=no
 if [ "$c_build" = yes ] && [ ! -f "$ext" ]; then ext_gone=yes; fi
-if [ "$want" != "$have" ] || [ ! -x "$VENV/bin/odradek" ] || [ "$ext_gone" = yes ]; then
-    say "pip install -e '.[test]'"
-    export PIP_CACHE_DIR=$CACHE/pip PIP_DISABLE_PIP_VERSION_CHECK=1
-    "$VENV/bin/python" -m pip install -q -e ".[test]"
+if [ "$PROFILE" = run ]; then
+    target=. extras=runtime
+    up_to_date=$([ "$want" = "$have" ] && echo yes || echo no)
+else
+    target=".[test]" extras=test
+    up_to_date=$([ "$want" = "$have" ] && [ "$have_extras" = test ] && echo yes || echo no)
+fi
+if [ "$up_to_date" != yes ] || [ ! -x "$VENV/bin/odradek" ] || [ "$ext_gone" = yes ]; then
+    if [ "$PROFILE" = run ]; then
+        step 3 "pip install -e . (runtime deps$([ "$c_build" = yes ] && echo ', C accelerator'))"
+    else
+        step 3 "pip install -e '.[test]' (test tools and clients, about 30 s on a cold cache)"
+    fi
+    pip_install -e "$target"
     if [ "$c_build" = yes ] && [ ! -f "$ext" ]; then
         say "odradek/wire/_framing.c did not build (see pip's warning above):" \
             "the pure-Python framing walk runs" >&2
     fi
-    echo "$want" >"$STAMP"
+    echo "$want $extras" >"$STAMP"
     rm -f "$CLASSPATH_FILE"
 fi
 
+if [ "$PROFILE" = run ]; then
+    say "ready for make run (.venv with odradek and its runtime deps)"
+    exit 0
+fi
+
 # --- BEGIN pipelines extra (issue 5: spark_examples/, PyFlink) ---------------------------
-# pyspark and apache-flink for spark_examples/ and its tests: `pip install -e '.[pipelines]'`.
+# [4] pyspark and apache-flink for spark_examples/ and its tests: `pip install -e '.[pipelines]'`.
 # About 75 s and 1.3 GB in .venv on a cold pip cache (two large sdists: pyspark and
-# apache-flink-libraries); a no-op afterwards. Set ODRADEK_SKIP_PIPELINES=1 to leave it out:
-# the Spark and Flink tests then report themselves as skipped.
+# apache-flink-libraries); a no-op afterwards. ODRADEK_PIPELINES=0 leaves it out (make test
+# ODRADEK_PIPELINES=0): the Spark and Flink tests then report themselves as skipped.
 PIPELINES_STAMP=$VENV/.odradek-pipelines-stamp
-if [ "${ODRADEK_SKIP_PIPELINES:-0}" != 1 ]; then
+if [ "$PIPELINES" != 0 ]; then
     want_pipelines=$( { cat pyproject.toml; echo "$ROOT"; "$VENV/bin/python" -VV; } \
         | sha256sum | cut -d' ' -f1)
     if [ "$want_pipelines" != "$(cat "$PIPELINES_STAMP" 2>/dev/null || true)" ] \
         || [ ! -f "$VENV/bin/pyspark" ]; then
-        say "pip install -e '.[pipelines]' (pyspark, apache-flink)"
-        export PIP_CACHE_DIR=$CACHE/pip PIP_DISABLE_PIP_VERSION_CHECK=1
-        "$VENV/bin/python" -m pip install -q -e ".[test,pipelines]"
+        step 4 "pip install -e '.[test,pipelines]' (pyspark, apache-flink: about 75 s and" \
+            "1.3 GB on a cold cache; ODRADEK_PIPELINES=0 skips it)"
+        pip_install -e ".[test,pipelines]"
         echo "$want_pipelines" >"$PIPELINES_STAMP"
     fi
 fi
 # --- END pipelines extra -------------------------------------------------------------------
 
-# --- Java client classpath -----------------------------------------------------------------
+# --- [5] Java client classpath -----------------------------------------------------------------
 classpath_ok() {
     [ -s "$CLASSPATH_FILE" ] || return 1
     local cp jar
@@ -164,6 +229,7 @@ classpath_ok() {
     done
 }
 if ! classpath_ok; then
+    step 5 "write .cache/java-classpath (kafka-clients 3.9.1 and its compression jars)"
     "$VENV/bin/python" - "$CLASSPATH_FILE" <<'PY'
 """Write the kafka-clients classpath found in the installed shigawire wheel."""
 import sys
@@ -185,7 +251,29 @@ if missing:
 with open(sys.argv[1], "w", encoding="utf-8") as f:
     f.write(":".join(found[name] for name in WANTED if name in found) + "\n")
 PY
-    say "wrote $CLASSPATH_FILE"
 fi
 
-say "ready (.venv, kcat, java, zookeeper, .cache/java-classpath)"
+# --- [6] Spark's Kafka connector jars ------------------------------------------------------
+# ../shared/sparkjars beside the checkout (CI has ../shared next to the clone): the Spark tests
+# use it as ODRADEK_SPARK_JARS (spark_examples/tests/conftest.py) and check the jars against
+# the hashes listed there; elsewhere they skip unless ODRADEK_SPARK_JARS or
+# ODRADEK_SPARK_ONLINE=1 (Maven coordinates) says where the jars come from.
+spark_jars=none
+if [ "$PIPELINES" != 0 ] && [ -z "${ODRADEK_SPARK_JARS:-}" ] && [ -d "$ROOT/../shared/sparkjars" ]; then
+    if [ ! -f "$VENV/.odradek-sparkjars-checked" ]; then
+        step 6 "check ../shared/sparkjars (Spark's Kafka connector, sha256 as listed there)"
+        "$VENV/bin/python" -c 'import sys
+from pathlib import Path
+from spark_examples import session
+try:
+    jars = session.jars_from_dir(Path(sys.argv[1]).resolve())
+except session.ConnectorJarsError as exc:
+    sys.exit(f"setup: {exc}")
+print("setup: Spark tests use " + ", ".join(j.name for j in jars))' "$ROOT/../shared/sparkjars"
+        touch "$VENV/.odradek-sparkjars-checked"
+    fi
+    spark_jars=../shared/sparkjars
+fi
+
+say "ready (.venv with the test extra$([ "$PIPELINES" != 0 ] && echo ' and pipelines'), kcat, java," \
+    "zookeeper, .cache/java-classpath, Spark connector jars: $spark_jars)"
