@@ -523,6 +523,7 @@ class Producer:
         self.metadata_due = False
         self.crc = _load_crc32c()
         self._bootstrap_conn: _Conn | None = None
+        self._kicking = False
 
     # connections and metadata
 
@@ -783,6 +784,19 @@ class Producer:
         state.queue.append(batch)
         self.pending_bytes += batch.size
         self.pending_records += len(batch.records)
+        self._kick()
+
+    def _kick(self) -> None:
+        """Between records: take the answers that have arrived and send what they made
+        sendable, without waiting, so the broker works while more lines are encoded."""
+        if self._kicking or not self.conns:
+            return
+        self._kicking = True
+        try:
+            self._wait_io(0, None)
+            self.send_ready(time.monotonic())
+        finally:
+            self._kicking = False
 
     def seal_lingering(self, now: float, everything: bool = False) -> None:
         linger = self.cfg.linger_ms / 1000
