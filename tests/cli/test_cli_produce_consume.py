@@ -579,3 +579,39 @@ def test_produce_to_partitions_led_by_different_brokers() -> None:
             consumer.close()
         # every record once, and each key's records in the order they were read
         assert got == {f"key{k}".encode(): list(range(k, 3000, 50)) for k in range(50)}
+
+
+def test_a_dropped_connection_is_retried_without_duplicates(broker: Broker, name: str) -> None:
+    """The first Produce request is held by the broker while the connection drops: the
+    producer resends the batch on a new connection, and the idempotent producer id keeps the
+    held one (appended later) from writing the records twice."""
+    create(broker, name)
+    injected = broker.call(lambda s: s.faults.injected)
+    broker.delay("produce", 1500, count=1)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "ODRADEK_BOOTSTRAP": broker.bootstrap}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "odradek", "produce", name],  # acks=all: idempotent
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=REPO,
+    )
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(b"".join(b"%d\n" % i for i in range(3000)))
+        proc.stdin.close()
+        deadline = time.monotonic() + 30
+        while broker.call(lambda s: s.faults.injected) == injected:  # the request is held
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert broker.drop_connections() >= 1
+        assert proc.wait(timeout=RUN_TIMEOUT_S) == 0, proc.stderr.read() if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    # the held request has run by the time a later one is answered: read after one more
+    cli(broker, "produce", name, stdin="end\n")
+    got = [r["value"] for r in consume_json(broker, name, 3002, "--timeout-ms", "3000")]
+    assert got == [str(i) for i in range(3000)] + ["end"]
