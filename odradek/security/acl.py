@@ -98,7 +98,10 @@ def _entry_result(
                 return None
         else:
             return None
-    return entry.permission_type
+    # Anything but ALLOW denies: an entry read back with an unknown permission fails closed.
+    if entry.permission_type is AclPermissionType.ALLOW:
+        return AclPermissionType.ALLOW
+    return AclPermissionType.DENY
 
 
 class Authorizer:

@@ -443,3 +443,13 @@ def test_lookup_does_not_scan_unrelated_acls() -> None:
     assert len(a._applicable(T.TOPIC, "t10")) == 2  # literal t10 + prefixed t1
     assert not a.authorize("User:bob", H, Op.READ, T.TOPIC, "t10")
     assert a.authorize("User:bob", H, Op.READ, T.TOPIC, "t20")
+
+
+def test_unknown_permission_read_back_from_a_store_fails_closed() -> None:
+    odd = AclBinding(
+        ResourcePattern(T.TOPIC, "t"),
+        AccessControlEntry("User:bob", "*", Op.READ, AclPermissionType.UNKNOWN),
+    )
+    a = authz(odd, acl(T.TOPIC, "t", LIT, "User:bob", Op.ALL, ALLOW))
+    assert not a.authorize("User:bob", H, Op.READ, T.TOPIC, "t")
+    assert a.authorize("User:bob", H, Op.WRITE, T.TOPIC, "t")
