@@ -1,0 +1,15 @@
+"""Security building blocks, sans-IO: nothing here reads a socket or a config file.
+
+- ``sasl``: the server side of SASL PLAIN, SCRAM-SHA-256/512 and OAUTHBEARER as small state
+  machines (``server.step(client_bytes) -> server_bytes``) and ``AuthenticationError`` carrying
+  the message Kafka sends in SaslAuthenticate; ``create_server`` picks one by mechanism name.
+- ``scram``: Kafka's ScramCredential, its ZooKeeper string form, and the SCRAM messages.
+- ``credentials``: the ``CredentialStore`` protocol, an in-memory store, and the
+  AlterUserScramCredentials / DescribeUserScramCredentials semantics over a store.
+- ``oauthbearer``: the RFC 7628 client initial response, Kafka's unsecured JWS validator and the
+  pluggable ``TokenValidator``.
+- ``jaas``: Kafka's ``sasl.jaas.config`` parser and the PLAIN user table.
+- ``principal``: ``ssl.principal.mapping.rules`` (Kafka's SslPrincipalMapper) and the RFC 2253
+  subject of a peer certificate.
+- ``acl*``: ACL types, authorizer and storage (a separate owner).
+"""
