@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -249,6 +250,10 @@ def _static_headers(items: list[str] | None) -> list[tuple[bytes, bytes]]:
     return out
 
 
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def _bootstrap(args: argparse.Namespace, props: dict[str, str]) -> str:
     return (
         getattr(args, "bootstrap_server", None)
@@ -296,10 +301,16 @@ def cmd_produce(args: argparse.Namespace) -> int:
             raise CliError(f"cannot connect to a broker: {exc}") from None
         except pc.ProducerConfigError as exc:
             raise CliError(str(exc)) from None
+        # SIGTERM, like Ctrl-C, stops reading; what was read is still sent (as Kafka's tool
+        # closes its producer in a shutdown hook)
+        previous = signal.signal(signal.SIGTERM, _interrupt)
         try:
             sent = _pump(producer, reader, progress)
         finally:
-            producer.flush(FLUSH_TIMEOUT_S)
+            try:
+                producer.flush(FLUSH_TIMEOUT_S)
+            finally:
+                signal.signal(signal.SIGTERM, previous)
     finally:
         producer.close()
         progress.done()
