@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+# Kafka's own config/server.properties as released in 4.0.0 and 4.1.1 (the same file): the
+# single-node KRaft one, byte for byte
 KRAFT_PROPERTIES = Path(__file__).parent / "fixtures" / "kraft-server.properties"
 DEADLINE_S = 60.0
 # variables of Kafka's start scripts: set in a Kafka user's shell, never configs
