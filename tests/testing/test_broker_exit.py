@@ -30,7 +30,7 @@ SCRIPT = textwrap.dedent(
         KEEP.append(loop.create_task(forever(), name="cancelled-not-run"))
         KEEP[-1].cancel()
 
-    broker = Broker(topics={"t": 2}).start()
+    broker = Broker(topics={"t": 2}, config={"group.initial.rebalance.delay.ms": 0}).start()
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
     producer.send("t", b"x").get(timeout=30)
     consumer = KafkaConsumer("t", bootstrap_servers=broker.bootstrap, group_id="g",
