@@ -257,6 +257,7 @@ PRODUCE_VERSION = 8
 METADATA_VERSION = 4
 INIT_PRODUCER_ID_VERSION = 0
 
+SEND_TIMEOUT_S = 30.0
 DUPLICATE_SEQUENCE_NUMBER = 46
 MESSAGE_TOO_LARGE = 10
 RECORD_LIST_TOO_LARGE = 18
@@ -330,7 +331,9 @@ class _Conn:
         self.node_id = node_id
         self.sock = socket.create_connection((host, port), timeout=timeout_s)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.sock.settimeout(None)
+        # reads happen only after select(); a send that cannot go out for this long (a broker
+        # that stopped reading) fails and the batches are retried on a new connection
+        self.sock.settimeout(SEND_TIMEOUT_S)
         self.client = _string(client_id)
         self.correlation = 0
         self.waiting: collections.deque[tuple[int, Callable[[_Reader | None], None]]] = (
