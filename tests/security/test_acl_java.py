@@ -11,6 +11,7 @@ from typing import TypeVar
 import pytest
 
 from compat_tests.java_harness import JavaPrograms
+from odradek.security.acl import Authorizer
 from odradek.security.acl_types import (
     AccessControlEntry,
     AccessControlEntryFilter,
@@ -145,3 +146,46 @@ def test_names_and_parsing_agree_with_kafka(oracle: JavaPrograms) -> None:
         ours_code = int(enum.parse(text))
         # we also read the enum's own name (TRANSACTIONAL_ID, as Kafka's change events write it)
         assert ours_code == int(code) or (int(code) == 0 and text.upper() == enum(ours_code).name)
+
+
+BY_TYPE_NAMES = ["a", "ab", "abc", "abd", "b", "*", "h", "hardcode", "hard"]
+
+
+def test_authorize_by_resource_type_agrees_with_kafka(oracle: JavaPrograms) -> None:
+    """Kafka's default Authorizer.authorizeByResourceType, run over the same ACLs, with its
+    "hardcode" probe answered by our authorize (which test_acl_model checks on its own)."""
+    rnd = random.Random(679)
+    ops = [AclOperation.READ, AclOperation.WRITE, AclOperation.ALL, AclOperation.DESCRIBE]
+    lines, ours = [], []
+    for _ in range(1500):
+        acls = [
+            AclBinding(
+                ResourcePattern(
+                    rnd.choice([ResourceType.TOPIC, ResourceType.GROUP]),
+                    rnd.choice(BY_TYPE_NAMES),
+                    rnd.choice([PatternType.LITERAL, PatternType.PREFIXED]),
+                ),
+                AccessControlEntry(
+                    rnd.choice(["User:alice", "User:*", "User:bob"]),
+                    rnd.choice(["*", "10.0.0.1", "10.0.0.2"]),
+                    rnd.choice(ops),
+                    rnd.choice([AclPermissionType.ALLOW, AclPermissionType.DENY]),
+                ),
+            )
+            for _ in range(rnd.randint(0, 8))
+        ]
+        op = rnd.choice(ops[:2])
+        rt = rnd.choice([ResourceType.TOPIC, ResourceType.GROUP])
+        a = Authorizer((), rnd.random() < 0.2, acls)
+        hardcode = a.authorize("User:alice", "10.0.0.1", op, rt, "hardcode", log_if_denied=False)
+        fields: list[object] = ["BYTYPE", int(hardcode), "User:alice", "10.0.0.1", int(op), int(rt)]
+        for b in acls:
+            p, e = b.pattern, b.entry
+            fields += [int(p.resource_type), p.name, int(p.pattern_type), e.principal, e.host]
+            fields += [int(e.operation), int(e.permission_type)]
+        lines.append("\t".join(map(str, fields)))
+        ours.append("1" if a.authorize_by_resource_type("User:alice", "10.0.0.1", op, rt) else "0")
+    kafka = ask(oracle, lines)
+    mismatches = [line for line, k, o in zip(lines, kafka, ours, strict=True) if k != o]
+    assert mismatches == []
+    assert 300 < ours.count("1") < 1200
