@@ -328,3 +328,66 @@ def validate_filter(flt: AclBindingFilter) -> None:
         raise InvalidAcl("Unknown patternFilter.")
     if flt.entry.is_unknown():
         raise InvalidAcl("Unknown entryFilter.")
+
+
+# ------------------------------------------------------------------------------ wire helpers
+
+
+class MalformedAclRequest(ValueError):
+    """A CreateAcls / DescribeAcls / DeleteAcls body Kafka's request classes refuse while parsing
+    (UNKNOWN codes; v0 with a pattern type other than LITERAL or ANY): a protocol violation that
+    closes the connection, not an error code."""
+
+
+def request_filter(flt: AclBindingFilter, version: int) -> AclBindingFilter:
+    """A DescribeAcls filter or DeleteAcls filter as Kafka's request normalizes it: v0 knows
+    only literal patterns, so ANY becomes LITERAL there (a ``*`` ACL is literal too) and
+    anything else is refused; UNKNOWN codes are refused in every version."""
+    pattern = flt.pattern
+    if version == 0:
+        if pattern.pattern_type is PatternType.ANY:
+            flt = AclBindingFilter(
+                ResourcePatternFilter(pattern.resource_type, pattern.name, PatternType.LITERAL),
+                flt.entry,
+            )
+        elif pattern.pattern_type is not PatternType.LITERAL:
+            raise MalformedAclRequest(
+                f"Version 0 does not support pattern type {pattern.pattern_type.name} "
+                "(only LITERAL and ANY are supported)"
+            )
+    if (
+        flt.pattern.pattern_type is PatternType.UNKNOWN
+        or flt.pattern.resource_type is ResourceType.UNKNOWN
+        or flt.entry.operation is AclOperation.UNKNOWN
+        or flt.entry.permission_type is AclPermissionType.UNKNOWN
+    ):
+        raise MalformedAclRequest(f"Filters contain UNKNOWN elements: {flt}")
+    return flt
+
+
+def request_creation(binding: AclBinding, version: int) -> AclBinding:
+    """A CreateAcls creation as Kafka's CreateAclsRequest checks it while parsing: v0 only
+    LITERAL patterns; no UNKNOWN codes. (ANY / MATCH and names are checked later, per creation,
+    by ``validate_new_acl``.)"""
+    p, e = binding.pattern, binding.entry
+    if version == 0 and p.pattern_type is not PatternType.LITERAL:
+        raise MalformedAclRequest("Version 0 only supports literal resource pattern types")
+    if (
+        p.pattern_type is PatternType.UNKNOWN
+        or p.resource_type is ResourceType.UNKNOWN
+        or e.permission_type is AclPermissionType.UNKNOWN
+        or e.operation is AclOperation.UNKNOWN
+    ):
+        raise MalformedAclRequest(f"CreatableAcls contain unknown elements: {binding}")
+    return binding
+
+
+def group_by_pattern(bindings: list[AclBinding]) -> dict[ResourcePattern, list[AccessControlEntry]]:
+    """DescribeAcls' ``resources`` (DescribeAclsResponse.aclsResources): one entry per resource
+    pattern with its ACLs, in first-seen order."""
+    grouped: dict[ResourcePattern, list[AccessControlEntry]] = {}
+    for binding in bindings:
+        entries = grouped.setdefault(binding.pattern, [])
+        if binding.entry not in entries:
+            entries.append(binding.entry)
+    return grouped

@@ -15,10 +15,14 @@ from odradek.security.acl_types import (
     AclOperation,
     AclPermissionType,
     InvalidAcl,
+    MalformedAclRequest,
     PatternType,
     ResourcePattern,
     ResourcePatternFilter,
     ResourceType,
+    group_by_pattern,
+    request_creation,
+    request_filter,
     validate_filter,
     validate_new_acl,
 )
@@ -193,3 +197,32 @@ def test_create_describe_delete() -> None:
     assert deleted[1] == [good, b(T.GROUP, "g", P.PREFIXED)]
     assert isinstance(deleted[2], InvalidAcl)
     assert len(a) == 0 and a.delete_acls([AclBindingFilter()]) == [[]]
+
+
+def test_request_filter_normalization_as_kafkas_request_classes() -> None:
+    any_v0 = AclBindingFilter(ResourcePatternFilter(T.TOPIC, "t", P.ANY))
+    assert request_filter(any_v0, 0).pattern.pattern_type is P.LITERAL
+    assert request_filter(any_v0, 1) == any_v0
+    with pytest.raises(MalformedAclRequest, match="Version 0"):
+        request_filter(AclBindingFilter(ResourcePatternFilter(T.TOPIC, "t", P.PREFIXED)), 0)
+    with pytest.raises(MalformedAclRequest, match="UNKNOWN"):
+        request_filter(
+            AclBindingFilter(
+                entry=AccessControlEntryFilter(permission_type=AclPermissionType.UNKNOWN)
+            ),
+            2,
+        )
+    prefixed = b(T.TOPIC, "t", P.PREFIXED)
+    assert request_creation(prefixed, 1) is prefixed
+    with pytest.raises(MalformedAclRequest, match="Version 0"):
+        request_creation(prefixed, 0)
+    with pytest.raises(MalformedAclRequest, match="unknown"):
+        request_creation(b(T.UNKNOWN, "t", P.LITERAL), 3)
+
+
+def test_group_by_pattern_as_describe_acls_response() -> None:
+    t, g = b(T.TOPIC, "t", P.LITERAL), b(T.GROUP, "g", P.PREFIXED)
+    t2 = b(T.TOPIC, "t", P.LITERAL, principal="User:alice")
+    grouped = group_by_pattern([t, g, t2, t])
+    assert list(grouped) == [t.pattern, g.pattern]
+    assert grouped[t.pattern] == [t.entry, t2.entry]
