@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from odradek.security.acl_types import (
@@ -175,6 +176,49 @@ def decode_acl_change(changes_path: str, data: bytes) -> ResourcePattern:
             raise AclFormatError(f"Failed to convert ACL change event to resource: {event}")
         return ResourcePattern(resource_type, str(event.get("name", "")), pattern_type)
     raise AclFormatError(f"not an ACL change path: {changes_path}")
+
+
+@dataclass(frozen=True, slots=True)
+class ZkAclWrite:
+    """One resource znode to write: ``data`` to set (creating the node and its parents if
+    needed), or None to delete it (Kafka drops a resource node when its last ACL goes)."""
+
+    path: str
+    data: bytes | None
+
+
+def zk_plan(
+    before: Iterable[AclBinding], after: Iterable[AclBinding]
+) -> tuple[list[ZkAclWrite], list[tuple[str, bytes]]]:
+    """What takes ZooKeeper from the ACL set ``before`` to ``after``, as AclAuthorizer writes
+    it: one write per resource pattern whose entries changed, then one change notification per
+    such pattern (``encode_acl_change``: sequential node prefix and data) so other brokers
+    re-read it. Unchanged resources are not touched."""
+    old = _entries_by_pattern(before)
+    new = _entries_by_pattern(after)
+    writes: list[ZkAclWrite] = []
+    notifications: list[tuple[str, bytes]] = []
+    for pattern in sorted(old.keys() | new.keys(), key=_pattern_sort_key):
+        entries = new.get(pattern, set())
+        if entries == old.get(pattern, set()):
+            continue
+        path = zk_acl_path(pattern)
+        writes.append(ZkAclWrite(path, encode_zk_acls(entries) if entries else None))
+        notifications.append(encode_acl_change(pattern))
+    return writes, notifications
+
+
+def _entries_by_pattern(
+    bindings: Iterable[AclBinding],
+) -> dict[ResourcePattern, set[AccessControlEntry]]:
+    grouped: dict[ResourcePattern, set[AccessControlEntry]] = {}
+    for b in bindings:
+        grouped.setdefault(b.pattern, set()).add(b.entry)
+    return grouped
+
+
+def _pattern_sort_key(p: ResourcePattern) -> tuple[int, int, str]:
+    return (int(p.resource_type), int(p.pattern_type), p.name)
 
 
 # ------------------------------------------------------------------------------ local file

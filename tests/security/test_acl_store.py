@@ -26,6 +26,7 @@ from odradek.security.acl_store import (
     zk_bindings,
     zk_group_by_node,
     zk_pattern_from_path,
+    zk_plan,
 )
 from odradek.security.acl_types import (
     AccessControlEntry,
@@ -238,3 +239,27 @@ def test_local_file_errors() -> None:
     ):
         with pytest.raises(AclFormatError):
             decode_local(bad)
+
+
+def test_zk_plan_writes_only_changed_resources_and_announces_them() -> None:
+    orders_alice = AclBinding(ResourcePattern(T.TOPIC, "orders", LIT), entry())
+    orders_bob = AclBinding(ResourcePattern(T.TOPIC, "orders", LIT), entry("User:bob"))
+    group = AclBinding(ResourcePattern(T.GROUP, "g-", PRE), entry(op=Op.DESCRIBE))
+    cluster = AclBinding(ResourcePattern(T.CLUSTER, "kafka-cluster", LIT), entry(op=Op.ALTER))
+    writes, notes = zk_plan([orders_alice, group, cluster], [orders_alice, orders_bob, cluster])
+    assert [(w.path, w.data is None) for w in writes] == [
+        ("/kafka-acl/Topic/orders", False),
+        ("/kafka-acl-extended/prefixed/Group/g-", True),
+    ]
+    assert writes[0].data is not None
+    assert sorted(decode_zk_acls(writes[0].data), key=str) == sorted(
+        [orders_alice.entry, orders_bob.entry], key=str
+    )
+    assert notes == [
+        ("/kafka-acl-changes/acl_changes_", b"TOPIC:orders"),
+        (
+            "/kafka-acl-extended-changes/acl_changes_",
+            b'{"version":1,"resourceType":"GROUP","name":"g-","patternType":"PREFIXED"}',
+        ),
+    ]
+    assert zk_plan([cluster], [cluster]) == ([], [])
