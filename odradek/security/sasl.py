@@ -4,7 +4,8 @@ Every server has ``mechanism_name``, ``step(client_bytes) -> server_bytes``, ``c
 ``principal`` (the authenticated user name, without ``User:``) and ``credential_expiry_ms``
 (when the credential ends, for KIP-368's session lifetime; None when it does not).
 
-A connection on a SASL listener does, as Kafka's SaslServerAuthenticator:
+``authenticator.SaslConnection`` implements the steps below for a connection; by hand, a
+connection on a SASL listener does, as Kafka's SaslServerAuthenticator:
 
 1. ApiVersions is answered; SaslHandshake(mechanism): when ``mechanism`` is not in the
    listener's ``sasl.enabled.mechanisms`` answer UNSUPPORTED_SASL_MECHANISM with the enabled
