@@ -1,0 +1,154 @@
+"""Client quotas in ZooKeeper, in Kafka's layout (ZooKeeper mode, 2.x/3.x):
+
+    /config/clients/<client-id>                {"version":1,"config":{"producer_byte_rate":"1024"}}
+    /config/users/<user>                       (the same; SCRAM credentials live here too)
+    /config/users/<user>/clients/<client-id>
+    /config/changes/config_change_<10 digits>  {"version":2,"entity_path":"users/alice"}
+
+Names are sanitized as Kafka's `Sanitizer` does (URL-encoded, `*` as %2A, space as %20); the
+default entity is the literal `<default>`. A write changes only the quota keys of a node (a
+user node keeps its SCRAM credentials) and then adds a sequential change notification, as
+Kafka's AdminZkClient.changeConfigs; every broker watches `/config/changes` and reads the
+quota nodes again when a notification arrives (so a quota set by Kafka's own kafka-configs.sh
+on the same ZooKeeper is seen too).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, unquote
+
+from odradek.broker.cluster.metadata_store import QuotaChanges, QuotaEntity
+
+if TYPE_CHECKING:
+    from kazoo.client import KazooClient  # untyped (Any) in kazoo
+
+log = logging.getLogger(__name__)
+
+CONFIG_CLIENTS = "/config/clients"
+CONFIG_USERS = "/config/users"
+CONFIG_CHANGES = "/config/changes"
+CHANGE_PREFIX = f"{CONFIG_CHANGES}/config_change_"
+DEFAULT = "<default>"
+QUOTA_KEYS = frozenset(
+    {
+        "producer_byte_rate",
+        "consumer_byte_rate",
+        "request_percentage",
+        "controller_mutation_rate",
+    }
+)
+LONG_KEYS = frozenset({"producer_byte_rate", "consumer_byte_rate"})
+
+
+def sanitize(name: str | None) -> str:
+    if name is None:
+        return DEFAULT
+    return quote(name, safe="").replace("~", "%7E")
+
+
+def desanitize(text: str) -> str | None:
+    return None if text == DEFAULT else unquote(text)
+
+
+def entity_path(ent: QuotaEntity) -> str | None:
+    """`users/<u>`, `clients/<c>` or `users/<u>/clients/<c>`; None for other entity types."""
+    parts = dict(ent)
+    if set(parts) - {"user", "client-id"} or not parts:
+        return None
+    if "user" in parts and "client-id" in parts:
+        return f"users/{sanitize(parts['user'])}/clients/{sanitize(parts['client-id'])}"
+    if "user" in parts:
+        return f"users/{sanitize(parts['user'])}"
+    return f"clients/{sanitize(parts['client-id'])}"
+
+
+def _value(key: str, value: float) -> str:
+    return str(int(value)) if key in LONG_KEYS and value == int(value) else str(value)
+
+
+def _quota_values(data: bytes | None) -> dict[str, float]:
+    if not data:
+        return {}
+    try:
+        config = json.loads(data).get("config", {})
+    except (ValueError, AttributeError):
+        return {}
+    out: dict[str, float] = {}
+    for key, value in config.items():
+        if key in QUOTA_KEYS:
+            try:
+                out[key] = float(value)
+            except (TypeError, ValueError):
+                log.warning("ignoring quota %s=%r in ZooKeeper: not a number", key, value)
+    return out
+
+
+def read_all(zk: KazooClient) -> dict[QuotaEntity, dict[str, float]]:
+    """Every quota entity in ZooKeeper (any thread)."""
+    from kazoo.exceptions import NoNodeError
+
+    def children(path: str) -> list[str]:
+        try:
+            return list(zk.get_children(path))
+        except NoNodeError:
+            return []
+
+    pending: list[tuple[QuotaEntity, Any]] = []
+    for client in children(CONFIG_CLIENTS):
+        ent: QuotaEntity = (("client-id", desanitize(client)),)
+        pending.append((ent, zk.get_async(f"{CONFIG_CLIENTS}/{client}")))
+    for user in children(CONFIG_USERS):
+        pending.append(((("user", desanitize(user)),), zk.get_async(f"{CONFIG_USERS}/{user}")))
+        for client in children(f"{CONFIG_USERS}/{user}/clients"):
+            ent = (("client-id", desanitize(client)), ("user", desanitize(user)))
+            pending.append((ent, zk.get_async(f"{CONFIG_USERS}/{user}/clients/{client}")))
+    out: dict[QuotaEntity, dict[str, float]] = {}
+    for ent, result in pending:
+        try:
+            data, _ = result.get(timeout=30)
+        except NoNodeError:
+            continue
+        values = _quota_values(data)
+        if values:
+            out[ent] = values
+    return out
+
+
+def write(zk: KazooClient, changes: QuotaChanges) -> dict[QuotaEntity, dict[str, float]]:
+    """Apply quota changes, notify every broker; returns the entities' new values."""
+    from kazoo.exceptions import NoNodeError
+
+    written: dict[QuotaEntity, dict[str, float]] = {}
+    for ent, ops in changes:
+        rel = entity_path(ent)
+        if rel is None:
+            raise ValueError(f"quota entity {ent} cannot be stored in ZooKeeper")
+        path = f"/config/{rel}"
+        try:
+            data, stat = zk.get(path)
+            doc = json.loads(data) if data else {}
+            version = stat.version
+        except NoNodeError:
+            doc, version = {}, -1
+        config = dict(doc.get("config", {}))
+        for key, value in ops.items():
+            if value is None:
+                config.pop(key, None)
+            else:
+                config[key] = _value(key, value)
+        encoded = json.dumps({"version": 1, "config": config}, separators=(",", ":")).encode()
+        if version < 0:
+            zk.create(path, encoded, makepath=True)
+        else:
+            zk.set(path, encoded, version=version)
+        zk.create(
+            CHANGE_PREFIX,
+            json.dumps({"version": 2, "entity_path": rel}, separators=(",", ":")).encode(),
+            sequence=True,
+            makepath=True,
+        )
+        written[ent] = _quota_values(encoded)
+    return written
