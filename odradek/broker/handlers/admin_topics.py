@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 from odradek.broker.config_entries import topic_entries
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.mutation_quota import MutationQuota, quotas_of
+from odradek.broker.network.quotas import user_of
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions.topics import TopicError, check_topic_name
 from odradek.wire import protocol
@@ -293,7 +294,9 @@ async def create_topics(
     )
     if refused is not None:
         return CResp(throttle_time_ms=0, topics=refused)
-    quota = quotas_of(broker).quota_for(None, ctx.client_id, strict=ctx.api_version >= 6)
+    quota = quotas_of(broker).quota_for(
+        user_of(ctx.principal), ctx.client_id, strict=ctx.api_version >= 6
+    )
     for n, topic in enumerate(topics):
         if n and n % YIELD_EVERY == 0:
             await asyncio.sleep(0)  # let other clients be served
@@ -420,7 +423,7 @@ async def delete_topics(
             ],
         )
     results, targets = _delete_targets(broker, entries)
-    quota = quotas_of(broker).quota_for(None, ctx.client_id, strict=version >= 5)
+    quota = quotas_of(broker).quota_for(user_of(ctx.principal), ctx.client_id, strict=version >= 5)
     for n, (name, topic_id) in enumerate(targets):
         if n and n % YIELD_EVERY == 0:
             await asyncio.sleep(0)
@@ -503,7 +506,9 @@ async def create_partitions(
     )
     if refused is not None:
         return PResp(throttle_time_ms=0, results=refused)
-    quota = quotas_of(broker).quota_for(None, ctx.client_id, strict=ctx.api_version >= 3)
+    quota = quotas_of(broker).quota_for(
+        user_of(ctx.principal), ctx.client_id, strict=ctx.api_version >= 3
+    )
     for n, topic in enumerate(topics):
         if n and n % YIELD_EVERY == 0:
             await asyncio.sleep(0)

@@ -35,6 +35,7 @@ class RequestContext:
     connection: Connection | None = None
     listener: str = "PLAINTEXT"
     principal: str = ANONYMOUS
+    size: int = 0  # the request's bytes (the produce quota counts them, as Kafka's)
 
     @property
     def api_version(self) -> int:

@@ -12,9 +12,10 @@ permits (Kafka's TokenBucket stat); it starts full.
   charged; the response carries the throttle time.
 
 The throttle time is the time the bucket needs to climb back to zero, -tokens / rate seconds,
-less the time since it was measured. Kafka's quota is set per user / client-id with
-AlterClientQuotas and is unlimited by default; until that API exists, odradek applies
-`odradek.controller.mutation.rate` (unset: unlimited, as Kafka) to every client-id.
+less the time since it was measured. The rate is the `controller_mutation_rate` client quota
+(quotas.py: set per user / client-id entity with AlterClientQuotas, found in Kafka's precedence,
+`limit`), else `odradek.controller.mutation.rate` (unset: unlimited, as Kafka). A bucket is per
+(user, client-id); its rate and burst follow the quota when it changes.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ MAX_BUCKETS = 10_000  # full buckets are forgotten past this many (Kafka expires
 class _Bucket:
     tokens: float
     updated: float  # clock seconds
+    rate: float = 0.0
+    burst: float = 0.0
 
 
 class MutationQuotas:
@@ -47,9 +50,15 @@ class MutationQuotas:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.rate = rate if rate is not None and rate > 0 else None
-        self.burst = (rate or 0.0) * window_num * window_size_s
+        self.window_s = window_num * window_size_s
+        self.burst = (rate or 0.0) * self.window_s
         self.clock = clock
         self._buckets: dict[tuple[str | None, str | None], _Bucket] = {}
+        # the client quota of (user, client-id), set by ClientQuotas (quotas.py)
+        self.limit: Callable[[str | None, str | None], float | None] = lambda u, c: None
+
+    def reset(self) -> None:
+        """The client quotas changed: buckets take their new rate at their next use."""
 
     @classmethod
     def from_config(cls, get: Callable[[str], Any]) -> MutationQuotas:
@@ -60,27 +69,34 @@ class MutationQuotas:
         )
 
     def quota_for(self, user: str | None, client_id: str | None, strict: bool) -> MutationQuota:
-        if self.rate is None:
+        rate = self.limit(user, client_id)
+        if rate is None or rate <= 0:
+            rate = self.rate
+        if rate is None:
             return MutationQuota(None, strict)
-        return MutationQuota(self._bucket((user, client_id)), strict, self)
+        return MutationQuota(self._bucket((user, client_id), rate), strict, self)
 
-    def _bucket(self, key: tuple[str | None, str | None]) -> _Bucket:
+    def _bucket(self, key: tuple[str | None, str | None], rate: float) -> _Bucket:
         bucket = self._buckets.get(key)
+        burst = rate * self.window_s
         if bucket is None:
             if len(self._buckets) >= MAX_BUCKETS:
                 self._forget_full()
-            bucket = self._buckets[key] = _Bucket(self.burst, self.clock())
+            bucket = self._buckets[key] = _Bucket(burst, self.clock(), rate, burst)
+        elif bucket.rate != rate:
+            self.refill(bucket)
+            bucket.rate, bucket.burst = rate, burst
+            bucket.tokens = min(bucket.tokens, burst)
         return bucket
 
     def _forget_full(self) -> None:
         for key, bucket in list(self._buckets.items()):
-            if self.refill(bucket) >= self.burst:
+            if self.refill(bucket) >= bucket.burst:
                 del self._buckets[key]
 
     def refill(self, bucket: _Bucket) -> float:
         now = self.clock()
-        assert self.rate is not None
-        bucket.tokens = min(self.burst, bucket.tokens + self.rate * (now - bucket.updated))
+        bucket.tokens = min(bucket.burst, bucket.tokens + bucket.rate * (now - bucket.updated))
         bucket.updated = now
         return bucket.tokens
 
@@ -106,15 +122,15 @@ class MutationQuota:
     def record(self, permits: int) -> int:
         """Charge `permits`; 0 when allowed, else (strict only) the throttle time in ms."""
         bucket, quotas = self._bucket, self._quotas
-        if bucket is None or quotas is None or quotas.rate is None:
+        if bucket is None or quotas is None:
             return 0
         tokens = quotas.refill(bucket)
         if self.strict and tokens < 0:
-            self._throttled(tokens, quotas.rate, bucket.updated)
+            self._throttled(tokens, bucket.rate, bucket.updated)
             return self._throttle_ms
-        bucket.tokens = min(quotas.burst, tokens - permits)
+        bucket.tokens = min(bucket.burst, tokens - permits)
         if not self.strict and bucket.tokens < 0:
-            self._throttled(bucket.tokens, quotas.rate, bucket.updated)
+            self._throttled(bucket.tokens, bucket.rate, bucket.updated)
         return 0
 
     def _throttled(self, tokens: float, rate: float, now: float) -> None:
@@ -130,6 +146,6 @@ class MutationQuota:
 
 
 def quotas_of(broker: Broker) -> MutationQuotas:
-    """The broker's quotas."""
+    """The broker's controller mutation quotas."""
     quotas: MutationQuotas = broker.mutation_quotas
     return quotas

@@ -41,7 +41,7 @@ from collections.abc import Awaitable, Callable, Generator, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from odradek.broker.cluster.metadata_store import MetadataChange, MetadataStore, QuotaEntity
+from odradek.broker.cluster.metadata_store import MetadataChange, MetadataStore
 from odradek.broker.network.mutation_quota import MutationQuotas
 
 if TYPE_CHECKING:
@@ -60,8 +60,9 @@ CLIENT_KEYS = (PRODUCE, FETCH, REQUEST, MUTATION)
 # Kafka's DynamicConfig.Client / User: byte rates are longs, the others doubles
 LONG_KEYS = frozenset({PRODUCE, FETCH})
 
-# An entity: ((type, name or None for <default>), ...) sorted by type ("client-id" < "user")
-Entity = QuotaEntity
+# An entity: ((type, name or None for <default>), ...) sorted by type ("client-id" < "user");
+# the metadata store's QuotaEntity
+Entity = tuple[tuple[str, str | None], ...]
 
 MAX_SENSORS = 10_000  # idle sensors are forgotten past this many (Kafka expires them after 1 h)
 
@@ -251,7 +252,7 @@ class ClientQuotas:
         self.mutation = mutation or MutationQuotas(None)
         self.mutation.limit = self._mutation_limit
         if store is not None:
-            self.update(store.client_quotas)
+            self.update(getattr(store, "client_quotas", {}))
 
     @classmethod
     def from_config(cls, get: Callable[[str], Any], store: MetadataStore) -> ClientQuotas:
