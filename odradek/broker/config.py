@@ -50,6 +50,58 @@ def _k(
     return BrokerKey(name, type_, default, doc, effective, tuple(choices), minimum)
 
 
+def _ssl_keys() -> list[BrokerKey]:
+    """Kafka's ssl.* keys that odradek reads, per listener too (listener.name.<l>.ssl.*)."""
+    return [
+        _k("ssl.keystore.type", "string", "JKS", "PEM or PKCS12 (JKS: convert it to PKCS12)"),
+        _k("ssl.keystore.location", "string", None, "the server's key store file"),
+        _k("ssl.keystore.password", "password", None, "password of the key store file"),
+        _k("ssl.key.password", "password", None, "password of the private key"),
+        _k(
+            "ssl.keystore.certificate.chain",
+            "password",
+            None,
+            "PEM certificate chain inline (ssl.keystore.type=PEM)",
+        ),
+        _k("ssl.keystore.key", "password", None, "PEM private key inline (ssl.keystore.type=PEM)"),
+        _k("ssl.truststore.type", "string", "JKS", "PEM or PKCS12"),
+        _k(
+            "ssl.truststore.location",
+            "string",
+            None,
+            "CAs that client certificates are checked against",
+        ),
+        _k("ssl.truststore.password", "password", None, "password of the trust store file"),
+        _k(
+            "ssl.truststore.certificates",
+            "password",
+            None,
+            "PEM CA certificates inline (ssl.truststore.type=PEM)",
+        ),
+        _k(
+            "ssl.client.auth",
+            "string",
+            "none",
+            "client certificates: none, requested or required (mutual TLS)",
+            choices=("none", "requested", "required"),
+        ),
+        _k("ssl.enabled.protocols", "list", "TLSv1.2,TLSv1.3", "TLS versions served"),
+        _k("ssl.cipher.suites", "list", None, "cipher suites (OpenSSL names; unset: defaults)"),
+        _k(
+            "ssl.endpoint.identification.algorithm",
+            "string",
+            "https",
+            "https: check the host name of brokers this broker connects to",
+        ),
+        _k(
+            "ssl.principal.mapping.rules",
+            "string",
+            "DEFAULT",
+            "rules from a client certificate's subject to its principal (Kafka's syntax)",
+        ),
+    ]
+
+
 BROKER_KEYS: dict[str, BrokerKey] = {
     k.name: k
     for k in (
@@ -95,14 +147,23 @@ BROKER_KEYS: dict[str, BrokerKey] = {
             "inter.broker.listener.name",
             "string",
             None,
-            "must name one of listeners (brokers replicate over the first listener)",
+            "the listener other brokers connect to (replication, transaction markers); "
+            "default: the one whose protocol is security.inter.broker.protocol",
+        ),
+        _k(
+            "security.inter.broker.protocol",
+            "string",
+            "PLAINTEXT",
+            "protocol between brokers when inter.broker.listener.name is unset",
+            choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
         ),
         _k(
             "listener.security.protocol.map",
             "string",
-            None,
-            "listener name to protocol (NAME:PROTOCOL,...); served listeners must be PLAINTEXT",
+            "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
+            "listener name to security protocol (NAME:PROTOCOL,...), as Kafka",
         ),
+        *_ssl_keys(),
         _k("broker.rack", "string", None, "rack of this broker"),
         _k(
             "cluster.id",
@@ -250,11 +311,27 @@ BROKER_KEYS: dict[str, BrokerKey] = {
             minimum=1,
         ),
         _k(
+            "quota.window.num",
+            "int",
+            11,
+            "samples of the client quotas' rates (producer_byte_rate, consumer_byte_rate, "
+            "request_percentage)",
+            minimum=1,
+        ),
+        _k(
+            "quota.window.size.seconds",
+            "int",
+            1,
+            "seconds per sample of the client quotas' rates",
+            minimum=1,
+        ),
+        _k(
             "odradek.controller.mutation.rate",
             "double",
             None,
             "controller_mutation_rate quota (partitions created or deleted per second, KIP-599) "
-            "of every client-id until AlterClientQuotas sets one (unset: unlimited, as Kafka)",
+            "of a client that no controller_mutation_rate client quota covers (unset: unlimited, "
+            "as Kafka)",
             minimum=0,
         ),
         _k("metrics.listen", "string", None, "HOST:PORT for Prometheus metrics (unset: off)"),
@@ -350,6 +427,18 @@ SCRIPT_ENV = frozenset(
 KAFKA_KEY_PREFIXES = ("listener.name.", "rsm.config.", "rlmm.config.")
 
 
+def _per_listener(key: str) -> bool:
+    """listener.name.<listener>.<key> where odradek reads <key> (ssl.*) or a mechanism's
+    <mechanism>.sasl.* key (listener.name.sasl_ssl.plain.sasl.jaas.config)."""
+    if not key.startswith("listener.name."):
+        return False
+    _listener, _, rest = key[len("listener.name.") :].partition(".")
+    if rest in BROKER_KEYS:
+        return True
+    _mechanism, _, sasl_key = rest.partition(".")
+    return sasl_key.startswith("sasl.") or rest.startswith("sasl.")
+
+
 def env_key(name: str) -> str:
     """`KAFKA_LOG_DIRS` -> `log.dirs`, as Kafka's Docker images map variables to keys."""
     key = name[6:].lower().replace("___", "\1").replace("__", "\0").replace("_", ".")
@@ -418,6 +507,7 @@ ZOOKEEPER_DEFAULTS = {
 
 _CLUSTERS = "a cluster of odradek brokers uses zookeeper.connect (docs/config.md)"
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_SERVED = False  # set once the connection authenticates SASL (issue 14)
 
 
 class BrokerConfig:
@@ -427,8 +517,13 @@ class BrokerConfig:
         self.values: dict[str, Any] = {}
         self.explicit: dict[str, Any] = {}
         self.ignored: dict[str, Any] = {}  # Kafka's keys that odradek does not use
+        # listener.name.<listener>.<key> for keys odradek reads per listener (ssl.*, sasl.*)
+        self.listener_props: dict[str, str] = {}
         for key, raw in (props or {}).items():
             defn = BROKER_KEYS.get(key)
+            if defn is None and _per_listener(key):
+                self.listener_props[key] = str(raw).strip()
+                continue
             if defn is None:
                 if not is_kafka_key(key):
                     raise unknown_key(key)
@@ -532,26 +627,66 @@ class BrokerConfig:
             )
 
     def _check_protocols(self) -> None:
-        """Served listeners speak PLAINTEXT: the only protocol odradek has."""
+        """Each served listener's security protocol, from listener.security.protocol.map as
+        Kafka reads it: a listener name the map does not have stops the broker."""
         mapping = {}
-        text = self.get("listener.security.protocol.map")
-        for entry in (text or "").split(","):
+        for entry in (self.get("listener.security.protocol.map") or "").split(","):
             if not entry.strip():
                 continue
             name, sep, protocol = entry.strip().partition(":")
-            if not sep or protocol.upper() not in _SECURITY_PROTOCOLS:
+            if not sep or protocol.strip().upper() not in _SECURITY_PROTOCOLS:
                 raise ConfigError(
                     f"Invalid listener.security.protocol.map entry {entry.strip()!r}: "
                     f"expected NAME:PROTOCOL ({', '.join(_SECURITY_PROTOCOLS)})"
                 )
-            mapping[name.strip().upper()] = protocol.upper()
+            mapping[name.strip().upper()] = protocol.strip().upper()
+        self.protocols: dict[str, str] = {}
         for x in self.listeners:
-            protocol = mapping.get(x.name, x.name if x.name in _SECURITY_PROTOCOLS else "PLAINTEXT")
-            if protocol != "PLAINTEXT":
+            if x.name not in mapping:
                 raise ConfigError(
-                    f"listener {x.name}://{x.host}:{x.port} uses {protocol}; odradek serves "
-                    "PLAINTEXT only"
+                    f"listener {x.name}://{x.host}:{x.port} has no security protocol: add "
+                    f"{x.name}:PLAINTEXT (or SSL, SASL_PLAINTEXT, SASL_SSL) to "
+                    "listener.security.protocol.map"
                 )
+            self.protocols[x.name] = mapping[x.name]
+            if mapping[x.name].startswith("SASL_") and not SASL_SERVED:
+                raise ConfigError(
+                    f"listener {x.name}://{x.host}:{x.port} is {mapping[x.name]}, which this "
+                    "build does not serve yet: use PLAINTEXT or SSL"
+                )
+            if mapping[x.name] in ("SSL", "SASL_SSL") and not (
+                self.listener_value(x.name, "ssl.keystore.location")
+                or self.listener_value(x.name, "ssl.keystore.certificate.chain")
+            ):
+                raise ConfigError(
+                    f"listener {x.name}://{x.host}:{x.port} is {mapping[x.name]} but has no "
+                    "server certificate: set ssl.keystore.location (ssl.keystore.type=PEM or "
+                    "PKCS12) or ssl.keystore.certificate.chain and ssl.keystore.key"
+                )
+        names = [x.name for x in self.listeners]
+        inter = self.get("inter.broker.listener.name")
+        if inter:
+            if inter.upper() not in names:
+                raise ConfigError(f"inter.broker.listener.name {inter!r} is not one of listeners")
+            self.inter_broker_listener = inter.upper()
+        else:
+            wanted = self.get("security.inter.broker.protocol")
+            by_protocol = [n for n in names if self.protocols[n] == wanted]
+            if by_protocol:
+                self.inter_broker_listener = by_protocol[0]
+            elif "security.inter.broker.protocol" in self.explicit:
+                raise ConfigError(
+                    f"security.inter.broker.protocol {wanted} is not the protocol of any listener"
+                )
+            else:
+                self.inter_broker_listener = names[0]
+
+    def listener_value(self, listener: str, key: str) -> Any:
+        """`listener.name.<listener>.<key>` if set, else `key` (Kafka's per-listener configs)."""
+        prefixed = f"listener.name.{listener.lower()}.{key}"
+        if prefixed in self.listener_props:
+            return self.listener_props[prefixed]
+        return self.get(key)
 
     def node_id_value(self) -> int:
         node = self.values.get("node.id")

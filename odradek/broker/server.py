@@ -16,8 +16,9 @@ from odradek.broker import handlers  # noqa: F401  (registers every handler)
 from odradek.broker.cluster.metadata_store import LocalMetadataStore, MetadataStore
 from odradek.broker.config import BrokerConfig, Listener
 from odradek.broker.network.connection import Connection
+from odradek.broker.network.listeners import ListenerSecurity, advertised_for
 from odradek.broker.network.memory_pool import MemoryPool, tune_allocator
-from odradek.broker.network.mutation_quota import MutationQuotas
+from odradek.broker.network.quotas import ClientQuotas
 from odradek.broker.ops.faults import FaultInjector
 from odradek.broker.partitions.fetch_sessions import FetchSessionCache
 from odradek.broker.partitions.internal_topics import InternalTopicCreator, offsets_replicated
@@ -60,6 +61,7 @@ class Broker:
             self.logs.dirs[0], self.node_id, config.get("cluster.id")
         )
         self.topics = TopicManager(config, self.store, self.logs, self.node_id, self.live_brokers)
+        self.security = ListenerSecurity(config)  # listeners, protocols, TLS contexts
         self.servers: list[asyncio.base_events.Server] = []
         self.bound: list[Listener] = []
         self.connections: set[Connection] = set()
@@ -69,7 +71,9 @@ class Broker:
         self.services: list[Any] = []  # coordinators etc.: objects with start()/stop()
         self.faults = FaultInjector()
         self.fetch_sessions = FetchSessionCache()
-        self.mutation_quotas = MutationQuotas.from_config(config.get)
+        self.quotas = ClientQuotas.from_config(config.get, self.store)  # client quotas
+        self.mutation_quotas = self.quotas.mutation
+        self.services.append(self.quotas)
         # fault injection: a cut-off broker of an in-process cluster refuses client connections
         self.accept_gate: Callable[[asyncio.BaseTransport], bool] | None = None
         self.admin_http: AdminHttpServer | None = None
@@ -118,7 +122,9 @@ class Broker:
         else:
             adv = self.advertised_listener
             self.replicas = SingleBrokerReplicas(
-                self.node_id, lambda: (adv().host, adv().port), config.get("broker.rack")
+                self.node_id,
+                lambda listener: (adv(listener).host, adv(listener).port),
+                config.get("broker.rack"),
             )
         self.internal_topics = InternalTopicCreator(self)
         self.services.append(self.internal_topics)
@@ -129,17 +135,21 @@ class Broker:
     def live_brokers(self) -> list[int]:
         return self.replicas.live_brokers()
 
-    def broker_endpoints(self) -> list[tuple[int, str, int, str | None]]:
-        """(node id, host, port, rack) of every live broker, as clients should reach them."""
-        return self.replicas.broker_endpoints()
+    def broker_endpoints(
+        self, listener: str | None = None
+    ) -> list[tuple[int, str, int, str | None]]:
+        """(node id, host, port, rack) of every live broker, as clients of `listener` (the
+        listener a request came in on; None: the inter-broker one) should reach them."""
+        return self.replicas.broker_endpoints(listener or self.security.inter_broker)
 
-    def advertised_listener(self) -> Listener:
-        adv = self.config.advertised[0]
-        if adv.port == 0 and self.bound:
-            return Listener(adv.name, adv.host or self.bound[0].host, self.bound[0].port)
-        if not adv.host and self.bound:
-            return Listener(adv.name, "localhost", adv.port)
-        return adv
+    def principal_of_subject(self, listener: str, subject: str) -> str:
+        """The principal of a client certificate's RFC 2253 subject on `listener`
+        (ssl.principal.mapping.rules; DEFAULT: the whole subject)."""
+        return "User:" + subject
+
+    def advertised_listener(self, name: str | None = None) -> Listener:
+        """This broker's advertised address on listener `name` (None: the first advertised)."""
+        return advertised_for(self.config, self.bound, name)
 
     @property
     def controller_id(self) -> int:
@@ -170,9 +180,13 @@ class Broker:
         self.topics.load()
         for svc in self.services:
             await svc.start()
-        for listener in self.config.listeners:
+        for listener in self.security.listeners:
             server = await asyncio.get_running_loop().create_server(
-                lambda: Connection(self), listener.host or None, listener.port, reuse_address=True
+                lambda served=listener: Connection(self, served),
+                listener.host or None,
+                listener.port,
+                reuse_address=True,
+                ssl=listener.tls,
             )
             self.servers.append(server)
             port = server.sockets[0].getsockname()[1]

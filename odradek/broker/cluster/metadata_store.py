@@ -1,4 +1,5 @@
-"""Cluster metadata: topics, their ids, partition assignments, topic configs, producer id blocks.
+"""Cluster metadata: topics, their ids, partition assignments, topic configs, producer id blocks,
+client quotas.
 
 One interface, `MetadataStore`; this module has the in-process implementation, persisted as a
 JSON document in the first data directory (written atomically). A ZooKeeper implementation
@@ -50,16 +51,28 @@ class BrokerRegistration:
     """A live broker, as its `/brokers/ids/<id>` node: where peers and clients reach it."""
 
     node_id: int
-    host: str
+    host: str  # the inter-broker listener's address
     port: int
     rack: str | None = None
     shutting_down: bool = False  # in controlled shutdown: not eligible for leadership or ISR
     broker_epoch: int = -1  # set by the store at registration: tells a restart from a blip
+    # every advertised listener: (name, host, port, security protocol)
+    endpoints: tuple[tuple[str, str, int, str], ...] = ()
+
+    def endpoint(self, listener: str | None) -> tuple[str, int]:
+        """(host, port) of `listener` on this broker; the inter-broker address when it does
+        not advertise that listener (Kafka answers a client only with brokers that have its
+        listener; one name per cluster is the usual set-up)."""
+        for name, host, port, _protocol in self.endpoints:
+            if name == listener:
+                return host, port
+        return self.host, self.port
 
 
 @dataclass(slots=True, frozen=True)
 class MetadataChange:
-    """What changed: kind "topic" (created, altered or deleted), "partition" or "broker"."""
+    """What changed: kind "topic" (created, altered or deleted), "partition", "broker" or
+    "quota" (client quotas)."""
 
     kind: str
     topic: str | None = None
@@ -68,6 +81,9 @@ class MetadataChange:
 
 
 Subscriber = Callable[[MetadataChange], None]
+# a client quota entity: ((entity type, name or None for <default>), ...) sorted by type
+QuotaEntity = tuple[tuple[str, str | None], ...]
+QuotaChanges = list[tuple[QuotaEntity, dict[str, float | None]]]  # None: remove the key
 
 
 @dataclass(slots=True)
@@ -101,6 +117,13 @@ class MetadataStore:
         raise NotImplementedError
 
     def allocate_producer_ids(self) -> tuple[int, int]:
+        raise NotImplementedError
+
+    # client quotas (AlterClientQuotas): entity -> {key: value}, entities without keys absent
+    client_quotas: dict[QuotaEntity, dict[str, float]]
+
+    def alter_client_quotas(self, changes: QuotaChanges) -> None:
+        """Set (a value) or remove (None) quota keys of entities, persisted together."""
         raise NotImplementedError
 
     # -- clusters: registrations, controller, conditional partition updates, watches -----------
@@ -194,12 +217,16 @@ class LocalMetadataStore(MetadataStore):
         self.topics: dict[str, TopicInfo] = {}
         self.next_producer_id = 0
         self.brokers: dict[int, BrokerRegistration] = {}
+        self.client_quotas: dict[QuotaEntity, dict[str, float]] = {}
         self._subscribers: list[Subscriber] = []
         self._broker_epochs = 0
         if os.path.exists(self.path):
             with open(self.path, encoding="utf-8") as f:
                 doc = json.load(f)
             self.next_producer_id = doc.get("next_producer_id", 0)
+            for q in doc.get("client_quotas", []):
+                ent = tuple((str(t), None if n is None else str(n)) for t, n in q["entity"])
+                self.client_quotas[ent] = {str(k): float(v) for k, v in q["values"].items()}
             for t in doc.get("topics", []):
                 self.topics[t["name"]] = TopicInfo(
                     t["name"],
@@ -233,6 +260,11 @@ class LocalMetadataStore(MetadataStore):
                 for t in self.topics.values()
             ],
         }
+        if self.client_quotas:
+            doc["client_quotas"] = [
+                {"entity": [list(part) for part in ent], "values": values}
+                for ent, values in self.client_quotas.items()
+            ]
         write_atomic(self.path, json.dumps(doc, indent=1))
 
     @classmethod
@@ -264,6 +296,21 @@ class LocalMetadataStore(MetadataStore):
         self.next_producer_id += PRODUCER_ID_BLOCK
         self._save()
         return start, start + PRODUCER_ID_BLOCK
+
+    def alter_client_quotas(self, changes: QuotaChanges) -> None:
+        for ent, ops in changes:
+            values = dict(self.client_quotas.get(ent, {}))
+            for key, value in ops.items():
+                if value is None:
+                    values.pop(key, None)
+                else:
+                    values[key] = value
+            if values:
+                self.client_quotas[ent] = values
+            else:
+                self.client_quotas.pop(ent, None)
+        self._save()
+        self._notify(MetadataChange("quota"))
 
     # -- clusters ---------------------------------------------------------------------------
     # Registrations live in memory only, as ZooKeeper's ephemeral nodes end with the session.

@@ -97,13 +97,16 @@ def decode_cluster_id(data: bytes) -> str:
 
 
 def encode_broker(reg: BrokerRegistration) -> bytes:
+    endpoints = reg.endpoints or (("PLAINTEXT", reg.host, reg.port, "PLAINTEXT"),)
+    # as Kafka's BrokerInfo: host/port are the PLAINTEXT endpoint's, null/-1 without one
+    plain = next(((h, p) for n, h, p, proto in endpoints if proto == "PLAINTEXT"), (None, -1))
     doc: dict[str, Any] = {
         "features": {},
-        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
-        "endpoints": [f"PLAINTEXT://{reg.host}:{reg.port}"],
+        "listener_security_protocol_map": {n: proto for n, _h, _p, proto in endpoints},
+        "endpoints": [f"{n}://{_host(h)}:{p}" for n, h, p, _proto in endpoints],
         "jmx_port": -1,
-        "host": reg.host,
-        "port": reg.port,
+        "host": plain[0],
+        "port": plain[1],
         "rack": reg.rack,
         "timestamp": _now_ms(),
         "version": 5,
@@ -113,14 +116,28 @@ def encode_broker(reg: BrokerRegistration) -> bytes:
     return _dump(doc)
 
 
-def decode_broker(node_id: int, data: bytes, czxid: int) -> BrokerRegistration:
+def _host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def decode_broker(
+    node_id: int, data: bytes, czxid: int, inter_broker: str | None = None
+) -> BrokerRegistration:
+    """A `/brokers/ids/<id>` node; host/port become the `inter_broker` listener's address
+    (the first endpoint's when it has none)."""
     doc = json.loads(data)
-    host, port = doc.get("host"), doc.get("port", -1)
+    protocols = doc.get("listener_security_protocol_map") or {}
+    endpoints = []
     for endpoint in doc.get("endpoints", []):  # version 2+: host/port may be null
-        _, _, address = endpoint.partition("://")
+        name, _, address = endpoint.partition("://")
         h, _, p = address.rpartition(":")
-        host, port = h.strip("[]"), int(p)
-        break
+        endpoints.append((name, h.strip("[]"), int(p), protocols.get(name, name)))
+    host, port = doc.get("host"), doc.get("port", -1)
+    chosen = next(
+        (e for e in endpoints if e[0] == inter_broker), endpoints[0] if endpoints else None
+    )
+    if chosen is not None:
+        host, port = chosen[1], chosen[2]
     return BrokerRegistration(
         node_id,
         str(host),
@@ -128,6 +145,7 @@ def decode_broker(node_id: int, data: bytes, czxid: int) -> BrokerRegistration:
         doc.get("rack"),
         bool(doc.get("odradek_shutting_down", False)),
         czxid,
+        tuple(endpoints),
     )
 
 

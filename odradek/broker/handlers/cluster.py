@@ -80,7 +80,7 @@ async def describe_cluster(
     ops = set(CLUSTER_OPERATIONS) if req.include_cluster_authorized_operations else None
     brokers = [
         CResp.DescribeClusterBroker(broker_id=n, host=h, port=p, rack=r, is_fenced=False)
-        for n, h, p, r in broker.broker_endpoints()
+        for n, h, p, r in broker.broker_endpoints(ctx.listener)
     ]
     return CResp(
         throttle_time_ms=0,

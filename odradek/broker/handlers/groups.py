@@ -59,19 +59,22 @@ def _message(error: ErrorCode) -> str:
 # -- FindCoordinator ---------------------------------------------------------------------------
 
 
-def _endpoint(broker: Broker, node_id: int) -> tuple[int, str, int] | None:
-    for nid, host, port, _rack in broker.broker_endpoints():
+def _endpoint(broker: Broker, node_id: int, listener: str | None) -> tuple[int, str, int] | None:
+    for nid, host, port, _rack in broker.broker_endpoints(listener):
         if nid == node_id:
             return nid, host, port
     return None
 
 
-def find_one(broker: Broker, key_type: int, key: str) -> tuple[ErrorCode, tuple[int, str, int]]:
+def find_one(
+    broker: Broker, key_type: int, key: str, listener: str | None = None
+) -> tuple[ErrorCode, tuple[int, str, int]]:
+    """The coordinator of `key` as clients of `listener` reach it."""
     no_node = (-1, "", -1)
     if key_type == TRANSACTION_KEY:
         # the leader of the id's __transaction_state partition (created on first use)
         leader = broker.txn_coordinator.coordinator_node(key)
-        me = _endpoint(broker, leader) if leader in broker.live_brokers() else None
+        me = _endpoint(broker, leader, listener) if leader in broker.live_brokers() else None
         return (ErrorCode.NONE, me) if me else (ErrorCode.COORDINATOR_NOT_AVAILABLE, no_node)
     if key_type != GROUP_KEY:
         return ErrorCode.INVALID_REQUEST, no_node
@@ -83,7 +86,7 @@ def find_one(broker: Broker, key_type: int, key: str) -> tuple[ErrorCode, tuple[
     if info is None or index is None or index >= len(info.partitions):
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, no_node
     leader = info.partitions[index].leader
-    node = _endpoint(broker, leader) if leader in broker.live_brokers() else None
+    node = _endpoint(broker, leader, listener) if leader in broker.live_brokers() else None
     if node is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, no_node
     return ErrorCode.NONE, node
@@ -97,7 +100,7 @@ async def find_coordinator(
     key_type = req.key_type if version >= 1 else GROUP_KEY
     Resp = protocol.FindCoordinatorResponse
     if version < 4:
-        error, (node_id, host, port) = find_one(ctx.broker, key_type, req.key)
+        error, (node_id, host, port) = find_one(ctx.broker, key_type, req.key, ctx.listener)
         return Resp(
             throttle_time_ms=0,
             error_code=error,
@@ -108,7 +111,7 @@ async def find_coordinator(
         )
     coordinators = []
     for key in req.coordinator_keys:
-        error, (node_id, host, port) = find_one(ctx.broker, key_type, key)
+        error, (node_id, host, port) = find_one(ctx.broker, key_type, key, ctx.listener)
         coordinators.append(
             Resp.Coordinator(
                 key=key,

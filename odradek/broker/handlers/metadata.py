@@ -129,7 +129,7 @@ async def metadata(ctx: RequestContext, req: protocol.MetadataRequest) -> protoc
         topics = await _requested(broker, req.topics, version, auto_create)
     brokers = [
         protocol.MetadataResponse.MetadataResponseBroker(node_id=n, host=h, port=p, rack=r)
-        for n, h, p, r in broker.broker_endpoints()
+        for n, h, p, r in broker.broker_endpoints(ctx.listener)
     ]
     topics = [_with_operations(t, version, req) for t in topics]
     resp = protocol.MetadataResponse(

@@ -26,27 +26,37 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import logging
+import os
 import struct
 import termios
 import time
 from typing import TYPE_CHECKING
 
+from odradek.broker.network.context import ANONYMOUS
 from odradek.broker.network.dispatch import ProtocolError, dispatch
 from odradek.broker.network.memory_pool import MemoryPool
+from odradek.broker.network.tls import peer_subject_dn
 from odradek.wire.frames import FrameDecoder, FrameError
 from odradek.wire.regions import FileRegion, Piece
 
 if TYPE_CHECKING:
+    from odradek.broker.network.listeners import ServedListener
     from odradek.broker.server import Broker
 
 log = logging.getLogger(__name__)
 
 _NATIVE_INT = struct.Struct("i")
+COPY_CHUNK = 256 * 1024  # bytes of a file region read at once for a TLS connection
 
 
 class Connection(asyncio.BufferedProtocol):
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, listener: ServedListener | None = None) -> None:
         self.broker = broker
+        self.listener = listener  # None: a connection made by a test, as PLAINTEXT
+        self.listener_name = listener.name if listener is not None else "PLAINTEXT"
+        self.principal = ANONYMOUS  # as Kafka's KafkaPrincipal: set by TLS or SASL
+        # TLS: file regions are copied (copy_region), not sent with sendfile
+        self.copies_regions = listener is not None and listener.uses_tls
         self.max_frame = broker.config.get("socket.request.max.bytes")
         self.pool: MemoryPool = broker.memory_pool
         self.transport: asyncio.Transport | None = None
@@ -76,6 +86,12 @@ class Connection(asyncio.BufferedProtocol):
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if self.listener is not None and self.listener.uses_tls:
+            # the TLS handshake is complete here: a verified client certificate names the
+            # principal, through ssl.principal.mapping.rules (Kafka's SslPrincipalMapper)
+            subject = peer_subject_dn(transport)
+            if subject is not None:
+                self.principal = self.broker.principal_of_subject(self.listener.name, subject)
         gate = self.broker.accept_gate  # fault injection: a broker cut off
         if gate is not None and not gate(transport):
             self.closed = True
@@ -211,8 +227,8 @@ class Connection(asyncio.BufferedProtocol):
                     self._update_reading()
         except ProtocolError as exc:
             log.warning("closing connection from %s: %s", self.peer, exc)
-        except ConnectionError:
-            pass
+        except ConnectionError as exc:
+            log.debug("connection from %s: %s", self.peer, exc)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -237,6 +253,9 @@ class Connection(asyncio.BufferedProtocol):
                     pending = []
                 if transport.is_closing():
                     raise ConnectionError("connection closed while answering")
+                if self.copies_regions:
+                    await self._copy_region(piece)
+                    continue
                 sent = await loop.sendfile(transport, piece.file, piece.position, piece.length)
                 if sent != piece.length:
                     # the segment shrank under us (truncation); the frame cannot be completed
@@ -248,6 +267,27 @@ class Connection(asyncio.BufferedProtocol):
         if self._write_paused and not self.closed:
             self._drained = loop.create_future()
             await self._drained
+
+    async def _copy_region(self, region: FileRegion) -> None:
+        """A file region through TLS, which sendfile cannot encrypt (Kafka copies too): read
+        with pread at the region's own offsets (the segment's file position is the writer's)
+        in chunks of COPY_CHUNK, waiting for the transport to drain between them, so one fetch
+        holds at most a chunk plus the transport's write buffer."""
+        transport = self.transport
+        assert transport is not None
+        fd = region.file.fileno()
+        position, end = region.position, region.position + region.length
+        while position < end:
+            chunk = os.pread(fd, min(COPY_CHUNK, end - position), position)
+            if not chunk:
+                raise ConnectionError(f"region ended {end - position} bytes early")
+            transport.write(chunk)
+            position += len(chunk)
+            if self._write_paused and not self.closed:
+                self._drained = asyncio.get_running_loop().create_future()
+                await self._drained
+            if self.closed:
+                raise ConnectionError("connection closed while answering")
 
     def close(self) -> None:
         if not self.closed:

@@ -15,6 +15,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from odradek.broker.network.context import RequestContext
+from odradek.broker.network.quotas import REQUEST_QUOTA_EXEMPT, request_quota
 from odradek.broker.network.registry import REGISTRY, advertised
 from odradek.broker.ops.faults import FaultInjector, error_response
 from odradek.wire import protocol
@@ -111,19 +112,25 @@ async def dispatch(
             f"cannot decode {ApiKey(header.api_key).name} v{version} "
             f"from client {header.client_id!r}: {exc}"
         ) from None
-    ctx = RequestContext(broker, header, peer, connection)
+    ctx = RequestContext(broker, header, peer, connection, size=len(payload))
+    if connection is not None:
+        ctx.listener = connection.listener_name
+        ctx.principal = connection.principal
     faults = broker.faults
     if faults.active:
         injected = await _inject(faults, ctx, request)
         if injected is not None:
             return injected or None
+    handling = reg.handler(ctx, request)
+    if broker.quotas.request.enabled and header.api_key not in REQUEST_QUOTA_EXEMPT:
+        handling = request_quota(ctx, request, handling, reg.raw)  # request_percentage (quotas.py)
     metrics = broker.metrics
     if metrics is None:
-        response = await reg.handler(ctx, request)
+        response = await handling
     else:
         started = time.perf_counter()
         queued = time.monotonic() - connection.cut_at if connection is not None else 0.0
-        response = await reg.handler(ctx, request)
+        response = await handling
         metrics.request(header.api_key, time.perf_counter() - started, response, queued)
     if response is None:
         return None

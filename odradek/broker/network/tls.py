@@ -37,18 +37,6 @@ PROTOCOLS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_
 Getter = Callable[[str], Any]  # a key's configured value or None
 
 
-def listener_getter(get: Callable[[str], Any], raw: dict[str, str], listener: str) -> Getter:
-    """Reads `listener.name.<listener lowercased>.<key>` first, then `<key>`."""
-    prefix = f"listener.name.{listener.lower()}."
-
-    def value(key: str) -> Any:
-        if prefix + key in raw:
-            return raw[prefix + key]
-        return get(key)
-
-    return value
-
-
 def _text(value: Any) -> str | None:
     if value is None:
         return None

@@ -8,6 +8,7 @@ framing is Kafka's (int32 size, then the header and body).
 from __future__ import annotations
 
 import asyncio
+import ssl
 import struct
 from typing import Any
 
@@ -22,10 +23,13 @@ class PeerError(Exception):
 
 
 class PeerClient:
-    def __init__(self, host: str, port: int, client_id: str) -> None:
+    def __init__(
+        self, host: str, port: int, client_id: str, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
+        self.tls = tls  # the inter-broker listener is SSL or SASL_SSL
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._correlation = 0
@@ -39,9 +43,13 @@ class PeerClient:
         try:
             async with asyncio.timeout(timeout):
                 self._reader, self._writer = await asyncio.open_connection(
-                    self.host, self.port, limit=1 << 20
+                    self.host,
+                    self.port,
+                    limit=1 << 20,
+                    ssl=self.tls,
+                    server_hostname=self.host if self.tls is not None else None,
                 )
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, ssl.SSLError) as exc:
             raise PeerError(f"cannot connect to {self.host}:{self.port}: {exc}") from None
         sock = self._writer.get_extra_info("sockname")
         self.local_address = (sock[0], sock[1]) if sock else None

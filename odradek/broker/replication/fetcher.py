@@ -186,7 +186,11 @@ class ReplicaFetcher:
         reg = self.manager.store.broker(self.leader_id)
         if reg is None:
             raise PeerError(f"broker {self.leader_id} is not registered")
-        client = PeerClient(reg.host, reg.port, f"odradek-replica-fetcher-{self.manager.node_id}")
+        security = self.manager.broker.security
+        host, port = reg.endpoint(security.inter_broker)
+        client = PeerClient(
+            host, port, f"odradek-replica-fetcher-{self.manager.node_id}", security.peer_tls()
+        )
         await client.connect(CONNECT_TIMEOUT_S)
         self.client = client
 

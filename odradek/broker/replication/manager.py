@@ -87,12 +87,15 @@ class ReplicaManager:
     def live_brokers(self) -> list[int]:
         return self.store.live_brokers()
 
-    def broker_endpoints(self) -> list[tuple[int, str, int, str | None]]:
+    def broker_endpoints(
+        self, listener: str | None = None
+    ) -> list[tuple[int, str, int, str | None]]:
         out = []
         for node in self.store.live_brokers():
             reg = self.store.broker(node)
             if reg is not None:
-                out.append((reg.node_id, reg.host, reg.port, reg.rack))
+                host, port = reg.endpoint(listener)
+                out.append((reg.node_id, host, port, reg.rack))
         return out
 
     def controller_id(self) -> int:
@@ -124,12 +127,22 @@ class ReplicaManager:
 
     def on_listening(self) -> None:
         """Register once clients and peers can connect, then take up the assigned replicas."""
-        adv = self.broker.advertised_listener()
+        broker = self.broker
+        adv = broker.advertised_listener(broker.security.inter_broker)
+        protocols = broker.config.protocols
+        endpoints = tuple(
+            (a.name, a.host, a.port, protocols.get(a.name, "PLAINTEXT"))
+            for a in (broker.advertised_listener(x.name) for x in broker.config.advertised)
+        )
         self.controller.observe()
         self.registered = True
         self.store.register_broker(
             BrokerRegistration(
-                self.node_id, adv.host, adv.port, self.broker.config.get("broker.rack")
+                self.node_id,
+                adv.host,
+                adv.port,
+                broker.config.get("broker.rack"),
+                endpoints=endpoints,
             )
         )
         self.reconcile_all()

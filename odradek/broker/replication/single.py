@@ -17,7 +17,9 @@ if TYPE_CHECKING:
 
 
 class SingleBrokerReplicas:
-    def __init__(self, node_id: int, endpoint: Callable[[], tuple[str, int]], rack: str | None):
+    def __init__(
+        self, node_id: int, endpoint: Callable[[str | None], tuple[str, int]], rack: str | None
+    ):
         self.node_id = node_id
         self._endpoint = endpoint
         self._rack = rack
@@ -25,8 +27,10 @@ class SingleBrokerReplicas:
     def live_brokers(self) -> list[int]:
         return [self.node_id]
 
-    def broker_endpoints(self) -> list[tuple[int, str, int, str | None]]:
-        host, port = self._endpoint()
+    def broker_endpoints(
+        self, listener: str | None = None
+    ) -> list[tuple[int, str, int, str | None]]:
+        host, port = self._endpoint(listener)
         return [(self.node_id, host, port, self._rack)]
 
     def controller_id(self) -> int:

@@ -193,7 +193,10 @@ class MarkerSender:
                 if client is not None:
                     client.close()
                 client = self.clients[node] = PeerClient(
-                    endpoint[1], endpoint[2], f"txn-markers-{self.broker.node_id}"
+                    endpoint[1],
+                    endpoint[2],
+                    f"txn-markers-{self.broker.node_id}",
+                    self.broker.security.peer_tls(),
                 )
             try:
                 if not client.connected:
