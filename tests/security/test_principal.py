@@ -169,4 +169,4 @@ def test_dn_escaping_and_multi_valued_rdn() -> None:
         (("commonName", " lead#"), ("userId", "a+b")),
         (("organizationName", "#hash<>;"),),
     )
-    assert dn_from_subject(subject) == r"O=\#hash\<\>\;,CN=\ lead#+UID=a\+b,C=US"
+    assert dn_from_subject(subject) == r"O=\#hash\<\>\;,CN=\ lead\#+UID=a\+b,C=US"
