@@ -1,7 +1,8 @@
 """A minimal SASL_PLAINTEXT listener for driving odradek.security.SaslConnection with real
 clients before the broker wires it: it speaks just ApiVersions (answered in v0, asking for v0
 when a newer version is sent, as Kafka does), SaslHandshake v0-1 and SaslAuthenticate v0-1,
-hand-encoded, and ends the connection at the first request after authentication. ``events``
+hand-encoded (bare tokens after a v0 handshake; set ``api_versions`` to offer only v0), and
+ends the connection at the first request after authentication. ``events``
 records one ``(client_id, outcome, detail)`` per connection: ``authenticated`` with the
 principal, ``failed`` with the message sent to the client, ``unsupported`` or ``refused``."""
 
@@ -58,16 +59,24 @@ class _Handler(socketserver.BaseRequestHandler):
             while True:
                 (size,) = struct.unpack(">i", self._read(4))
                 frame = self._read(size)
+                if conn.state == "authenticate" and not conn.framed:
+                    # After SaslHandshake v0: bare tokens, answered bare (Kafka sends even an
+                    # empty one), and a failure just closes the connection.
+                    bare = conn.authenticate(frame)
+                    if bare.close:
+                        self.server.events.append((client_id, "failed", bare.error_message))
+                        return
+                    self.request.sendall(struct.pack(">i", len(bare.auth_bytes)) + bare.auth_bytes)
+                    continue
                 api_key, version, correlation_id, client_len = struct.unpack(">hhih", frame[:10])
                 client_id = frame[10 : 10 + max(client_len, 0)].decode()
                 body = frame[10 + max(client_len, 0) :]
                 decision = conn.route(api_key)
                 if decision.route is Route.HANDLE and not conn.authenticated:
                     error = 0 if version == 0 else 35  # UNSUPPORTED_VERSION: client retries v0
-                    entries = b"".join(struct.pack(">hhh", *e) for e in API_VERSIONS)
-                    self._send(
-                        correlation_id, struct.pack(">hi", error, len(API_VERSIONS)) + entries
-                    )
+                    versions = self.server.api_versions
+                    entries = b"".join(struct.pack(">hhh", *e) for e in versions)
+                    self._send(correlation_id, struct.pack(">hi", error, len(versions)) + entries)
                 elif decision.route is Route.HANDLE:
                     self.server.events.append((client_id, "authenticated", conn.principal))
                     return
@@ -106,6 +115,7 @@ class Listener(socketserver.ThreadingTCPServer):
     def __init__(self, new_connection: Callable[[], SaslConnection]) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.new_connection = new_connection
+        self.api_versions = list(API_VERSIONS)
         self.events: list[tuple[str, str, str | None]] = []
         self.sockets: list[socket.socket] = []
 
