@@ -334,6 +334,28 @@ BROKER_KEYS: dict[str, BrokerKey] = {
             "as Kafka)",
             minimum=0,
         ),
+        # ACLs (issue 14): odradek/security/acl.py, docs/security-acls.md
+        _k(
+            "authorizer.class.name",
+            "string",
+            "",
+            "turns ACL authorization on: org.apache.kafka.metadata.authorizer.StandardAuthorizer "
+            "or kafka.security.authorizer.AclAuthorizer (Kafka's names; both are odradek's "
+            "StandardAuthorizer semantics); empty: no authorizer, every request allowed",
+        ),
+        _k(
+            "super.users",
+            "string",
+            None,
+            "principals allowed everything, separated by ';' (User:admin;User:CN=broker); list "
+            "the brokers' own principal here when inter-broker traffic must pass ACLs",
+        ),
+        _k(
+            "allow.everyone.if.no.acl.found",
+            "boolean",
+            False,
+            "with an authorizer: allow a resource that no ACL names (default false: deny)",
+        ),
         _k("metrics.listen", "string", None, "HOST:PORT for Prometheus metrics (unset: off)"),
         _k("odradek.admin.listen", "string", None, "HOST:PORT of the fault-injection endpoint"),
     )

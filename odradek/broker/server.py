@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from odradek.broker import handlers  # noqa: F401  (registers every handler)
 from odradek.broker.cluster.metadata_store import LocalMetadataStore, MetadataStore
 from odradek.broker.config import BrokerConfig, Listener
+from odradek.broker.network.authz import build as build_authorizer
 from odradek.broker.network.connection import Connection
 from odradek.broker.network.listeners import ListenerSecurity, advertised_for
 from odradek.broker.network.memory_pool import MemoryPool, tune_allocator
@@ -72,6 +73,10 @@ class Broker:
         self.faults = FaultInjector()
         self.fetch_sessions = FetchSessionCache()
         self.quotas = ClientQuotas.from_config(config.get, self.store)  # client quotas
+        # ACLs (authorizer.class.name): None when off, and then no request is checked
+        self.authorizer = build_authorizer(config, self.store)
+        if self.authorizer is not None:
+            self.services.append(self.authorizer)
         self.mutation_quotas = self.quotas.mutation
         self.services.append(self.quotas)
         # fault injection: a cut-off broker of an in-process cluster refuses client connections

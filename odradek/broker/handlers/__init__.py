@@ -1,6 +1,7 @@
 """Request handlers, one module per API family; importing this package registers them all."""
 
 from odradek.broker.handlers import (  # noqa: F401
+    acls,
     admin_topics,
     api_versions,
     cluster,
@@ -16,6 +17,7 @@ from odradek.broker.handlers import (  # noqa: F401
     metadata,
     offsets,
     produce,
+    quotas,
     transactions,
     txn_admin,
 )

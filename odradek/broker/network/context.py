@@ -12,6 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from odradek.security.acl_types import (
+    CLUSTER_NAME,
+    SUPPORTED_OPERATIONS,
+    AclOperation,
+    ResourceType,
+    operations_bitfield,
+)
 from odradek.wire.header import RequestHeader
 
 if TYPE_CHECKING:
@@ -69,3 +76,60 @@ class RequestContext:
     @property
     def replicas(self) -> ReplicaManager | SingleBrokerReplicas:
         return self.broker.replicas
+
+    # -- authorization (docs/security-acls.md says what each handler checks) ----------------
+
+    @property
+    def acl_host(self) -> str:
+        """The client's address as Kafka's ACLs name hosts (`InetAddress.getHostAddress()`)."""
+        from odradek.broker.network.authz import host_address
+
+        return host_address(self.client_host)
+
+    def authorize(
+        self,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        name: str,
+        *,
+        log_if_denied: bool = True,
+    ) -> bool:
+        """May this request's principal do `operation` on the resource? True when no
+        authorizer is configured."""
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return True
+        return authorizer.authorize(
+            self.principal,
+            self.acl_host,
+            operation,
+            resource_type,
+            name,
+            log_if_denied=log_if_denied,
+        )
+
+    def authorize_cluster(self, operation: AclOperation, *, log_if_denied: bool = True) -> bool:
+        return self.authorize(
+            operation, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=log_if_denied
+        )
+
+    def authorized_operations(self, resource_type: ResourceType, name: str) -> set[int]:
+        """The operation codes this principal may do on the resource (authorized-operations
+        fields): every supported one when no authorizer is configured, as Kafka."""
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return {int(op) for op in SUPPORTED_OPERATIONS[resource_type]}
+        ops = authorizer.authorized_operations(self.principal, self.acl_host, resource_type, name)
+        return {int(op) for op in ops}
+
+    def authorized_operations_bits(self, resource_type: ResourceType, name: str) -> int:
+        return operations_bitfield(
+            {AclOperation(op) for op in self.authorized_operations(resource_type, name)}
+        )
+
+    def cluster_operations(self) -> set[int]:
+        """Metadata's / DescribeCluster's cluster authorized operations: none without DESCRIBE
+        on the cluster (AuthHelper.authorizedOperations after the DESCRIBE check)."""
+        if not self.authorize_cluster(AclOperation.DESCRIBE, log_if_denied=False):
+            return set()
+        return self.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)

@@ -1,0 +1,110 @@
+"""The broker's authorizer (`authorizer.class.name`), kept in step with the stored ACLs.
+
+`build(config, store)` gives None when no authorizer is configured: every check is then skipped
+(`RequestContext.authorize` answers True without a call), so produce and fetch pay nothing.
+With one, the broker holds an `odradek.security.acl.Authorizer` (super.users,
+allow.everyone.if.no.acl.found) whose ACLs are those of the metadata store's ACL backend
+(`odradek.broker.cluster.acl_backends`: acls.json, or ZooKeeper's /kafka-acl): loaded at start
+and replaced whenever any broker changes them.
+
+Hosts are compared in Kafka's form (`InetAddress.getHostAddress()`): IPv4 as usual, IPv6 written
+out in full without leading zeros (`0:0:0:0:0:0:0:1`), an IPv4-mapped IPv6 address as IPv4.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from typing import TYPE_CHECKING
+
+from odradek.log.config import ConfigError
+from odradek.security.acl import (
+    ALLOW_EVERYONE_CONFIG,
+    SUPER_USERS_CONFIG,
+    Authorizer,
+    parse_allow_everyone,
+    parse_super_users,
+)
+from odradek.security.acl_types import AclBinding
+
+if TYPE_CHECKING:
+    from odradek.broker.cluster.acl_backends import AclBackend
+    from odradek.broker.cluster.metadata_store import MetadataStore
+    from odradek.broker.config import BrokerConfig
+
+log = logging.getLogger(__name__)
+
+AUTHORIZER_CLASSES = frozenset(
+    {
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "kafka.security.authorizer.AclAuthorizer",
+        "kafka.security.auth.SimpleAclAuthorizer",  # Kafka < 2.4's name for AclAuthorizer
+    }
+)
+
+
+def host_address(host: str) -> str:
+    """A peer address as Java's `InetAddress.getHostAddress()` writes it."""
+    text = host.strip("[]").split("%", 1)[0]
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        return host
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return ":".join(f"{int(group, 16):x}" for group in ip.exploded.split(":"))
+    return str(ip)
+
+
+class BrokerAuthorizer(Authorizer):
+    """The Authorizer of one broker, following its store's ACL backend (a broker service)."""
+
+    def __init__(self, config: BrokerConfig, backend: AclBackend) -> None:
+        super().__init__(
+            parse_super_users(config.get(SUPER_USERS_CONFIG)),
+            parse_allow_everyone(config.get(ALLOW_EVERYONE_CONFIG)),
+        )
+        self.backend = backend
+        self.replace_all(backend.bindings())
+        backend.subscribe(self._reload)
+
+    def _reload(self) -> None:
+        self.replace_all(self.backend.bindings())
+
+    def write(self, after: list[AclBinding]) -> None:
+        """Store the ACL set `after` (every broker follows, this one at once)."""
+        self.backend.apply(list(self), after)
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        self.backend.unsubscribe(self._reload)
+
+
+def build(config: BrokerConfig, store: MetadataStore) -> BrokerAuthorizer | None:
+    """The broker's authorizer, None when `authorizer.class.name` is empty."""
+    name = (config.get("authorizer.class.name") or "").strip()
+    if not name:
+        return None
+    if name not in AUTHORIZER_CLASSES:
+        raise ConfigError(
+            f"authorizer.class.name {name}: odradek knows "
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer and "
+            "kafka.security.authorizer.AclAuthorizer"
+        )
+    try:
+        parse_super_users(config.get(SUPER_USERS_CONFIG))
+    except ValueError as exc:
+        raise ConfigError(f"super.users: {exc}") from None
+    from odradek.broker.cluster.acl_backends import backend_of
+
+    authorizer = BrokerAuthorizer(config, backend_of(store))
+    log.info(
+        "authorizer on: %d ACLs, super users %s, allow.everyone.if.no.acl.found=%s",
+        len(authorizer),
+        ", ".join(sorted(authorizer.super_users)) or "none",
+        str(authorizer.allow_everyone_if_no_acl_found).lower(),
+    )
+    return authorizer
