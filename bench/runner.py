@@ -21,6 +21,7 @@ from pathlib import Path
 
 import confluent_kafka
 
+from bench import quota
 from bench.broker_proc import REPO_ROOT, BrokerStartError, OdradekProcess
 from bench.probe import ProbeError
 from bench.procstat import ProcessMeter, SelfMeter, Usage, memory_mb
@@ -64,6 +65,8 @@ class Options:
     broker_overrides: dict[str, str]
     keep_data: bool
     json_path: Path | None
+    quota_rate: float = 0.0  # > 0: the throttled-producer row (bench/quota.py), bytes/s
+    quota_periods: int = 3
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -159,6 +162,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="extra `--override` for the odradek broker (repeatable)",
     )
     p.add_argument("--keep-data", action="store_true", help="keep the broker's data directory")
+    p.add_argument(
+        "--quota-rate",
+        type=float,
+        default=0.0,
+        metavar="BYTES_PER_S",
+        help="also run a producer over a producer_byte_rate quota of this many bytes/s and "
+        "report the rate it achieves once throttled (default: off)",
+    )
+    p.add_argument(
+        "--quota-periods",
+        type=_positive,
+        default=3,
+        help="11 s quota periods the throttled producer runs for (default %(default)s)",
+    )
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     return p
 
@@ -193,6 +210,8 @@ def parse_options(argv: list[str] | None) -> Options:
         broker_overrides=overrides,
         keep_data=a.keep_data,
         json_path=a.json,
+        quota_rate=max(0.0, a.quota_rate),
+        quota_periods=a.quota_periods,
     )
 
 
@@ -267,8 +286,36 @@ class Bench:
         if self.opts.large and self.report.rss_after_written is None:
             records = math.ceil(LARGE_BYTES / LARGE_SIZE)
             self.workload(LARGE_SIZE, records, consume_too=False, label="(--large)")
+        if self.opts.quota_rate > 0:
+            self.throttled_workload(self.opts.quota_rate, self.opts.quota_periods)
         if self.report.rss_after_written is None and self.pid is not None:
             self._note_rss(final=True)
+
+    def throttled_workload(self, rate: float, periods: int) -> None:
+        """A producer over a producer_byte_rate quota: the rate it gets once throttled."""
+        topic = topic_name("quota")
+        self.topics.create(topic, self.opts.partitions, self.opts.replication_factor)
+        name = f"produce {quota.VALUE_SIZE} B, producer_byte_rate={rate / 1e6:g} MB/s"
+        quota.set_quota(self.client.bootstrap, quota.CLIENT_ID, rate)
+        largest: list[int] = []
+
+        def phase() -> PhaseResult:
+            result, throttle_ms = quota.throttled_produce(self.client, topic, rate, periods)
+            largest.append(throttle_ms)
+            return result
+
+        try:
+            m = self._measure(name, phase)
+        finally:
+            quota.set_quota(self.client.bootstrap, quota.CLIENT_ID, None)
+        self.report.rows.append(self._row(name, m, m.result.records))
+        achieved = m.result.measured_bytes / m.result.elapsed_s if m.result.elapsed_s else 0.0
+        self.report.notes.append(
+            f"{name}: {achieved / 1e6:.2f} MB/s achieved against the quota "
+            f"({100 * achieved / rate:.0f}%) over {m.result.elapsed_s:.1f} s ({periods} quota "
+            f"periods of {quota.PERIOD_S:g} s: a burst of (quota.window.num - 1) windows, then "
+            f"throttled); largest throttle_time_ms {largest[0] if largest else 0}"
+        )
 
     def workload(self, size: int, records: int, *, consume_too: bool, label: str = "") -> None:
         topic = topic_name(f"{size}b")

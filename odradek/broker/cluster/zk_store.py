@@ -29,11 +29,15 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from odradek.broker.cluster import zk_layout as zl
+from odradek.broker.cluster import zk_quotas, zk_scram
 from odradek.broker.cluster.metadata_store import (
     BrokerRegistration,
     MetadataChange,
     MetadataStore,
     PartitionState,
+    QuotaChanges,
+    QuotaEntity,
+    ScramChanges,
     Subscriber,
     TopicExistsError,
     TopicInfo,
@@ -76,6 +80,10 @@ class ZooKeeperMetadataStore(MetadataStore):
         self.topics: dict[str, TopicInfo] = self.cache.topics  # the same dict, never rebound
         self.cluster_id = self.registrar.cluster_id(cluster_id)
         self.cache.load()
+        self.client_quotas: dict[QuotaEntity, dict[str, float]] = zk_quotas.read_all(self.zk)
+        self._watching_quotas = False
+        self.scram_credentials: dict[str, dict[str, str]] = zk_scram.read_all(self.zk)
+        self._watching_scram = False
         log.info("cluster metadata in ZooKeeper at %s (cluster id %s)", connect, self.cluster_id)
 
     @classmethod
@@ -101,6 +109,58 @@ class ZooKeeperMetadataStore(MetadataStore):
         if self.session.loop is None:
             self.session.loop = asyncio.get_running_loop()
         self.cache.start_watches()
+        if not self._watching_quotas:  # client quotas: re-read on every change notification
+            self._watching_quotas = True
+            self.zk.ensure_path(zk_quotas.CONFIG_CHANGES)
+            self.zk.ChildrenWatch(zk_quotas.CONFIG_CHANGES, self._on_config_changes)
+        if not self._watching_scram:  # SCRAM credentials: the same notifications
+            self._watching_scram = True
+            self.zk.ensure_path(zk_scram.CONFIG_CHANGES)
+            self.zk.ChildrenWatch(zk_scram.CONFIG_CHANGES, self._on_scram_changes)
+
+    # -- MetadataStore: SCRAM credentials ---------------------------------------------------
+
+    def alter_scram_credentials(self, changes: ScramChanges) -> None:
+        written = zk_scram.write(self.zk, changes)
+        credentials = {**self.scram_credentials, **written}
+        self._apply_scram({user: creds for user, creds in credentials.items() if creds})
+
+    def _on_scram_changes(self, children: list[str]) -> None:
+        if self.session.closed:
+            return
+        try:
+            read = zk_scram.read_all(self.zk)
+        except Exception:
+            log.exception("reading SCRAM credentials from ZooKeeper failed")
+            return
+        self.session.post(self._apply_scram, read)
+
+    def _apply_scram(self, credentials: dict[str, dict[str, str]]) -> None:
+        if credentials != self.scram_credentials:
+            self.scram_credentials = credentials
+            self._notify(MetadataChange("scram"))
+
+    # -- MetadataStore: client quotas -------------------------------------------------------
+
+    def alter_client_quotas(self, changes: QuotaChanges) -> None:
+        written = zk_quotas.write(self.zk, changes)
+        self._apply_quotas({**self.client_quotas, **written})
+
+    def _on_config_changes(self, children: list[str]) -> None:
+        if self.session.closed:
+            return
+        try:
+            read = zk_quotas.read_all(self.zk)
+        except Exception:
+            log.exception("reading client quotas from ZooKeeper failed")
+            return
+        self.session.post(self._apply_quotas, read)
+
+    def _apply_quotas(self, quotas: dict[QuotaEntity, dict[str, float]]) -> None:
+        quotas = {ent: values for ent, values in quotas.items() if values}
+        if quotas != self.client_quotas:
+            self.client_quotas = quotas
+            self._notify(MetadataChange("quota"))
 
     # -- MetadataStore: topics --------------------------------------------------------------
 

@@ -41,7 +41,7 @@ from collections.abc import Awaitable, Callable, Generator, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from odradek.broker.cluster.metadata_store import MetadataChange, MetadataStore
+from odradek.broker.cluster.metadata_store import MetadataChange, MetadataStore, QuotaEntity
 from odradek.broker.network.mutation_quota import MutationQuotas
 
 if TYPE_CHECKING:
@@ -60,9 +60,8 @@ CLIENT_KEYS = (PRODUCE, FETCH, REQUEST, MUTATION)
 # Kafka's DynamicConfig.Client / User: byte rates are longs, the others doubles
 LONG_KEYS = frozenset({PRODUCE, FETCH})
 
-# An entity: ((type, name or None for <default>), ...) sorted by type ("client-id" < "user");
-# the metadata store's QuotaEntity
-Entity = tuple[tuple[str, str | None], ...]
+# An entity: ((type, name or None for <default>), ...) sorted by type ("client-id" < "user")
+Entity = QuotaEntity
 
 MAX_SENSORS = 10_000  # idle sensors are forgotten past this many (Kafka expires them after 1 h)
 
@@ -252,20 +251,13 @@ class ClientQuotas:
         self.mutation = mutation or MutationQuotas(None)
         self.mutation.limit = self._mutation_limit
         if store is not None:
-            self.update(getattr(store, "client_quotas", {}))
+            self.update(store.client_quotas)
 
     @classmethod
     def from_config(cls, get: Callable[[str], Any], store: MetadataStore) -> ClientQuotas:
-        def setting(key: str, default: float) -> float:
-            try:
-                value = get(key)
-            except KeyError:  # a key table without the client quota keys: Kafka's defaults
-                return default
-            return default if value is None else float(value)
-
         return cls(
-            int(setting("quota.window.num", 11)),
-            setting("quota.window.size.seconds", 1.0),
+            int(get("quota.window.num")),
+            float(get("quota.window.size.seconds")),
             MutationQuotas.from_config(get),
             store=store,
         )

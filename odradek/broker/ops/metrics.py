@@ -222,6 +222,32 @@ class _WithoutCreated:
 _HAS_CREATED = frozenset({"counter", "histogram", "summary", "gaugehistogram"})
 
 
+class _QuotaCollector:
+    """Client quota throttling per quota type (Kafka's per-client `throttle-time` sensors,
+    summed): the throttle time handed out and the number of throttled responses."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def collect(self) -> Iterator[Metric]:
+        quotas = self.broker.quotas
+        time_ms = CounterMetricFamily(
+            "odradek_quota_throttle_time_ms",
+            "Throttle time given to clients over a quota (ms), per quota type",
+            labels=["quota"],
+        )
+        count = CounterMetricFamily(
+            "odradek_quota_throttled_responses",
+            "Responses throttled for a client quota, per quota type",
+            labels=["quota"],
+        )
+        for qt in quotas.types():
+            time_ms.add_metric([qt.key], qt.throttle_ms_total)
+            count.add_metric([qt.key], qt.throttled)
+        yield time_ms
+        yield count
+
+
 class BrokerMetrics:
     def __init__(self, broker: Broker, listen: str) -> None:
         self.broker = broker
@@ -258,6 +284,7 @@ class BrokerMetrics:
         )
         self.errors = Counter("odradek_errors", "Error codes returned", ["api", "code"], registry=r)
         r.register(_StateCollector(broker))
+        r.register(_QuotaCollector(broker))
         ProcessCollector(registry=r)
         self.registry = CollectorRegistry()  # what is served: the above, filtered
         self.registry.register(_WithoutCreated(r))

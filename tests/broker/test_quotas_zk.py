@@ -1,0 +1,137 @@
+"""Client quotas in ZooKeeper (zk_quotas.py) against a real ZooKeeper: Kafka's layout and change
+notifications, seen by another broker's store, a user node's SCRAM credentials kept, and a quota
+written the way Kafka's own tools write it picked up."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from collections.abc import Awaitable, Callable, Iterator
+
+import pytest
+
+from odradek.broker.cluster.metadata_store import MetadataChange
+from odradek.broker.cluster.zk_store import ZooKeeperMetadataStore
+from odradek.testing.zookeeper import ZooKeeperServer
+
+_chroots = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    with ZooKeeperServer(str(tmp_path_factory.mktemp("zookeeper"))) as server:
+        yield server
+
+
+@pytest.fixture
+def connect(zookeeper: ZooKeeperServer) -> str:
+    return zookeeper.connect(f"/quota-test-{next(_chroots)}")
+
+
+async def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "the change did not arrive"
+        await asyncio.sleep(0.01)
+
+
+def run(body: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(asyncio.wait_for(body(), 60))
+
+
+def node(store: ZooKeeperMetadataStore, path: str) -> dict:
+    data, _ = store.zk.get(path)
+    return json.loads(data)
+
+
+def test_quotas_in_kafkas_layout_reach_the_other_broker(connect: str) -> None:
+    async def body() -> None:
+        a = ZooKeeperMetadataStore(connect, 0, session_timeout_ms=2000)
+        b = ZooKeeperMetadataStore(connect, 1, session_timeout_ms=2000)
+        heard: list[MetadataChange] = []
+        try:
+            a.subscribe(lambda change: None)
+            b.subscribe(heard.append)
+            # a user node that already holds SCRAM credentials (kafka-configs.sh --add-config
+            # 'SCRAM-SHA-256=[...]' writes them there): quotas must leave them alone
+            a.zk.create(
+                "/config/users/alice",
+                b'{"version":1,"config":{"SCRAM-SHA-256":"salt=c2FsdA==,iterations=4096"}}',
+                makepath=True,
+            )
+            a.alter_client_quotas(
+                [
+                    ((("client-id", "a b*"),), {"producer_byte_rate": 1024.0}),
+                    ((("user", "alice"),), {"consumer_byte_rate": 2048.0}),
+                    ((("client-id", None), ("user", "alice")), {"request_percentage": 12.5}),
+                ]
+            )
+            expected = {
+                (("client-id", "a b*"),): {"producer_byte_rate": 1024.0},
+                (("user", "alice"),): {"consumer_byte_rate": 2048.0},
+                (("client-id", None), ("user", "alice")): {"request_percentage": 12.5},
+            }
+            assert a.client_quotas == expected
+            await eventually(lambda: b.client_quotas == expected)
+            assert MetadataChange("quota") in heard
+
+            assert node(a, "/config/clients/a%20b%2A") == {
+                "version": 1,
+                "config": {"producer_byte_rate": "1024"},
+            }
+            assert node(a, "/config/users/alice")["config"] == {
+                "SCRAM-SHA-256": "salt=c2FsdA==,iterations=4096",
+                "consumer_byte_rate": "2048",
+            }
+            assert node(a, "/config/users/alice/clients/<default>")["config"] == {
+                "request_percentage": "12.5"
+            }
+            changes = sorted(a.zk.get_children("/config/changes"))
+            assert changes[0].startswith("config_change_") and len(changes) == 3
+            assert {node(a, f"/config/changes/{c}")["entity_path"] for c in changes} == {
+                "clients/a%20b%2A",
+                "users/alice",
+                "users/alice/clients/<default>",
+            }
+
+            # removing the last quota key leaves the SCRAM credentials and drops the entity
+            b.alter_client_quotas([((("user", "alice"),), {"consumer_byte_rate": None})])
+            await eventually(lambda: (("user", "alice"),) not in a.client_quotas)
+            assert node(a, "/config/users/alice")["config"] == {
+                "SCRAM-SHA-256": "salt=c2FsdA==,iterations=4096"
+            }
+
+            # written as Kafka's AdminZkClient does: the node, then a change notification
+            a.zk.create(
+                "/config/clients/<default>",
+                b'{"version":1,"config":{"consumer_byte_rate":"500"}}',
+                makepath=True,
+            )
+            a.zk.create(
+                "/config/changes/config_change_",
+                b'{"version":2,"entity_path":"clients/<default>"}',
+                sequence=True,
+            )
+            await eventually(
+                lambda: b.client_quotas.get((("client-id", None),)) == {"consumer_byte_rate": 500.0}
+            )
+        finally:
+            a.close()
+            b.close()
+
+    run(body)
+
+
+def test_a_new_store_reads_the_quotas_at_start(connect: str) -> None:
+    a = ZooKeeperMetadataStore(connect, 0, session_timeout_ms=2000)
+    try:
+        a.alter_client_quotas([((("user", None),), {"controller_mutation_rate": 5.0})])
+    finally:
+        a.close()
+    b = ZooKeeperMetadataStore(connect, 1, session_timeout_ms=2000)
+    try:
+        assert b.client_quotas == {(("user", None),): {"controller_mutation_rate": 5.0}}
+    finally:
+        b.close()
