@@ -11,6 +11,10 @@ Alter checks each entry on its own (INVALID_REQUEST with Kafka's message for an 
 type or key, a repeated type, a byte rate that is not whole, a value not positive) and applies
 the valid ones together unless `validate_only`. `ip` entities (connection_creation_rate, KIP-612)
 are refused: odradek does not limit connection rates.
+
+With an authorizer, as KafkaApis: Describe needs DESCRIBE_CONFIGS on the cluster (else the whole
+answer is CLUSTER_AUTHORIZATION_FAILED), Alter needs ALTER_CONFIGS on the cluster (else every
+entry is).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any, TypeAlias
 from odradek.broker.network import quotas as q
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
+from odradek.security.acl_types import AclOperation
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
@@ -74,6 +79,13 @@ def _matches(entity: q.Entity, components: list[Any], strict: bool) -> bool:
 async def describe_client_quotas(
     ctx: RequestContext, req: protocol.DescribeClientQuotasRequest
 ) -> protocol.DescribeClientQuotasResponse:
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE_CONFIGS):
+        return DResp(
+            throttle_time_ms=0,
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            error_message=None,
+            entries=None,
+        )
     components = list(req.components or [])
     error = _filter_error(components)
     if error is not None:
@@ -138,12 +150,22 @@ async def alter_client_quotas(
 ) -> protocol.AlterClientQuotasResponse:
     results = []
     changes: list[tuple[q.Entity, dict[str, float | None]]] = []
+    allowed = ctx.authorize_cluster(AclOperation.ALTER_CONFIGS)
     for entry in req.entries:
-        error = _entry_error(entry)
+        error = _entry_error(entry) if allowed else None
         entity_data = [
             AResp.EntryData.EntityData(entity_type=e.entity_type, entity_name=e.entity_name)
             for e in entry.entity
         ]
+        if not allowed:
+            results.append(
+                AResp.EntryData(
+                    error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                    error_message=None,
+                    entity=entity_data,
+                )
+            )
+            continue
         code = ErrorCode.INVALID_REQUEST if error else ErrorCode.NONE
         results.append(AResp.EntryData(error_code=code, error_message=error, entity=entity_data))
         if error is None:
