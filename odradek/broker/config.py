@@ -102,6 +102,52 @@ def _ssl_keys() -> list[BrokerKey]:
     ]
 
 
+def _sasl_keys() -> list[BrokerKey]:
+    """Kafka's SASL keys that odradek reads (per listener too: listener.name.<l>.<key>, and
+    listener.name.<l>.<mechanism>.sasl.jaas.config)."""
+    return [
+        _k(
+            "sasl.enabled.mechanisms",
+            "list",
+            "GSSAPI",
+            "mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER "
+            "(Kafka's default GSSAPI, Kerberos, is not served: set this with a SASL listener)",
+        ),
+        _k(
+            "sasl.mechanism.inter.broker.protocol",
+            "string",
+            "GSSAPI",
+            "mechanism brokers use with each other on a SASL inter-broker listener",
+        ),
+        _k(
+            "sasl.jaas.config",
+            "password",
+            None,
+            "JAAS entry; a broker reads listener.name.<l>.<mechanism>.sasl.jaas.config",
+        ),
+        _k(
+            "connections.max.reauth.ms",
+            "long",
+            0,
+            "SASL sessions last at most this long and clients re-authenticate (KIP-368); 0: "
+            "no limit",
+            minimum=0,
+        ),
+        _k(
+            "sasl.oauthbearer.sub.claim.name",
+            "string",
+            "sub",
+            "JWT claim naming the principal (OAUTHBEARER)",
+        ),
+        _k(
+            "sasl.oauthbearer.scope.claim.name",
+            "string",
+            "scope",
+            "JWT claim holding the scopes (OAUTHBEARER)",
+        ),
+    ]
+
+
 BROKER_KEYS: dict[str, BrokerKey] = {
     k.name: k
     for k in (
@@ -164,6 +210,7 @@ BROKER_KEYS: dict[str, BrokerKey] = {
             "listener name to security protocol (NAME:PROTOCOL,...), as Kafka",
         ),
         *_ssl_keys(),
+        *_sasl_keys(),
         _k("broker.rack", "string", None, "rack of this broker"),
         _k(
             "cluster.id",
@@ -529,7 +576,7 @@ ZOOKEEPER_DEFAULTS = {
 
 _CLUSTERS = "a cluster of odradek brokers uses zookeeper.connect (docs/config.md)"
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_SERVED = False  # set once the connection authenticates SASL (issue 14)
+SASL_SERVED = True  # SASL_PLAINTEXT / SASL_SSL listeners authenticate (network/sasl.py)
 
 
 class BrokerConfig:

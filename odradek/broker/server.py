@@ -36,6 +36,7 @@ from odradek.coordinator.group.coordinator import (
 )
 from odradek.log.cleaner import LogCleanerService
 from odradek.log.manager import LogManager
+from odradek.security.scram import ScramCredential, ScramMechanism, credential_from_string
 
 if TYPE_CHECKING:
     from odradek.broker.ops.admin_http import AdminHttpServer
@@ -62,7 +63,8 @@ class Broker:
             self.logs.dirs[0], self.node_id, config.get("cluster.id")
         )
         self.topics = TopicManager(config, self.store, self.logs, self.node_id, self.live_brokers)
-        self.security = ListenerSecurity(config)  # listeners, protocols, TLS contexts
+        # listeners, protocols, TLS contexts, SASL mechanisms
+        self.security = ListenerSecurity(config, self.scram_credential)
         self.servers: list[asyncio.base_events.Server] = []
         self.bound: list[Listener] = []
         self.connections: set[Connection] = set()
@@ -146,6 +148,19 @@ class Broker:
         """(node id, host, port, rack) of every live broker, as clients of `listener` (the
         listener a request came in on; None: the inter-broker one) should reach them."""
         return self.replicas.broker_endpoints(listener or self.security.inter_broker)
+
+    def scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+        """A user's SCRAM credential from the metadata store (AlterUserScramCredentials; in
+        ZooKeeper `/config/users/<user>`, as Kafka)."""
+        stored = getattr(self.store, "scram_credentials", {}).get(user)
+        text = stored.get(mechanism.mechanism_name) if stored else None
+        if not text:
+            return None
+        try:
+            return credential_from_string(text)
+        except ValueError:
+            log.warning("unreadable %s credential of user %r", mechanism.mechanism_name, user)
+            return None
 
     def principal_of_subject(self, listener: str, subject: str) -> str:
         """The principal of a client certificate's RFC 2253 subject on `listener`

@@ -22,6 +22,7 @@ import kafka.protocol.admin as _admin
 import kafka.protocol.consumer as _consumer
 import kafka.protocol.metadata as _metadata
 import kafka.protocol.producer as _producer
+import kafka.protocol.sasl as _sasl
 from kafka.protocol.api_message import ApiMessage
 
 from odradek.wire.frames import frame
@@ -35,8 +36,20 @@ _RESPONSES: dict[int, Any] = {}
 _EXPORTS: dict[str, Any] = {}
 _DECODERS: dict[tuple[int, int], Decoder] = {}
 
-for _mod in (_admin, _consumer, _metadata, _producer):
-    for _name in _mod.__all__:
+_SASL_NAMES = (  # kafka.protocol.sasl has no __all__
+    "SaslHandshakeRequest",
+    "SaslHandshakeResponse",
+    "SaslAuthenticateRequest",
+    "SaslAuthenticateResponse",
+)
+for _mod, _names in (
+    (_admin, _admin.__all__),
+    (_consumer, _consumer.__all__),
+    (_metadata, _metadata.__all__),
+    (_producer, _producer.__all__),
+    (_sasl, _SASL_NAMES),
+):
+    for _name in _names:
         _obj = getattr(_mod, _name)
         _EXPORTS[_name] = _obj
         if isinstance(_obj, type) and issubclass(_obj, ApiMessage) and _obj is not ApiMessage:

@@ -18,6 +18,8 @@ from odradek.broker.handlers import (  # noqa: F401
     offsets,
     produce,
     quotas,
+    scram,
+    sasl,
     transactions,
     txn_admin,
 )

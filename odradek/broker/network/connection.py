@@ -57,6 +57,10 @@ class Connection(asyncio.BufferedProtocol):
         self.principal = ANONYMOUS  # as Kafka's KafkaPrincipal: set by TLS or SASL
         # TLS: file regions are copied (copy_region), not sent with sendfile
         self.copies_regions = listener is not None and listener.uses_tls
+        # SASL listeners: the exchange runs in front of dispatch until authenticated
+        self.sasl_gate = (
+            listener.sasl.gate(self) if listener is not None and listener.sasl is not None else None
+        )
         self.max_frame = broker.config.get("socket.request.max.bytes")
         self.pool: MemoryPool = broker.memory_pool
         self.transport: asyncio.Transport | None = None
@@ -210,10 +214,17 @@ class Connection(asyncio.BufferedProtocol):
                     continue
                 payload, reserved = self._frames.popleft()
                 try:
-                    pieces = await dispatch(self.broker, payload, self.peer, self)
+                    gate = self.sasl_gate
+                    handle, close = True, False
+                    if gate is not None and not gate.passive:
+                        pieces, handle, close = gate.handle(payload)
+                    if handle:
+                        pieces = await dispatch(self.broker, payload, self.peer, self)
                     del payload
                     if pieces and not self.closed:
                         await self.write(pieces)
+                    if close:  # a failed or refused SASL exchange: answered, then closed
+                        break
                 finally:
                     self.pool.release(reserved)
                 if self._throttle_s > 0:  # a quota was exceeded: as Kafka, mute for the throttle

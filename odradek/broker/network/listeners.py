@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from odradek.broker.config import BrokerConfig, Listener
+from odradek.broker.network.sasl import CredentialLookup, PeerSasl, SaslListener
 from odradek.broker.network.tls import client_context, server_context
 
 PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL = "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"
@@ -30,6 +31,7 @@ class ServedListener:
     port: int
     protocol: str
     tls: ssl.SSLContext | None = None
+    sasl: SaslListener | None = None
 
     @property
     def uses_tls(self) -> bool:
@@ -43,7 +45,7 @@ class ServedListener:
 class ListenerSecurity:
     """Every served listener of a broker, and how it reaches other brokers."""
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, scram_credentials: CredentialLookup) -> None:
         self.config = config
         self.listeners: list[ServedListener] = []
         for x in config.listeners:
@@ -51,9 +53,15 @@ class ListenerSecurity:
             tls = None
             if protocol in (SSL, SASL_SSL):
                 tls = server_context(_values_of(config, x.name), x.name)
-            self.listeners.append(ServedListener(x.name, x.host, x.port, protocol, tls))
+            sasl = None
+            if protocol in (SASL_PLAINTEXT, SASL_SSL):
+                sasl = SaslListener(config, x.name, scram_credentials)
+            self.listeners.append(ServedListener(x.name, x.host, x.port, protocol, tls, sasl))
         self.inter_broker = config.inter_broker_listener
         self._peer_tls: ssl.SSLContext | None = None
+        self.peer_sasl: PeerSasl | None = None
+        if self.inter_broker_protocol in (SASL_PLAINTEXT, SASL_SSL):
+            self.peer_sasl = PeerSasl(config, self.inter_broker)
 
     def by_name(self, name: str) -> ServedListener | None:
         return next((x for x in self.listeners if x.name == name), None)

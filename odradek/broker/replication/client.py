@@ -10,9 +10,12 @@ from __future__ import annotations
 import asyncio
 import ssl
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.wire import protocol
+
+if TYPE_CHECKING:
+    from odradek.broker.network.sasl import PeerSasl
 
 _SIZE = struct.Struct(">i")
 MAX_RESPONSE = 256 * 1024 * 1024
@@ -24,12 +27,18 @@ class PeerError(Exception):
 
 class PeerClient:
     def __init__(
-        self, host: str, port: int, client_id: str, tls: ssl.SSLContext | None = None
+        self,
+        host: str,
+        port: int,
+        client_id: str,
+        tls: ssl.SSLContext | None = None,
+        sasl: PeerSasl | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
         self.tls = tls  # the inter-broker listener is SSL or SASL_SSL
+        self.sasl = sasl  # ... or SASL_PLAINTEXT / SASL_SSL: authenticate once connected
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._correlation = 0
@@ -53,6 +62,12 @@ class PeerClient:
             raise PeerError(f"cannot connect to {self.host}:{self.port}: {exc}") from None
         sock = self._writer.get_extra_info("sockname")
         self.local_address = (sock[0], sock[1]) if sock else None
+        if self.sasl is not None:
+            try:
+                await self.sasl.authenticate(self, timeout)
+            except PeerError:
+                self.close()
+                raise
 
     # request and response are kafka-python's untyped message objects
     async def request(self, api_key: int, version: int, request: Any, timeout: float) -> Any:

@@ -189,7 +189,11 @@ class ReplicaFetcher:
         security = self.manager.broker.security
         host, port = reg.endpoint(security.inter_broker)
         client = PeerClient(
-            host, port, f"odradek-replica-fetcher-{self.manager.node_id}", security.peer_tls()
+            host,
+            port,
+            f"odradek-replica-fetcher-{self.manager.node_id}",
+            security.peer_tls(),
+            security.peer_sasl,
         )
         await client.connect(CONNECT_TIMEOUT_S)
         self.client = client

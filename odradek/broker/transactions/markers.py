@@ -197,6 +197,7 @@ class MarkerSender:
                     endpoint[2],
                     f"txn-markers-{self.broker.node_id}",
                     self.broker.security.peer_tls(),
+                    self.broker.security.peer_sasl,
                 )
             try:
                 if not client.connected:
