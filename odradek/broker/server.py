@@ -162,11 +162,6 @@ class Broker:
             log.warning("unreadable %s credential of user %r", mechanism.mechanism_name, user)
             return None
 
-    def principal_of_subject(self, listener: str, subject: str) -> str:
-        """The principal of a client certificate's RFC 2253 subject on `listener`
-        (ssl.principal.mapping.rules; DEFAULT: the whole subject)."""
-        return "User:" + subject
-
     def advertised_listener(self, name: str | None = None) -> Listener:
         """This broker's advertised address on listener `name` (None: the first advertised)."""
         return advertised_for(self.config, self.bound, name)

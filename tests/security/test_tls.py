@@ -160,3 +160,25 @@ def test_an_ssl_listener_without_a_certificate_stops_the_broker_with_one_line(tm
     assert out.returncode == 1
     assert "no server certificate" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_principal_mapping_rules_shorten_the_subject(tls):
+    alice = tls.client("Alice")
+    broker = Broker(
+        config={
+            "listeners": "SSL://127.0.0.1:0",
+            **tls.broker_config("required"),
+            "ssl.principal.mapping.rules": "RULE:^.*CN=([a-zA-Z]+).*$/$1/L,DEFAULT",
+        }
+    )
+    with broker:
+        host, port = broker.bootstrap.rsplit(":", 1)
+        ctx = ssl.create_default_context(cafile=tls.ca)
+        ctx.load_cert_chain(alice.cert, alice.key)
+        with socket.create_connection((host, int(port)), timeout=5) as raw:
+            with ctx.wrap_socket(raw, server_hostname=host) as s:
+                s.sendall(b"\x00\x00\x00\x0e\x00\x12\x00\x00\x00\x00\x00\x01\x00\x04test")
+                s.settimeout(5)
+                assert s.recv(4096)
+                principals = broker.call(lambda b: sorted(c.principal for c in b.connections))
+    assert principals == ["User:alice"]

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 from odradek.broker.network.context import ANONYMOUS
 from odradek.broker.network.dispatch import ProtocolError, dispatch
 from odradek.broker.network.memory_pool import MemoryPool
-from odradek.broker.network.tls import peer_subject_dn
+from odradek.security.principal import NoMatchingRule, dn_from_certificate
 from odradek.wire.frames import FrameDecoder, FrameError
 from odradek.wire.regions import FileRegion, Piece
 
@@ -90,12 +90,20 @@ class Connection(asyncio.BufferedProtocol):
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        if self.listener is not None and self.listener.uses_tls:
+        mapper = self.listener.principals if self.listener is not None else None
+        if mapper is not None:
             # the TLS handshake is complete here: a verified client certificate names the
             # principal, through ssl.principal.mapping.rules (Kafka's SslPrincipalMapper)
-            subject = peer_subject_dn(transport)
-            if subject is not None:
-                self.principal = self.broker.principal_of_subject(self.listener.name, subject)
+            ssl_object = transport.get_extra_info("ssl_object")
+            der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+            if der:
+                try:
+                    self.principal = mapper.principal(dn_from_certificate(der))
+                except (NoMatchingRule, ValueError) as exc:
+                    log.info("closing connection from %s: client certificate: %s", self.peer, exc)
+                    self.closed = True
+                    transport.close()
+                    return
         gate = self.broker.accept_gate  # fault injection: a broker cut off
         if gate is not None and not gate(transport):
             self.closed = True

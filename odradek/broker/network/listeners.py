@@ -18,6 +18,8 @@ from typing import Any
 from odradek.broker.config import BrokerConfig, Listener
 from odradek.broker.network.sasl import CredentialLookup, PeerSasl, SaslListener
 from odradek.broker.network.tls import client_context, server_context
+from odradek.log.config import ConfigError
+from odradek.security.principal import SslPrincipalMapper
 
 PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL = "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"
 
@@ -32,6 +34,8 @@ class ServedListener:
     protocol: str
     tls: ssl.SSLContext | None = None
     sasl: SaslListener | None = None
+    # a client certificate's subject -> principal (ssl.principal.mapping.rules)
+    principals: SslPrincipalMapper | None = None
 
     @property
     def uses_tls(self) -> bool:
@@ -50,13 +54,22 @@ class ListenerSecurity:
         self.listeners: list[ServedListener] = []
         for x in config.listeners:
             protocol = config.protocols[x.name]
-            tls = None
+            tls = mapper = None
             if protocol in (SSL, SASL_SSL):
                 tls = server_context(_values_of(config, x.name), x.name)
+                rules = config.listener_value(x.name, "ssl.principal.mapping.rules")
+                try:
+                    mapper = SslPrincipalMapper(rules)
+                except ValueError as exc:
+                    raise ConfigError(
+                        f"listener {x.name}: ssl.principal.mapping.rules: {exc}"
+                    ) from None
             sasl = None
             if protocol in (SASL_PLAINTEXT, SASL_SSL):
                 sasl = SaslListener(config, x.name, scram_credentials)
-            self.listeners.append(ServedListener(x.name, x.host, x.port, protocol, tls, sasl))
+            self.listeners.append(
+                ServedListener(x.name, x.host, x.port, protocol, tls, sasl, mapper)
+            )
         self.inter_broker = config.inter_broker_listener
         self._peer_tls: ssl.SSLContext | None = None
         self.peer_sasl: PeerSasl | None = None

@@ -13,6 +13,9 @@ unprefixed, as Kafka's ListenerName.configPrefix does. What Kafka takes and this
 - `ssl.client.auth` none | requested | required (mutual TLS).
 - `ssl.enabled.protocols` (TLSv1.2, TLSv1.3) and `ssl.cipher.suites` (OpenSSL names).
 
+A client certificate's subject becomes the connection's principal through
+`ssl.principal.mapping.rules` (odradek/security/principal.py, listeners.py).
+
 A configuration that cannot work (no keystore, an unreadable file, a wrong password) raises
 `ConfigError` with one line naming the key, so the broker stops at start.
 """
@@ -218,40 +221,3 @@ def client_context(value: Getter, listener: str) -> ssl.SSLContext:
     if _text(value("ssl.keystore.location")) or _text(value("ssl.keystore.certificate.chain")):
         _keystore(ctx, value, listener)
     return ctx
-
-
-def peer_subject_dn(obj: Any) -> str | None:
-    """The RFC 2253 subject of the peer's verified certificate (Java's
-    X500Principal.getName(): the last RDN first), or None without one."""
-    ssl_object = obj.get_extra_info("ssl_object") if hasattr(obj, "get_extra_info") else obj
-    if ssl_object is None:
-        return None
-    cert = ssl_object.getpeercert()
-    if not cert:
-        return None
-    rdns = []
-    for rdn in reversed(cert.get("subject", ())):
-        rdns.append("+".join(f"{_ATTR.get(k, k)}={_escape(v)}" for k, v in rdn))
-    return ",".join(rdns)
-
-
-_ATTR = {
-    "commonName": "CN",
-    "countryName": "C",
-    "localityName": "L",
-    "stateOrProvinceName": "ST",
-    "organizationName": "O",
-    "organizationalUnitName": "OU",
-    "streetAddress": "STREET",
-    "domainComponent": "DC",
-    "userId": "UID",
-}
-
-
-def _escape(value: str) -> str:
-    out = "".join("\\" + c if c in ',+"\\<>;=' else c for c in value)
-    if out.startswith((" ", "#")):
-        out = "\\" + out
-    if out.endswith(" ") and not out.endswith("\\ "):
-        out = out[:-1] + "\\ "
-    return out
