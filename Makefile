@@ -29,7 +29,7 @@ bench: setup
 	$(VENV_PYTHON) -m bench $(ARGS)
 
 # The packages the type checker runs clean over ([tool.mypy] in pyproject.toml; issue 12 item 5).
-MYPY_PATHS := odradek/wire odradek/log odradek/coordinator odradek/broker odradek/testing \
+MYPY_PATHS := odradek/wire odradek/log odradek/coordinator odradek/broker odradek/testing odradek/security \
               odradek/cli_commands odradek/cli.py
 
 lint: setup
