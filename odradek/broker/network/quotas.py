@@ -24,13 +24,13 @@ order (DefaultQuotaCallback):
 and the entity level also says who shares a sensor: a quota on `/users/<user>` is shared by all
 that user's client-ids, one on `/clients/<default>` gives every client-id its own rate.
 
-Rates are Kafka's `Rate` over a `SampledStat`: `quota.window.num` samples (11) of
-`quota.window.size.seconds` (1); a rate is the sum of the samples over the time they span, at
-least (num - 1) windows. A request is always recorded; when the rate then exceeds the quota,
-the throttle time is `(rate - quota) / quota x window span` (Kafka's QuotaUtils.throttleTime):
-the time the client must stay silent for its rate to come back to the quota. The response
-carries it as throttle_time_ms and the connection reads nothing for that long after sending it
-(KIP-219, Connection.throttle).
+Rates are Kafka's `Rate` over a `SampledStat` (as in 3.9): `quota.window.num` (11) samples of
+`quota.window.size.seconds` (1), plus the current one; a rate is the sum of the samples over the
+time they span, at least (num - 1) windows. A request is always recorded; when the rate then
+exceeds the quota, the throttle time is `(rate - quota) / quota x window span` (Kafka's
+QuotaUtils.throttleTime): the time the client must stay silent for its rate to come back to the
+quota. The response carries it as throttle_time_ms and the connection reads nothing for that
+long after sending it (KIP-219, Connection.throttle).
 """
 
 from __future__ import annotations
@@ -82,12 +82,14 @@ def user_of(principal: str) -> str:
 
 
 class Rate:
-    """Kafka's Rate over a SampledStat: `num` samples of `window_ms`, (start ms, value) each."""
+    """Kafka's Rate over a SampledStat (3.9): a ring of num + 1 samples of `window_ms`, each
+    (start ms, last event ms, value); a sample whose last event is num windows old is reset."""
 
-    __slots__ = ("starts", "values", "current", "last_ms")
+    __slots__ = ("starts", "lasts", "values", "current", "last_ms")
 
     def __init__(self, now_ms: float) -> None:
         self.starts = [now_ms]
+        self.lasts = [now_ms]
         self.values = [0.0]
         self.current = 0
         self.last_ms = now_ms
@@ -96,28 +98,31 @@ class Rate:
         self.last_ms = now_ms
         i = self.current
         if now_ms - self.starts[i] >= window_ms:  # the current sample is complete: advance
-            i = (i + 1) % num
+            i = (i + 1) % (num + 1)
             if i >= len(self.starts):
                 self.starts.append(now_ms)
+                self.lasts.append(now_ms)
                 self.values.append(0.0)
             else:
-                self.starts[i] = now_ms
+                self.starts[i] = self.lasts[i] = now_ms
                 self.values[i] = 0.0
             self.current = i
         self.values[i] += value
+        self.lasts[i] = now_ms
 
     def measure(self, now_ms: float, num: int, window_ms: float) -> tuple[float, float]:
         """(rate per second, the span in ms it is measured over)."""
         expire = num * window_ms
-        starts, values = self.starts, self.values
-        for i, start in enumerate(starts):  # purgeObsoleteSamples
-            if now_ms - start >= expire:
-                starts[i] = now_ms
+        starts, lasts, values = self.starts, self.lasts, self.values
+        for i, last in enumerate(lasts):  # purgeObsoleteSamples
+            if now_ms - last >= expire:
+                starts[i] = lasts[i] = now_ms
                 values[i] = 0.0
         elapsed = now_ms - min(starts)
         full = int(elapsed // window_ms)
         if full < num - 1:
             elapsed += (num - 1 - full) * window_ms
+        elapsed = max(elapsed, 1.0)
         return sum(values) / (elapsed / 1000), elapsed
 
 
