@@ -171,3 +171,38 @@ def test_a_sasl_listener_without_plain_users_stops_the_broker(tmp_path):
     assert out.returncode == 1
     assert "PLAIN needs users" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_sessions_expire_and_clients_reauthenticate_kip_368(tmp_path):
+    """connections.max.reauth.ms: the session lifetime is announced in SaslAuthenticate v1+,
+    the client may re-authenticate on the same connection, and a request after the session
+    ended closes the connection (Kafka's expired-session rule)."""
+    import time
+
+    config = {
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        "connections.max.reauth.ms": 1500,
+    }
+
+    def login(raw: RawClient) -> int:
+        hs = raw.request(protocol.SaslHandshakeRequest(mechanism="PLAIN"), 1)
+        assert hs.error_code == ErrorCode.NONE
+        auth = raw.request(
+            protocol.SaslAuthenticateRequest(auth_bytes=b"\x00alice\x00alice-secret"), 1
+        )
+        assert auth.error_code == ErrorCode.NONE, auth
+        return auth.session_lifetime_ms
+
+    with Broker(config=config) as broker, RawClient(broker.bootstrap) as raw:
+        assert 0 < login(raw) <= 1500
+        assert raw.request(MetadataRequest(topics=[]), 4).brokers
+        time.sleep(1.1)  # re-authentication is allowed once a second (KIP-368)
+        assert 0 < login(raw) <= 1500  # the same connection, a fresh session
+        assert raw.request(MetadataRequest(topics=[]), 4).brokers
+        time.sleep(1.7)  # past the session's end
+        _cid, data = raw.encode(MetadataRequest(topics=[]), 4)
+        raw.send(data)
+        assert raw.outcome(5.0) == "closed"
