@@ -182,11 +182,14 @@ def describe(args: argparse.Namespace, admin: Any) -> list[dict[str, Any]]:
 
 
 def describe_line(entity: dict[str, str | None], quotas: dict[str, float]) -> str:
-    """kafka-configs.sh's line for one quota entity."""
+    """kafka-configs.sh's line for one quota entity (ConfigCommand.describeQuotaConfigs: the
+    user part first, then the client-id)."""
     parts = []
-    for etype in sorted(entity):
+    for etype in ("user", "client-id"):
+        if etype not in entity:
+            continue
         name = entity[etype]
-        printed = PRINTED.get(etype, etype)
+        printed = PRINTED[etype]
         parts.append(f"the default {printed}" if name is None else f"{printed} '{name}'")
     values = ", ".join(f"{k}={v}" for k, v in sorted(quotas.items()))
     return f"Quota configs for {', '.join(parts)} are {values}"
@@ -214,9 +217,11 @@ def alter(args: argparse.Namespace, admin: Any) -> str:
     for entry in resp.entries:
         if entry.error_code:
             raise CliError(entry.error_message or error_name(entry.error_code))
-    etype, _, name = parsed[0]
-    singular = "user" if etype == "user" else "client"
-    return f"Completed updating config for {singular} {'<default>' if name is None else name}."
+    etype, _, name = parsed[0]  # kafka-configs.sh names the first entity type given
+    plural = "users" if etype == "user" else "clients"
+    if name is None:
+        return f"Completed updating default config for {plural} in the cluster."
+    return f"Completed updating config for {plural[:-1]} {name}."
 
 
 def cmd_quotas(args: argparse.Namespace) -> int:
