@@ -20,3 +20,4 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     import_module("odradek.cli_commands.transactions").register(sub)
     import_module("odradek.cli_commands.dump_log").register(sub)
     import_module("odradek.cli_commands.quotas").register(sub)
+    import_module("odradek.cli_commands.users").register(sub)

@@ -1,5 +1,5 @@
 """Cluster metadata: topics, their ids, partition assignments, topic configs, producer id blocks,
-client quotas.
+client quotas, SCRAM credentials.
 
 One interface, `MetadataStore`; this module has the in-process implementation, persisted as a
 JSON document in the first data directory (written atomically). A ZooKeeper implementation
@@ -71,8 +71,8 @@ class BrokerRegistration:
 
 @dataclass(slots=True, frozen=True)
 class MetadataChange:
-    """What changed: kind "topic" (created, altered or deleted), "partition", "broker" or
-    "quota" (client quotas)."""
+    """What changed: kind "topic" (created, altered or deleted), "partition", "broker",
+    "quota" (client quotas) or "scram" (SCRAM credentials)."""
 
     kind: str
     topic: str | None = None
@@ -84,6 +84,9 @@ Subscriber = Callable[[MetadataChange], None]
 # a client quota entity: ((entity type, name or None for <default>), ...) sorted by type
 QuotaEntity = tuple[tuple[str, str | None], ...]
 QuotaChanges = list[tuple[QuotaEntity, dict[str, float | None]]]  # None: remove the key
+# SCRAM credentials (AlterUserScramCredentials): user -> {mechanism name: Kafka's credential
+# string (odradek.security.scram.credential_to_string), or None to delete it}
+ScramChanges = list[tuple[str, dict[str, str | None]]]
 
 
 @dataclass(slots=True)
@@ -124,6 +127,16 @@ class MetadataStore:
 
     def alter_client_quotas(self, changes: QuotaChanges) -> None:
         """Set (a value) or remove (None) quota keys of entities, persisted together."""
+        raise NotImplementedError
+
+    # SCRAM credentials: user -> {"SCRAM-SHA-256": "salt=...,stored_key=...,server_key=...,
+    # iterations=4096"}, users without credentials absent. The strings are Kafka's
+    # (ScramCredentialUtils), as ZooKeeper's /config/users/<user> holds them.
+    scram_credentials: dict[str, dict[str, str]]
+
+    def alter_scram_credentials(self, changes: ScramChanges) -> None:
+        """Set or delete (None) users' credentials, persisted together before returning; then
+        subscribers hear MetadataChange("scram")."""
         raise NotImplementedError
 
     # -- clusters: registrations, controller, conditional partition updates, watches -----------
@@ -218,6 +231,7 @@ class LocalMetadataStore(MetadataStore):
         self.next_producer_id = 0
         self.brokers: dict[int, BrokerRegistration] = {}
         self.client_quotas: dict[QuotaEntity, dict[str, float]] = {}
+        self.scram_credentials: dict[str, dict[str, str]] = {}
         self._subscribers: list[Subscriber] = []
         self._broker_epochs = 0
         if os.path.exists(self.path):
@@ -227,6 +241,8 @@ class LocalMetadataStore(MetadataStore):
             for q in doc.get("client_quotas", []):
                 ent = tuple((str(t), None if n is None else str(n)) for t, n in q["entity"])
                 self.client_quotas[ent] = {str(k): float(v) for k, v in q["values"].items()}
+            for user, creds in doc.get("scram_credentials", {}).items():
+                self.scram_credentials[str(user)] = {str(m): str(c) for m, c in creds.items()}
             for t in doc.get("topics", []):
                 self.topics[t["name"]] = TopicInfo(
                     t["name"],
@@ -265,6 +281,8 @@ class LocalMetadataStore(MetadataStore):
                 {"entity": [list(part) for part in ent], "values": values}
                 for ent, values in self.client_quotas.items()
             ]
+        if self.scram_credentials:
+            doc["scram_credentials"] = self.scram_credentials
         write_atomic(self.path, json.dumps(doc, indent=1))
 
     @classmethod
@@ -311,6 +329,25 @@ class LocalMetadataStore(MetadataStore):
                 self.client_quotas.pop(ent, None)
         self._save()
         self._notify(MetadataChange("quota"))
+
+    def alter_scram_credentials(self, changes: ScramChanges) -> None:
+        credentials = {user: dict(creds) for user, creds in self.scram_credentials.items()}
+        for user, ops in changes:
+            creds = credentials.setdefault(user, {})
+            for mechanism, value in ops.items():
+                if value is None:
+                    creds.pop(mechanism, None)
+                else:
+                    creds[mechanism] = value
+            if not creds:
+                del credentials[user]
+        previous, self.scram_credentials = self.scram_credentials, credentials
+        try:
+            self._save()
+        except BaseException:
+            self.scram_credentials = previous  # nothing half-applied when the disk refuses
+            raise
+        self._notify(MetadataChange("scram"))
 
     # -- clusters ---------------------------------------------------------------------------
     # Registrations live in memory only, as ZooKeeper's ephemeral nodes end with the session.

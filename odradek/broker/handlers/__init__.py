@@ -18,8 +18,8 @@ from odradek.broker.handlers import (  # noqa: F401
     offsets,
     produce,
     quotas,
-    scram,
     sasl,
+    scram,
     transactions,
     txn_admin,
 )
