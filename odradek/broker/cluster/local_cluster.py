@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 
 PER_BROKER = ("node.id", "broker.id", "log.dirs", "log.dir", "listeners", "advertised.listeners")
 
+BROKER_PRINCIPAL = "User:ANONYMOUS"  # the principal brokers reach each other as (PLAINTEXT)
+
 REPLICATION_DEFAULTS = (
     "default.replication.factor",
     "offsets.topic.replication.factor",
@@ -79,6 +81,13 @@ class LocalCluster:
             "log.dirs": self.data_dir(node),
         }
         props.update({k: v for k, v in self.overrides.items() if k not in PER_BROKER})
+        if props.get("authorizer.class.name", "").strip():
+            # the brokers replicate over PLAINTEXT, as User:ANONYMOUS: that principal needs
+            # CLUSTER_ACTION, so it is a super user (as Kafka's set-ups list the brokers' own
+            # principal in super.users); ACLs then bind authenticated clients only
+            users = [u.strip() for u in props.get("super.users", "").split(";") if u.strip()]
+            if BROKER_PRINCIPAL not in users:
+                props["super.users"] = ";".join([*users, BROKER_PRINCIPAL])
         return BrokerConfig(props)
 
     async def start(self) -> None:

@@ -36,6 +36,7 @@ from odradek.broker.network.mutation_quota import MutationQuota, quotas_of
 from odradek.broker.network.quotas import user_of
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions.topics import TopicError, check_topic_name
+from odradek.security.acl_types import AclOperation, ResourceType
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
@@ -297,9 +298,22 @@ async def create_topics(
     quota = quotas_of(broker).quota_for(
         user_of(ctx.principal), ctx.client_id, strict=ctx.api_version >= 6
     )
+    checked = broker.authorizer is not None
+    cluster_create = not checked or ctx.authorize_cluster(AclOperation.CREATE, log_if_denied=False)
     for n, topic in enumerate(topics):
         if n and n % YIELD_EVERY == 0:
             await asyncio.sleep(0)  # let other clients be served
+        if not cluster_create and not ctx.authorize(
+            AclOperation.CREATE, ResourceType.TOPIC, topic.name
+        ):
+            results.append(
+                CResult(
+                    name=topic.name,
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    error_message="Authorization failed.",
+                )
+            )
+            continue
         try:
             info = await _create_one(broker, topic, bool(req.validate_only), quota)
         except TopicError as exc:
@@ -312,7 +326,13 @@ async def create_topics(
             )
             results.append(CResult(name=topic.name, error_code=exc.code, error_message=str(exc)))
             continue
-        results.append(_created(broker, info, ctx.api_version))
+        created = _created(broker, info, ctx.api_version)
+        if checked and not ctx.authorize(
+            AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, topic.name, log_if_denied=False
+        ):  # created, but its configs are not shown
+            created.configs = []
+            created.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        results.append(created)
     return CResp(throttle_time_ms=_throttle(ctx, quota), topics=results)
 
 
@@ -395,6 +415,32 @@ def _delete_targets(
     return errors, [(n, i) for i, n in targets.items()]
 
 
+def _delete_denied(name: str | None, topic_id: uuid.UUID | None) -> Any:
+    return DResult(
+        name=name,
+        topic_id=topic_id or ZERO_UUID,
+        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        error_message="Authorization failed.",
+    )
+
+
+def _delete_allowed(
+    ctx: RequestContext, entries: list[tuple[str | None, uuid.UUID | None]]
+) -> tuple[list[tuple[str | None, uuid.UUID | None]], list[Any]]:
+    """Topics named by name need DESCRIBE and DELETE, checked before their existence."""
+    kept, denied = [], []
+    for name, topic_id in entries:
+        if name is not None and topic_id is None:
+            if not (
+                ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+                and ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, name)
+            ):
+                denied.append(_delete_denied(name, None))
+                continue
+        kept.append((name, topic_id))
+    return kept, denied
+
+
 @handles(ApiKey.DELETE_TOPICS, versions=(1, 6))
 async def delete_topics(
     ctx: RequestContext, req: protocol.DeleteTopicsRequest
@@ -422,7 +468,21 @@ async def delete_topics(
                 for n, i in entries
             ],
         )
+    denied: list[Any] = []
+    if broker.authorizer is not None:
+        entries, denied = _delete_allowed(ctx, entries)
     results, targets = _delete_targets(broker, entries)
+    results.extend(denied)
+    if broker.authorizer is not None:  # topics named by id: DESCRIBE reveals the name
+        allowed = []
+        for name, topic_id in targets:
+            if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                results.append(_delete_denied(None, topic_id))
+            elif not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, name):
+                results.append(_delete_denied(name, topic_id))
+            else:
+                allowed.append((name, topic_id))
+        targets = allowed
     quota = quotas_of(broker).quota_for(user_of(ctx.principal), ctx.client_id, strict=version >= 5)
     for n, (name, topic_id) in enumerate(targets):
         if n and n % YIELD_EVERY == 0:
@@ -512,6 +572,15 @@ async def create_partitions(
     for n, topic in enumerate(topics):
         if n and n % YIELD_EVERY == 0:
             await asyncio.sleep(0)
+        if not ctx.authorize(AclOperation.ALTER, ResourceType.TOPIC, topic.name):
+            results.append(
+                PResult(
+                    name=topic.name,
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    error_message="The topic authorization is failed.",
+                )
+            )
+            continue
         try:
             await _grow_one(broker, topic, bool(req.validate_only), quota)
         except TopicError as exc:

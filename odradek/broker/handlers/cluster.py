@@ -18,21 +18,16 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from odradek.broker.network.acl_operations import (
-    CLUSTER_OPERATIONS,
-    TOPIC_OPERATIONS,
-    operations_bitfield,
-)
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions.topics import INTERNAL_TOPICS, TopicError, check_topic_name
+from odradek.security.acl_types import AclOperation, ResourceType
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
     from odradek.broker.cluster.metadata_store import PartitionState
-    from odradek.broker.server import Broker
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +72,7 @@ async def describe_cluster(
         )
     # kafka-python names the field authorized_operations and takes the set of operation codes;
     # None encodes Int.MinValue ("not asked for").
-    ops = set(CLUSTER_OPERATIONS) if req.include_cluster_authorized_operations else None
+    ops = ctx.cluster_operations() if req.include_cluster_authorized_operations else None
     brokers = [
         CResp.DescribeClusterBroker(broker_id=n, host=h, port=p, rack=r, is_fenced=False)
         for n, h, p, r in broker.broker_endpoints(ctx.listener)
@@ -136,20 +131,26 @@ def _missing_topic_code(name: str) -> ErrorCode:
 
 
 def _page(
-    broker: Broker,
+    ctx: RequestContext,
     names: list[str],
     cursor: protocol.DescribeTopicPartitionsRequest.Cursor | None,
     limit: int,
     fetch_all: bool,
 ) -> tuple[list[Any], Any]:
     """Topics from the cursor on, at most `limit` partitions; (topics, next cursor)."""
+    broker = ctx.broker
     live = set(broker.live_brokers())
-    ops = operations_bitfield(TOPIC_OPERATIONS)
     remaining = limit
     out: list[TTopic] = []
     for name in names:
         if remaining <= 0:
             return out, TResp.Cursor(topic_name=name, partition_index=0)
+        if broker.authorizer is not None and not ctx.authorize(
+            AclOperation.DESCRIBE, ResourceType.TOPIC, name, log_if_denied=not fetch_all
+        ):
+            if not fetch_all:  # named: denied before existence is revealed; all: left out
+                out.append(_error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            continue
         info = broker.topics.info(name)
         if info is None:
             if not fetch_all:
@@ -165,7 +166,9 @@ def _page(
                 topic_id=info.topic_id,
                 is_internal=info.internal,
                 partitions=[_partition(i, info.partitions[i], live) for i in page],
-                topic_authorized_operations=ops,
+                topic_authorized_operations=ctx.authorized_operations_bits(
+                    ResourceType.TOPIC, name
+                ),
             )
         )
         if rest:
@@ -203,5 +206,5 @@ async def describe_topic_partitions(
         )
     # A limit below 1 would page forever on the first topic; Kafka's default is 2000.
     limit = max(1, min(MAX_PARTITION_LIMIT, req.response_partition_limit))
-    topics, next_cursor = _page(broker, names, cursor, limit, fetch_all)
+    topics, next_cursor = _page(ctx, names, cursor, limit, fetch_all)
     return TResp(throttle_time_ms=0, topics=topics, next_cursor=next_cursor)

@@ -29,6 +29,7 @@ from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions.topics import TopicError, check_topic_name
 from odradek.log.config import TOPIC_CONFIGS
+from odradek.security.acl_types import AclOperation, ResourceType
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
@@ -66,6 +67,22 @@ def check_broker_name(broker: Broker, name: str) -> None:
             ErrorCode.INVALID_REQUEST,
             f"Unexpected broker id, expected {broker.node_id} or empty string, but received {name}",
         )
+
+
+def config_denied(
+    ctx: RequestContext, operation: AclOperation, rtype: int, name: str
+) -> str | None:
+    """The denial of DESCRIBE_CONFIGS / ALTER_CONFIGS on a resource (a topic; the cluster for
+    BROKER and BROKER_LOGGER), as an error message; None when allowed or not checked."""
+    if ctx.broker.authorizer is None:
+        return None
+    if rtype == TOPIC:
+        if not ctx.authorize(operation, ResourceType.TOPIC, name):
+            return "Topic authorization failed."
+    elif rtype in (BROKER, BROKER_LOGGER):
+        if not ctx.authorize_cluster(operation):
+            return "Cluster authorization failed."
+    return None
 
 
 def _unsupported(rtype: int) -> ResourceError:
@@ -159,9 +176,28 @@ async def describe_configs(
     ctx: RequestContext, req: protocol.DescribeConfigsRequest
 ) -> protocol.DescribeConfigsResponse:
     docs = ctx.api_version >= 3 and bool(req.include_documentation)
-    results = [
-        _describe_one(ctx.broker, res, bool(req.include_synonyms), docs) for res in req.resources
-    ]
+    results = []
+    for res in req.resources:
+        denied = config_denied(
+            ctx, AclOperation.DESCRIBE_CONFIGS, res.resource_type, res.resource_name
+        )
+        if denied is not None:
+            code = (
+                ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                if res.resource_type == TOPIC
+                else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            )
+            results.append(
+                DResult(
+                    error_code=code,
+                    error_message=denied,
+                    resource_type=res.resource_type,
+                    resource_name=res.resource_name,
+                    configs=[],
+                )
+            )
+            continue
+        results.append(_describe_one(ctx.broker, res, bool(req.include_synonyms), docs))
     return DResp(throttle_time_ms=0, results=results)
 
 
@@ -282,7 +318,17 @@ def _alter(
     out = []
     for res in req.resources:
         code, message = ErrorCode.NONE, None
-        if counts[(res.resource_type, res.resource_name)] > 1:
+        denied = config_denied(
+            ctx, AclOperation.ALTER_CONFIGS, res.resource_type, res.resource_name
+        )
+        if denied is not None:
+            code = (
+                ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                if res.resource_type == TOPIC
+                else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            )
+            message = denied
+        elif counts[(res.resource_type, res.resource_name)] > 1:
             code, message = ErrorCode.INVALID_REQUEST, "Each resource must appear at most once."
         else:
             try:

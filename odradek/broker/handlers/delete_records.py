@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, TypeAlias
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions.topics import INTERNAL_TOPICS
+from odradek.security.acl_types import AclOperation, ResourceType
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
@@ -67,8 +68,12 @@ async def delete_records(
     topics = []
     for t in req.topics:
         parts = []
+        allowed = ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, t.name)
         for p in t.partitions:
-            code, low = delete_one(ctx.broker, t.name, p.partition_index, p.offset)
+            if allowed:
+                code, low = delete_one(ctx.broker, t.name, p.partition_index, p.offset)
+            else:
+                code, low = ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1
             parts.append(
                 PartResult(partition_index=p.partition_index, low_watermark=low, error_code=code)
             )

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, TypeAlias
 from odradek.broker.cluster.controller import PREFERRED, UNCLEAN
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
+from odradek.security.acl_types import AclOperation
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
@@ -48,6 +49,22 @@ async def elect_leaders(
     if election_type not in (PREFERRED, UNCLEAN):
         return Resp(
             throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, replica_election_results=[]
+        )
+    if not ctx.authorize_cluster(AclOperation.ALTER):
+        code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return Resp(
+            throttle_time_ms=0,
+            error_code=code,
+            replica_election_results=[
+                TopicResult(
+                    topic=t.topic,
+                    partition_result=[
+                        PartResult(partition_id=i, error_code=code, error_message=None)
+                        for i in t.partitions
+                    ],
+                )
+                for t in req.topic_partitions or []
+            ],
         )
     wanted = _requested(broker, req)
     replication = getattr(broker, "replication", None)

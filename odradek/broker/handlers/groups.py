@@ -28,6 +28,7 @@ from odradek.coordinator.group.coordinator import OFFSETS_TOPIC, GroupCoordinato
 from odradek.coordinator.group.join import JoinParams
 from odradek.coordinator.group.state import LeaveMember
 from odradek.coordinator.group.sync import SyncParams
+from odradek.security.acl_types import AclOperation, ResourceType
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
@@ -43,8 +44,13 @@ GROUP_KEY, TRANSACTION_KEY = 0, 1
 # READ (3), DELETE (6), DESCRIBE (8): what a group allows when no authorizer is configured. The
 # protocol layer takes the int32 bit field as a set of bit numbers; None is "not requested"
 # (Integer.MIN_VALUE on the wire).
-GROUP_OPERATIONS = frozenset({3, 6, 8})
 NO_OPERATIONS = None
+GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+def group_allowed(ctx: RequestContext, operation: AclOperation, group_id: str) -> bool:
+    """May the principal do `operation` on the group (always, without an authorizer)?"""
+    return ctx.authorize(operation, ResourceType.GROUP, group_id)
 
 
 def client_host(ctx: RequestContext) -> str:
@@ -92,6 +98,18 @@ def find_one(
     return ErrorCode.NONE, node
 
 
+def _find(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, tuple[int, str, int]]:
+    """find_one after DESCRIBE on the group or transactional id (denied: 30 or 53)."""
+    if ctx.broker.authorizer is not None:
+        if key_type == GROUP_KEY and not group_allowed(ctx, AclOperation.DESCRIBE, key):
+            return GROUP_DENIED, (-1, "", -1)
+        if key_type == TRANSACTION_KEY and not ctx.authorize(
+            AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+        ):
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, (-1, "", -1)
+    return find_one(ctx.broker, key_type, key, ctx.listener)
+
+
 @handles(ApiKey.FIND_COORDINATOR, versions=(0, 6))
 async def find_coordinator(
     ctx: RequestContext, req: protocol.FindCoordinatorRequest
@@ -100,7 +118,7 @@ async def find_coordinator(
     key_type = req.key_type if version >= 1 else GROUP_KEY
     Resp = protocol.FindCoordinatorResponse
     if version < 4:
-        error, (node_id, host, port) = find_one(ctx.broker, key_type, req.key, ctx.listener)
+        error, (node_id, host, port) = _find(ctx, key_type, req.key)
         return Resp(
             throttle_time_ms=0,
             error_code=error,
@@ -111,7 +129,7 @@ async def find_coordinator(
         )
     coordinators = []
     for key in req.coordinator_keys:
-        error, (node_id, host, port) = find_one(ctx.broker, key_type, key, ctx.listener)
+        error, (node_id, host, port) = _find(ctx, key_type, key)
         coordinators.append(
             Resp.Coordinator(
                 key=key,
@@ -135,6 +153,18 @@ async def join_group(
     version = ctx.api_version
     Resp = protocol.JoinGroupResponse
     instance_id = req.group_instance_id if version >= 5 else None
+    if not group_allowed(ctx, AclOperation.READ, req.group_id):
+        return Resp(
+            throttle_time_ms=0,
+            error_code=GROUP_DENIED,
+            generation_id=-1,
+            protocol_type=None,
+            protocol_name=None if version >= 7 else "",
+            leader="",
+            skip_assignment=False,
+            member_id="",
+            members=[],
+        )
     result = await ctx.group_coordinator.join(
         JoinParams(
             group_id=req.group_id,
@@ -189,6 +219,14 @@ async def sync_group(
             protocol_name=None,
             assignment=b"",
         )
+    if not group_allowed(ctx, AclOperation.READ, req.group_id):
+        return Resp(
+            throttle_time_ms=0,
+            error_code=GROUP_DENIED,
+            protocol_type=None,
+            protocol_name=None,
+            assignment=b"",
+        )
     result = await ctx.group_coordinator.sync(
         SyncParams(
             group_id=req.group_id,
@@ -217,7 +255,9 @@ async def heartbeat(
     ctx: RequestContext, req: protocol.HeartbeatRequest
 ) -> protocol.HeartbeatResponse:
     coord = ctx.group_coordinator
-    if coord is None:
+    if not group_allowed(ctx, AclOperation.READ, req.group_id):
+        error = GROUP_DENIED
+    elif coord is None:
         error = ErrorCode.COORDINATOR_NOT_AVAILABLE
     else:
         error = coord.heartbeat(
@@ -243,8 +283,11 @@ async def leave_group(
     else:
         leaving = [LeaveMember(req.member_id)]
     coord = ctx.group_coordinator
-    if coord is None:
-        top, results = ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+    results: list[tuple[LeaveMember, ErrorCode]] = []
+    if not group_allowed(ctx, AclOperation.READ, req.group_id):
+        top = GROUP_DENIED
+    elif coord is None:
+        top = ErrorCode.COORDINATOR_NOT_AVAILABLE
     else:
         top, results = coord.leave_group(req.group_id, leaving)
     if version < 3 and top == ErrorCode.NONE:
@@ -277,6 +320,14 @@ async def list_groups(
     states = list(req.states_filter or []) if version >= 4 else []
     types = list(req.types_filter or []) if version >= 5 else []
     error, groups = coord.list_groups(states, types)
+    if ctx.broker.authorizer is not None and not ctx.authorize_cluster(
+        AclOperation.DESCRIBE, log_if_denied=False
+    ):  # only the groups the principal may describe; never an error
+        groups = [
+            g
+            for g in groups
+            if ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, g[0], log_if_denied=False)
+        ]
     return Resp(
         throttle_time_ms=0,
         error_code=error,
@@ -287,12 +338,15 @@ async def list_groups(
     )
 
 
-def _described(coord: GroupCoordinator | None, group_id: str, with_ops: bool) -> object:
+def _described(
+    ctx: RequestContext, coord: GroupCoordinator | None, group_id: str, with_ops: bool
+) -> object:
     G = protocol.DescribeGroupsResponse.DescribedGroup
     M = G.DescribedGroupMember
-    if coord is None:
+    denied = not group_allowed(ctx, AclOperation.DESCRIBE, group_id)
+    if coord is None or denied:
         return G(
-            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            error_code=GROUP_DENIED if denied else ErrorCode.COORDINATOR_NOT_AVAILABLE,
             group_id=group_id,
             group_state="",
             protocol_type="",
@@ -321,7 +375,7 @@ def _described(coord: GroupCoordinator | None, group_id: str, with_ops: bool) ->
             )
             for m in s.members
         ],
-        authorized_operations=GROUP_OPERATIONS
+        authorized_operations=ctx.authorized_operations(ResourceType.GROUP, group_id)
         if with_ops and error == ErrorCode.NONE
         else NO_OPERATIONS,
     )
@@ -344,7 +398,7 @@ async def describe_groups(
             coord = ctx.group_coordinator  # the coordinator may have moved meanwhile
         group = described.get(group_id)
         if group is None:
-            group = described[group_id] = _described(coord, group_id, with_ops)
+            group = described[group_id] = _described(ctx, coord, group_id, with_ops)
         out.append(group)
     return protocol.DescribeGroupsResponse(throttle_time_ms=0, groups=out)
 
@@ -356,10 +410,13 @@ async def delete_groups(
     Resp = protocol.DeleteGroupsResponse
     coord = ctx.group_coordinator
     names = list(req.groups_names)
+    allowed = [g for g in names if group_allowed(ctx, AclOperation.DELETE, g)]
     if coord is None:
-        results = dict.fromkeys(names, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        results = dict.fromkeys(allowed, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     else:
-        results = coord.delete_groups(names)
+        results = coord.delete_groups(allowed) if allowed else {}
+    for g in names:
+        results.setdefault(g, GROUP_DENIED)
     return Resp(
         throttle_time_ms=0,
         results=[Resp.DeletableGroupResult(group_id=g, error_code=results[g]) for g in names],

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
+from odradek.security.acl_types import AclOperation, ResourceType
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
@@ -87,8 +88,24 @@ async def offset_for_leader_epoch(
     ctx: RequestContext, req: protocol.OffsetForLeaderEpochRequest
 ) -> protocol.OffsetForLeaderEpochResponse:
     broker = ctx.broker
+    replica = broker.authorizer is None or ctx.authorize_cluster(
+        AclOperation.CLUSTER_ACTION, log_if_denied=False
+    )
     topics = [
-        TopicResult(topic=t.topic, partitions=[_answer(broker, t.topic, p) for p in t.partitions])
+        TopicResult(
+            topic=t.topic,
+            partitions=[_answer(broker, t.topic, p) for p in t.partitions]
+            if replica or ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t.topic)
+            else [
+                EpochEndOffset(
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    partition=p.partition,
+                    leader_epoch=UNDEFINED,
+                    end_offset=UNDEFINED,
+                )
+                for p in t.partitions
+            ],
+        )
         for t in req.topics
     ]
     return Resp(throttle_time_ms=0, topics=topics)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
+from odradek.security.acl_types import AclOperation, ResourceType
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
@@ -107,6 +108,17 @@ async def list_offsets(
             name=t.name,
             partitions=[
                 list_offset(broker, t.name, p, isolation, req.replica_id) for p in t.partitions
+            ]
+            if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)
+            else [
+                PartResp(
+                    partition_index=p.partition_index,
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    timestamp=-1,
+                    offset=-1,
+                    leader_epoch=-1,
+                )
+                for p in t.partitions
             ],
         )
         for t in req.topics

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
+from odradek.security.acl_types import AclOperation
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
@@ -44,6 +45,9 @@ def _dir_of(part: Partition, default: str) -> str:
 async def describe_log_dirs(
     ctx: RequestContext, req: protocol.DescribeLogDirsRequest
 ) -> protocol.DescribeLogDirsResponse:
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED if ctx.api_version >= 3 else 0
+        return Resp(throttle_time_ms=0, error_code=code, results=[])
     logs = ctx.broker.logs
     wanted = _wanted(req)
     by_dir: dict[str, dict[str, list[Any]]] = {d: {} for d in logs.dirs}

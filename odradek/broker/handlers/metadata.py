@@ -8,10 +8,10 @@ import asyncio
 import uuid
 from typing import TYPE_CHECKING
 
-from odradek.broker.network.acl_operations import CLUSTER_OPERATIONS, TOPIC_OPERATIONS
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions.topics import TopicError, check_topic_name
+from odradek.security.acl_types import AclOperation, ResourceType
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from odradek.broker.server import Broker
 
 ZERO_UUID = uuid.UUID(int=0)
+TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 YIELD_EVERY = 512  # topics answered between yields to the event loop
 
 
@@ -55,14 +56,15 @@ def topic_metadata(
 
 
 def _with_operations(
+    ctx: RequestContext,
     topic: protocol.MetadataResponse.MetadataResponseTopic,
     version: int,
     req: protocol.MetadataRequest,
 ) -> protocol.MetadataResponse.MetadataResponseTopic:
-    # v8+: with no authorizer every operation is allowed, as Kafka answers (librdkafka's
-    # describe_cluster / describe_topics read these from Metadata v8-10)
-    if version >= 8 and req.include_topic_authorized_operations:
-        topic.authorized_operations = set(TOPIC_OPERATIONS)
+    # v8+: what the principal may do on the topic; with no authorizer every operation, as Kafka
+    # answers (librdkafka's describe_cluster / describe_topics read these from Metadata v8-10)
+    if version >= 8 and req.include_topic_authorized_operations and not topic.error_code:
+        topic.authorized_operations = ctx.authorized_operations(ResourceType.TOPIC, topic.name)
     return topic
 
 
@@ -74,10 +76,12 @@ def error_topic(
     )
 
 
-async def _requested(broker: Broker, wanted: list, version: int, auto_create: bool) -> list:
+async def _requested(ctx: RequestContext, wanted: list, version: int, auto_create: bool) -> list:
     """The topics asked for by name or id. Each is answered once (Kafka collects them in a set),
     and the loop yields every YIELD_EVERY topics so a request with 100,000 ids does not stop
     other clients from being served (issue 11)."""
+    broker = ctx.broker
+    checked = broker.authorizer is not None
     topics = []
     seen: set[object] = set()
     for n, t in enumerate(wanted):
@@ -93,6 +97,11 @@ async def _requested(broker: Broker, wanted: list, version: int, auto_create: bo
             if name is None:
                 topics.append(error_topic(None, t.topic_id, ErrorCode.UNKNOWN_TOPIC_ID))
                 continue
+        if checked and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            # before any existence check: a forbidden topic looks the same whether it exists
+            denied_name = name if t.name is not None else None
+            topics.append(error_topic(denied_name, ZERO_UUID, TOPIC_DENIED))
+            continue
         try:
             check_topic_name(name)
         except TopicError:
@@ -101,6 +110,12 @@ async def _requested(broker: Broker, wanted: list, version: int, auto_create: bo
         if broker.topics.info(name) is None:
             if not auto_create:
                 topics.append(error_topic(name, ZERO_UUID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            if checked and not (
+                ctx.authorize_cluster(AclOperation.CREATE, log_if_denied=False)
+                or ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, name)
+            ):
+                topics.append(error_topic(name, ZERO_UUID, TOPIC_DENIED))
                 continue
             try:
                 broker.topics.create_topic(name, -1, -1)
@@ -120,18 +135,23 @@ async def metadata(ctx: RequestContext, req: protocol.MetadataRequest) -> protoc
     )
     if req.topics is None or (version == 0 and not req.topics):
         topics = []
+        checked = broker.authorizer is not None
         for n, name in enumerate(sorted(broker.store.topics)):
             if n % YIELD_EVERY == YIELD_EVERY - 1:
                 await asyncio.sleep(0)
+            if checked and not ctx.authorize(
+                AclOperation.DESCRIBE, ResourceType.TOPIC, name, log_if_denied=False
+            ):
+                continue  # all topics: the ones the principal may not describe are left out
             if broker.topics.info(name) is not None:  # not deleted while we yielded
                 topics.append(topic_metadata(broker, name, version))
     else:
-        topics = await _requested(broker, req.topics, version, auto_create)
+        topics = await _requested(ctx, req.topics, version, auto_create)
     brokers = [
         protocol.MetadataResponse.MetadataResponseBroker(node_id=n, host=h, port=p, rack=r)
         for n, h, p, r in broker.broker_endpoints(ctx.listener)
     ]
-    topics = [_with_operations(t, version, req) for t in topics]
+    topics = [_with_operations(ctx, t, version, req) for t in topics]
     resp = protocol.MetadataResponse(
         throttle_time_ms=0,
         brokers=brokers,
@@ -141,5 +161,5 @@ async def metadata(ctx: RequestContext, req: protocol.MetadataRequest) -> protoc
         error_code=ErrorCode.NONE,
     )
     if 8 <= version <= 10 and req.include_cluster_authorized_operations:
-        resp.authorized_operations = set(CLUSTER_OPERATIONS)
+        resp.authorized_operations = ctx.cluster_operations()
     return resp

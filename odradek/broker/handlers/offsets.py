@@ -19,12 +19,17 @@ from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions.internal_topics import offsets_replicated
 from odradek.coordinator.group.metadata import OffsetAndMetadata
+from odradek.security.acl_types import AclOperation, ResourceType
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
     from odradek.broker.server import Broker
+
+
+def _topic_ok(ctx: RequestContext, operation: AclOperation, topic: str) -> bool:
+    return ctx.authorize(operation, ResourceType.TOPIC, topic)
 
 
 def _partition_exists(broker: Broker, topic: str, index: int) -> bool:
@@ -48,9 +53,18 @@ async def offset_commit(
     retention = req.retention_time_ms if 2 <= version <= 4 else -1
     errors: dict[tuple[str, int], ErrorCode] = {}
     valid: dict[tuple[str, int], OffsetAndMetadata] = {}
+    group_ok = ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id)
     for t in req.topics:
+        topic_ok = group_ok and _topic_ok(ctx, AclOperation.READ, t.name)
         for p in t.partitions:
             tp = (t.name, p.partition_index)
+            if not topic_ok:  # the group denied: every partition 30; a topic denied: 29
+                errors[tp] = (
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    if group_ok
+                    else ErrorCode.GROUP_AUTHORIZATION_FAILED
+                )
+                continue
             if not _partition_exists(broker, t.name, p.partition_index):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
@@ -116,14 +130,34 @@ def _fetch_group(
     partitions = (
         None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     )
+    checked = ctx.broker.authorizer is not None
+    if checked and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, {}
     if coord is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, {}
+    denied: set[str] = set()
+    if checked and partitions is not None:
+        denied = {t for t, _ in partitions if not _topic_ok(ctx, AclOperation.DESCRIBE, t)}
+        partitions = [tp for tp in partitions if tp[0] not in denied]
     error, fetched = coord.fetch_offsets(group_id, partitions, require_stable)
     by_topic: dict[str, list] = {}
     for f in fetched:
+        if checked and topics is None and f.topic not in by_topic:
+            # every committed offset: topics the principal may not describe are left out
+            if not ctx.authorize(
+                AclOperation.DESCRIBE, ResourceType.TOPIC, f.topic, log_if_denied=False
+            ):
+                continue
         by_topic.setdefault(f.topic, []).append(
             (f.partition, f.offset, f.leader_epoch, f.metadata, f.error)
         )
+    if denied and topics is not None:
+        for t in topics:
+            if t.name in denied:
+                by_topic[t.name] = [
+                    (p, -1, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                    for p in t.partition_indexes
+                ]
     return error, by_topic
 
 
@@ -211,10 +245,15 @@ async def offset_delete(
     PartResp = TopicResp.OffsetDeleteResponsePartition
     errors: dict[tuple[str, int], ErrorCode] = {}
     wanted = []
+    if not ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, req.group_id):
+        return Resp(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[])
     for t in req.topics:
+        topic_ok = _topic_ok(ctx, AclOperation.READ, t.name)
         for p in t.partitions:
             tp = (t.name, p.partition_index)
-            if _partition_exists(broker, t.name, p.partition_index):
+            if not topic_ok:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif _partition_exists(broker, t.name, p.partition_index):
                 wanted.append(tp)
             else:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions.internal_topics import offsets_replicated
+from odradek.broker.partitions.topics import INTERNAL_TOPICS
 from odradek.broker.transactions.markers import OFFSETS_TOPIC, write_local_markers
 from odradek.coordinator.group.metadata import OffsetAndMetadata
+from odradek.security.acl_types import AclOperation, ResourceType
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
@@ -39,6 +41,19 @@ def _fenced(error: ErrorCode, version: int, first_fenced_version: int) -> ErrorC
     if error == ErrorCode.PRODUCER_FENCED and version < first_fenced_version:
         return ErrorCode.INVALID_PRODUCER_EPOCH
     return error
+
+
+def _txn_ok(ctx: RequestContext, txn_id: str | None) -> bool:
+    """WRITE on the transactional id (a null id is denied)."""
+    if ctx.broker.authorizer is None:
+        return True
+    return txn_id is not None and ctx.authorize(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id
+    )
+
+
+def _group_ok(ctx: RequestContext, group_id: str) -> bool:
+    return ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id)
 
 
 def _partition_exists(broker: Broker, topic: str, index: int) -> bool:
@@ -61,6 +76,22 @@ async def _add_one(
     OPERATION_NOT_ATTEMPTED; one coordinator error applies to all)."""
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     coord = ctx.txn_coordinator
+    if ctx.broker.authorizer is not None and ctx.api_version < 4:  # a client's request
+        if not _txn_ok(ctx, txn_id):
+            return dict.fromkeys(wanted, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        denied = {
+            t.name
+            for t in topics
+            if t.name not in INTERNAL_TOPICS
+            and not ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, t.name)
+        }
+        if denied:  # nothing is added; the allowed partitions are not attempted
+            return {
+                tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                if tp[0] in denied
+                else ErrorCode.OPERATION_NOT_ATTEMPTED
+                for tp in wanted
+            }
     unknown = {tp for tp in wanted if not _partition_exists(ctx.broker, *tp)}
     if unknown:
         return {
@@ -125,6 +156,14 @@ async def add_partitions_to_txn(
             ),
         )
     Result = Resp.AddPartitionsToTxnResult
+    if ctx.broker.authorizer is not None and not ctx.authorize_cluster(
+        AclOperation.CLUSTER_ACTION
+    ):  # v4+ comes from brokers
+        return Resp(
+            throttle_time_ms=0,
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            results_by_transaction=[],
+        )
     results = []
     for txn in req.transactions:
         topics = list(txn.topics)
@@ -154,9 +193,14 @@ async def add_partitions_to_txn(
 async def add_offsets_to_txn(
     ctx: RequestContext, req: protocol.AddOffsetsToTxnRequest
 ) -> protocol.AddOffsetsToTxnResponse:
-    error = await ctx.txn_coordinator.add_offsets(
-        req.transactional_id, req.producer_id, req.producer_epoch, req.group_id
-    )
+    if not _txn_ok(ctx, req.transactional_id):
+        error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not _group_ok(ctx, req.group_id):
+        error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    else:
+        error = await ctx.txn_coordinator.add_offsets(
+            req.transactional_id, req.producer_id, req.producer_epoch, req.group_id
+        )
     return protocol.AddOffsetsToTxnResponse(
         throttle_time_ms=0, error_code=_fenced(error, ctx.api_version, 2)
     )
@@ -164,9 +208,12 @@ async def add_offsets_to_txn(
 
 @handles(ApiKey.END_TXN, versions=(0, 4))
 async def end_txn(ctx: RequestContext, req: protocol.EndTxnRequest) -> protocol.EndTxnResponse:
-    error = await ctx.txn_coordinator.end_txn(
-        req.transactional_id, req.producer_id, req.producer_epoch, bool(req.committed)
-    )
+    if not _txn_ok(ctx, req.transactional_id):
+        error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    else:
+        error = await ctx.txn_coordinator.end_txn(
+            req.transactional_id, req.producer_id, req.producer_epoch, bool(req.committed)
+        )
     return protocol.EndTxnResponse(
         throttle_time_ms=0, error_code=_fenced(error, ctx.api_version, 2)
     )
@@ -183,9 +230,22 @@ def _txn_offset_errors(
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     now = int(time.time() * 1000)
+    refused = None
+    if not _txn_ok(ctx, req.transactional_id):
+        refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not _group_ok(ctx, req.group_id):
+        refused = ErrorCode.GROUP_AUTHORIZATION_FAILED
     for t in req.topics:
+        topic_refused = refused
+        if topic_refused is None and not ctx.authorize(
+            AclOperation.READ, ResourceType.TOPIC, t.name
+        ):
+            topic_refused = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         for p in t.partitions:
             tp = (t.name, p.partition_index)
+            if topic_refused is not None:
+                errors[tp] = topic_refused
+                continue
             if not _partition_exists(broker, *tp):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
@@ -277,16 +337,23 @@ async def write_txn_markers(
     TopicResult = Result.WritableTxnMarkerTopicResult
     PartResult = TopicResult.WritableTxnMarkerPartitionResult
     markers = []
+    allowed = ctx.broker.authorizer is None or (
+        ctx.authorize_cluster(AclOperation.ALTER, log_if_denied=False)
+        or ctx.authorize_cluster(AclOperation.CLUSTER_ACTION)
+    )
     for m in req.markers:
         wanted = [(t.name, p) for t in m.topics for p in t.partition_indexes]
-        errors = await write_local_markers(
-            ctx.broker,
-            m.producer_id,
-            m.producer_epoch,
-            m.coordinator_epoch,
-            bool(m.transaction_result),
-            wanted,
-        )
+        if not allowed:  # nothing is written
+            errors = dict.fromkeys(wanted, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        else:
+            errors = await write_local_markers(
+                ctx.broker,
+                m.producer_id,
+                m.producer_epoch,
+                m.coordinator_epoch,
+                bool(m.transaction_result),
+                wanted,
+            )
         topics = [
             TopicResult(
                 name=t.name,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
+from odradek.security.acl_types import AclOperation, ResourceType
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
@@ -29,8 +30,19 @@ async def describe_producers(
     for t in req.topics:
         parts = []
         info = broker.topics.info(t.name)
+        allowed = ctx.authorize(AclOperation.READ, ResourceType.TOPIC, t.name)
         for index in t.partition_indexes:
             part = broker.topics.get(t.name, index)
+            if not allowed:
+                parts.append(
+                    PartResp(
+                        partition_index=index,
+                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                        error_message=None,
+                        active_producers=[],
+                    )
+                )
+                continue
             if part is None or not part.is_leader:
                 known = info is not None and 0 <= index < len(info.partitions)
                 error = (
@@ -82,7 +94,10 @@ async def describe_transactions(
     coord = ctx.txn_coordinator
     states = []
     for tid in req.transactional_ids:
-        error, desc = coord.describe(tid)
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid):
+            error, desc = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
+        else:
+            error, desc = coord.describe(tid)
         if desc is None:
             states.append(
                 State(
@@ -99,7 +114,8 @@ async def describe_transactions(
             continue
         by_topic: dict[str, list[int]] = {}
         for topic, index in desc.partitions:
-            by_topic.setdefault(topic, []).append(index)
+            if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic, log_if_denied=False):
+                by_topic.setdefault(topic, []).append(index)
         states.append(
             State(
                 error_code=ErrorCode.NONE,
@@ -132,5 +148,8 @@ async def list_transactions(
         transaction_states=[
             Resp.TransactionState(transactional_id=tid, producer_id=pid, transaction_state=state)
             for tid, pid, state in found
+            if ctx.authorize(
+                AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid, log_if_denied=False
+            )
         ],
     )

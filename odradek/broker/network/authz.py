@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from odradek.log.config import ConfigError
 from odradek.security.acl import (
@@ -25,12 +25,14 @@ from odradek.security.acl import (
     parse_allow_everyone,
     parse_super_users,
 )
-from odradek.security.acl_types import AclBinding
+from odradek.security.acl_types import AclBinding, AclOperation, ResourceType
+from odradek.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
     from odradek.broker.cluster.acl_backends import AclBackend
     from odradek.broker.cluster.metadata_store import MetadataStore
     from odradek.broker.config import BrokerConfig
+    from odradek.broker.network.context import RequestContext
 
 log = logging.getLogger(__name__)
 
@@ -108,3 +110,45 @@ def build(config: BrokerConfig, store: MetadataStore) -> BrokerAuthorizer | None
         str(authorizer.allow_everyone_if_no_acl_found).lower(),
     )
     return authorizer
+
+
+# -- helpers the handlers share (called only when an authorizer is configured) ---------------
+
+TRANSACTIONAL_BIT = 0x10  # record batch attributes (v2): the batch is part of a transaction
+
+
+def _transactional(records: bytes | bytearray | memoryview | None) -> bool:
+    """Whether a partition's records start with a transactional v2 batch."""
+    if records is None or len(records) < 23 or records[16] != 2:
+        return False
+    return bool(records[22] & TRANSACTIONAL_BIT)
+
+
+def produce_denied(ctx: RequestContext, req: Any) -> ErrorCode:
+    """Produce's transactional check (KafkaApis.handleProduceRequest): a request with
+    transactional records needs WRITE on its transactional id (a null id is denied)."""
+    if any(_transactional(pd.records) for td in req.topic_data for pd in td.partition_data):
+        txn = req.transactional_id
+        if txn is None or not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn):
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    return ErrorCode.NONE
+
+
+def topic_denied(ctx: RequestContext, operation: AclOperation, name: str) -> ErrorCode:
+    """TOPIC_AUTHORIZATION_FAILED when `operation` on topic `name` is denied, else NONE. An empty
+    name (a topic id nobody knows) is left to the existence check."""
+    if not name or ctx.authorize(operation, ResourceType.TOPIC, name):
+        return ErrorCode.NONE
+    return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def fetch_denied(ctx: RequestContext, replica_id: int, wanted: list[Any]) -> frozenset[str]:
+    """The topics of a Fetch whose partitions get TOPIC_AUTHORIZATION_FAILED: every one for a
+    follower without CLUSTER_ACTION on the cluster, else those without READ."""
+    names = {sp.topic for sp in wanted if sp.topic}
+    if replica_id >= 0:
+        if ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
+            return frozenset()
+        return frozenset(names)
+    read = AclOperation.READ
+    return frozenset(n for n in names if not ctx.authorize(read, ResourceType.TOPIC, n))
