@@ -27,6 +27,7 @@ from kafka.protocol.api_message import ApiMessage
 
 from odradek.wire.frames import frame
 from odradek.wire.header import response_header
+from odradek.wire.schemas import message_classes as _extra_messages
 from odradek.wire.strict_decoder import DecodeError, Decoder, NullFieldError, build_decoder
 
 API_VERSIONS_KEY = 18
@@ -57,6 +58,14 @@ for _mod, _names in (
             _message: Any = _obj
             table = _REQUESTS if _message.is_request() else _RESPONSES
             table[_message.API_KEY] = _message
+
+# Kafka's JSON definitions of APIs kafka-python lacks (odradek/wire/schemas), built the same way.
+for _name, _obj in _extra_messages().items():
+    _message = _obj
+    table = _REQUESTS if _message.is_request() else _RESPONSES
+    if _message.API_KEY not in table:
+        table[_message.API_KEY] = _message
+        _EXPORTS[_name] = _obj
 
 globals().update(_EXPORTS)
 
