@@ -21,3 +21,4 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     import_module("odradek.cli_commands.dump_log").register(sub)
     import_module("odradek.cli_commands.quotas").register(sub)
     import_module("odradek.cli_commands.users").register(sub)
+    import_module("odradek.cli_commands.acls").register(sub)
