@@ -1,11 +1,23 @@
 """`Broker`: a real broker on its own event-loop thread, on a free port and a temp data dir.
 
 It is the production broker (real log, real protocol), not a fake. `restart(abrupt=True)` drops
-it as `kill -9` would and starts it again on the same port and data, so recovery runs.
+it as `kill -9` would and starts it again on the same ports and data, so recovery runs.
+
+A secure broker in one line (odradek.testing.security): a throwaway CA and certificates, SASL
+users, and the settings each client needs:
+
+    with Broker(security="sasl_ssl", mechanism="SCRAM-SHA-256", users={"alice": "pw"}) as b:
+        producer = confluent_kafka.Producer(b.client_config(user="alice"))
+        consumer = KafkaConsumer("t", **b.kafka_python_config())
+
+security: "ssl", "mtls", "sasl_plaintext", "sasl_ssl"; mechanism (SASL): "PLAIN" (default),
+"SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"; `plaintext_too=True` adds a PLAINTEXT listener
+(`plaintext_bootstrap`) beside the secure one (`bootstrap`).
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Coroutine, Mapping
@@ -15,6 +27,7 @@ from odradek.broker.config import BrokerConfig
 from odradek.broker.ops.faults import FaultRule, api_key, error_code
 from odradek.broker.server import Broker as BrokerServer
 from odradek.testing.loop_thread import LoopThread, T
+from odradek.testing.security import Security
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
@@ -31,6 +44,11 @@ class Broker:
         data_dir: str | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        *,
+        security: str | Security | None = None,
+        mechanism: str | None = None,
+        users: Mapping[str, str] | None = None,
+        plaintext_too: bool = False,
     ) -> None:
         self.topics = dict(topics or {})
         self.overrides = {k: str(v) for k, v in (config or {}).items()}
@@ -38,6 +56,20 @@ class Broker:
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="odradek-")
         self.host = host
         self.port = port
+        # every listener's port by name, kept across restart (0 until first bound)
+        self.ports: dict[str, int] = {}
+        self.security: Security | None = None
+        if isinstance(security, Security):
+            self.security = security
+        elif security is not None:
+            self.security = Security(
+                security,
+                mechanism,
+                users,
+                plaintext_too=plaintext_too,
+            )
+        elif mechanism is not None or users is not None or plaintext_too:
+            raise ValueError("mechanism, users and plaintext_too go with security=...")
         self.server: BrokerServer | None = None
         self._loop_thread = LoopThread("odradek-broker", START_TIMEOUT_S)
 
@@ -45,14 +77,27 @@ class Broker:
 
     def _config(self) -> BrokerConfig:
         props = {"listeners": f"PLAINTEXT://{self.host}:{self.port}", "log.dirs": self.data_dir}
-        props.update(self.overrides)
+        if self.security is not None:
+            first = self.security.listener_names[0]
+            ports = {first: self.port, **self.ports}
+            props["listeners"] = self.security.listeners(self.host, ports)
+            props.update(self.security.broker_config(self.overrides.get("super.users")))
+        overrides = dict(self.overrides)
+        if "super.users" in props:
+            overrides.pop("super.users", None)
+        if "listeners" in overrides and self.ports:
+            overrides["listeners"] = keep_ports(overrides["listeners"], self.ports)
+        props.update(overrides)
         return BrokerConfig(props)
 
     def start(self) -> Broker:
         async def boot() -> None:
             self.server = BrokerServer(self._config())
+            if self.security is not None:
+                self.security.install_scram(self.server.store)
             await self.server.start()
             self.port = self.server.bound[0].port
+            self.ports = {b.name: b.port for b in self.server.bound}
             for name, partitions in self.topics.items():
                 if self.server.topics.info(name) is None:
                     self.server.topics.create_topic(name, partitions, -1)
@@ -82,6 +127,8 @@ class Broker:
         self._shutdown(clean=True)
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
+        if self.security is not None and self.security._own_dir:
+            shutil.rmtree(self.security.directory, ignore_errors=True)
 
     def restart(self, abrupt: bool = False) -> None:
         """Stop (cleanly, or as kill -9 would) and start again on the same port and data."""
@@ -134,10 +181,70 @@ class Broker:
 
     @property
     def bootstrap(self) -> str:
+        """host:port of the first listener (the secure one with `security`)."""
         return f"{self.host}:{self.port}"
+
+    def bootstrap_of(self, listener: str) -> str:
+        """host:port of listener `listener` (e.g. "PLAINTEXT", "SASL_SSL")."""
+        try:
+            return f"{self.host}:{self.ports[listener.upper()]}"
+        except KeyError:
+            names = ", ".join(self.ports)
+            raise KeyError(f"no listener {listener!r} (listeners: {names})") from None
+
+    @property
+    def plaintext_bootstrap(self) -> str:
+        """The PLAINTEXT listener's host:port (`plaintext_too=True`, or no security)."""
+        return self.bootstrap_of("PLAINTEXT")
+
+    def _secure(self) -> Security:
+        if self.security is None:
+            raise RuntimeError("this broker has no security=...; use .bootstrap")
+        return self.security
+
+    def client_config(self, user: str | None = None) -> dict[str, Any]:
+        """librdkafka properties (confluent-kafka, kcat -X) for `user` (default: the first):
+        bootstrap.servers, security.protocol, sasl.*, ssl.ca.location, ..."""
+        if self.security is None:
+            return {"bootstrap.servers": self.bootstrap}
+        return self.security.client_config(self.bootstrap, user)
+
+    def kafka_python_config(self, user: str | None = None) -> dict[str, Any]:
+        """Keyword arguments for kafka-python's clients."""
+        if self.security is None:
+            return {"bootstrap_servers": self.bootstrap}
+        return self.security.kafka_python_config(self.bootstrap, user)
+
+    def aiokafka_config(self, user: str | None = None) -> dict[str, Any]:
+        """Keyword arguments for aiokafka's clients."""
+        if self.security is None:
+            return {"bootstrap_servers": self.bootstrap}
+        return self.security.aiokafka_config(self.bootstrap, user)
+
+    def java_properties(self, user: str | None = None) -> dict[str, str]:
+        """kafka-clients properties (Java clients, Kafka's tools' --command-config)."""
+        if self.security is None:
+            return {"bootstrap.servers": self.bootstrap}
+        return self.security.java_properties(self.bootstrap, user)
+
+    def kcat_args(self, user: str | None = None) -> list[str]:
+        """`-b ... -X ...` arguments for kcat."""
+        if self.security is None:
+            return ["-b", self.bootstrap]
+        return self.security.kcat_args(self.bootstrap, user)
 
     def __enter__(self) -> Broker:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def keep_ports(listeners: str, ports: Mapping[str, int]) -> str:
+    """`listeners` with each port 0 replaced by the port that listener bound before."""
+
+    def fill(m: re.Match[str]) -> str:
+        port = ports.get(m.group(1).upper(), 0)
+        return f"{m.group(1)}://{m.group(2)}:{port}" if port else m.group(0)
+
+    return re.sub(r"([A-Za-z0-9_]+)://([^,]*):0(?=,|$)", fill, listeners)

@@ -97,7 +97,10 @@ class TlsMaterial:
             builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
         usage = x509.oid.ExtendedKeyUsageOID
         builder = builder.add_extension(
-            x509.ExtendedKeyUsage([usage.SERVER_AUTH if server else usage.CLIENT_AUTH]),
+            # a server certificate is also a client one: brokers present it to each other
+            x509.ExtendedKeyUsage(
+                [usage.SERVER_AUTH, usage.CLIENT_AUTH] if server else [usage.CLIENT_AUTH]
+            ),
             critical=False,
         )
         cert = builder.sign(self._ca_key, hashes.SHA256())

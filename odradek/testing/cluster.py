@@ -15,6 +15,12 @@ Fault hooks: `kill` / `restart` / `stop_broker` (controlled shutdown) / `start_b
 chosen requests by API key (as `odradek.testing.Broker`), and a full or failing disk per broker with
 `fail_disk(node, "ENOSPC")` (or `cluster.brokers[node].fail_disk("ENOSPC")`). The `wait_for_*`
 helpers poll with a deadline.
+
+With `security="sasl_ssl"` (or "ssl", "mtls", "sasl_plaintext"; `mechanism`, `users`,
+`plaintext_too` as `odradek.testing.Broker`) every broker serves that listener, the brokers
+replicate and send markers to each other over it, authenticated as `security.broker_principal`
+(a super user), and `client_config()` / `kafka_python_config()` / `aiokafka_config()` /
+`java_properties()` give the clients' settings for the cluster's bootstrap.
 """
 
 from __future__ import annotations
@@ -25,10 +31,13 @@ import time
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, overload
 
-from odradek.broker.cluster.local_cluster import LocalCluster, drain_connections
+from odradek.broker.cluster.local_cluster import PER_BROKER, LocalCluster, drain_connections
 from odradek.broker.cluster.metadata_store import PartitionState
+from odradek.broker.config import BrokerConfig
 from odradek.broker.ops.faults import FaultRule, api_key, error_code
+from odradek.broker.server import Broker as BrokerServer
 from odradek.testing.loop_thread import LoopThread, T
+from odradek.testing.security import Security
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
@@ -57,10 +66,22 @@ class Cluster:
         config: Mapping[str, Any] | None = None,
         data_dir: str | None = None,
         host: str = "127.0.0.1",
+        *,
+        security: str | Security | None = None,
+        mechanism: str | None = None,
+        users: Mapping[str, str] | None = None,
+        plaintext_too: bool = False,
     ) -> None:
         self.size = brokers
         self.topics = dict(topics or {})
         self.config = dict(config or {})
+        self.security: Security | None = None
+        if isinstance(security, Security):
+            self.security = security
+        elif security is not None:
+            self.security = Security(security, mechanism, users, plaintext_too=plaintext_too)
+        elif mechanism is not None or users is not None or plaintext_too:
+            raise ValueError("mechanism, users and plaintext_too go with security=...")
         self._own_dir = data_dir is None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="odradek-cluster-")
         self.host = host
@@ -71,7 +92,13 @@ class Cluster:
 
     def start(self) -> Cluster:
         async def boot() -> None:
-            self.local = LocalCluster(self.size, self.data_dir, self.config, host=self.host)
+            if self.security is None:
+                self.local = LocalCluster(self.size, self.data_dir, self.config, host=self.host)
+            else:
+                self.local = SecureLocalCluster(
+                    self.security, self.size, self.data_dir, self.config, host=self.host
+                )
+                self.security.install_scram(self.local.store)
             await self.local.start()
 
         try:
@@ -94,6 +121,8 @@ class Cluster:
         self._loop_thread.stop()
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
+        if self.security is not None and self.security._own_dir:
+            shutil.rmtree(self.security.directory, ignore_errors=True)
 
     def __enter__(self) -> Cluster:
         return self.start()
@@ -131,6 +160,43 @@ class Cluster:
 
     def address(self, node: int) -> str:
         return self.call(lambda c: c.address(node))
+
+    @property
+    def plaintext_bootstrap(self) -> str:
+        """The running brokers' PLAINTEXT listeners (`plaintext_too=True`), comma separated."""
+
+        def read(c: LocalCluster) -> str:
+            if not isinstance(c, SecureLocalCluster):
+                return c.bootstrap
+            return ",".join(f"{self.host}:{c.listener_ports[n]['PLAINTEXT']}" for n in c.running())
+
+        return self.call(read)
+
+    def _secure(self) -> Security:
+        if self.security is None:
+            raise RuntimeError("this cluster has no security=...; use .bootstrap")
+        return self.security
+
+    def client_config(self, user: str | None = None) -> dict[str, Any]:
+        """librdkafka properties (confluent-kafka, kcat -X) for `user` (default: the first)."""
+        if self.security is None:
+            return {"bootstrap.servers": self.bootstrap}
+        return self.security.client_config(self.bootstrap, user)
+
+    def kafka_python_config(self, user: str | None = None) -> dict[str, Any]:
+        if self.security is None:
+            return {"bootstrap_servers": self.bootstrap}
+        return self.security.kafka_python_config(self.bootstrap, user)
+
+    def aiokafka_config(self, user: str | None = None) -> dict[str, Any]:
+        if self.security is None:
+            return {"bootstrap_servers": self.bootstrap}
+        return self.security.aiokafka_config(self.bootstrap, user)
+
+    def java_properties(self, user: str | None = None) -> dict[str, str]:
+        if self.security is None:
+            return {"bootstrap.servers": self.bootstrap}
+        return self.security.java_properties(self.bootstrap, user)
 
     def running(self) -> list[int]:
         return self.call(lambda c: c.running())
@@ -355,3 +421,31 @@ class BrokerHandle:
     ) -> None:
         """As `Cluster.fail_disk(node, ...)`."""
         self.cluster.fail_disk(self.node, error, dir, ops)
+
+
+class SecureLocalCluster(LocalCluster):
+    """A LocalCluster whose brokers serve `security`'s listeners (each keeping its ports across
+    restarts), with the security keys laid under the cluster's config."""
+
+    def __init__(self, security: Security, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.security = security
+        self.listener_ports: dict[int, dict[str, int]] = {n: {} for n in range(self.size)}
+
+    def _config(self, node: int) -> BrokerConfig:
+        extra_supers = self.overrides.get("super.users")
+        props = {
+            "node.id": str(node),
+            "listeners": self.security.listeners(self.host, self.listener_ports[node]),
+            "log.dirs": self.data_dir(node),
+            **self.security.broker_config(extra_supers),
+        }
+        props.update(
+            {k: v for k, v in self.overrides.items() if k not in PER_BROKER and k != "super.users"}
+        )
+        return BrokerConfig(props)
+
+    async def start_broker(self, node: int) -> BrokerServer:
+        broker = await super().start_broker(node)
+        self.listener_ports[node] = {b.name: b.port for b in broker.bound}
+        return broker
