@@ -146,7 +146,10 @@ class ZooKeeperAclBackend(AclBackend):
     def subscribe(self, fn: AclListener) -> None:
         super().subscribe(fn)
         if self.session.loop is None:
-            self.session.loop = asyncio.get_running_loop()
+            try:
+                self.session.loop = asyncio.get_running_loop()
+            except RuntimeError:  # made outside the event loop: the store's first subscriber
+                pass  # sets it
         if not self._watching:
             self._watching = True
             for root in (acl_store.LITERAL_CHANGES_PATH, acl_store.EXTENDED_CHANGES_PATH):
