@@ -1,0 +1,509 @@
+"""KIP-932 share groups, version 1 (Kafka 4.1's first stable version, what librdkafka 2.16's
+ShareConsumer speaks): ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch (78) and
+ShareAcknowledge (79). The state lives in `odradek.coordinator.share`.
+
+ShareFetch and ShareAcknowledge carry a share session (as Kafka's ShareSessionCache): epoch 0
+opens it with the partitions the request names, each later request must carry the next epoch
+(INVALID_SHARE_SESSION_EPOCH otherwise; SHARE_SESSION_NOT_FOUND without a session) and may add
+partitions or forget them; -1 closes it, and the records its member still holds are released.
+ShareFetch first applies the acknowledgements it piggybacks, then acquires up to MaxRecords
+records from the session's partitions (waiting up to MaxWaitMs for some) and answers with the
+whole batches that hold them and the acquired offset ranges with their delivery counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from typing import Any
+
+from odradek.broker.network.context import RequestContext
+from odradek.broker.network.registry import handles
+from odradek.coordinator.share.coordinator import (
+    ShareCoordinator,
+    ShareSession,
+    SpKey,
+    mono_ms,
+    share_coordinator,
+)
+from odradek.security.acl_types import AclOperation, ResourceType
+from odradek.wire import protocol
+
+SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 77, 78, 79
+
+NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3
+NOT_LEADER_OR_FOLLOWER = 6
+GROUP_AUTHORIZATION_FAILED = 30
+TOPIC_AUTHORIZATION_FAILED = 29
+INVALID_REQUEST = 42
+GROUP_ID_NOT_FOUND = 69
+UNKNOWN_TOPIC_ID = 100
+SHARE_SESSION_NOT_FOUND = 122
+INVALID_SHARE_SESSION_EPOCH = 123
+
+MAX_EPOCH = 0x7FFFFFFF
+
+
+def _client_host(ctx: RequestContext) -> str:
+    return "/" + ctx.client_host.strip("[]")
+
+
+# -- ShareGroupHeartbeat -----------------------------------------------------------------------
+
+
+@handles(SHARE_GROUP_HEARTBEAT, versions=(1, 1))
+async def share_group_heartbeat(ctx: RequestContext, req: Any) -> Any:
+    Resp = protocol.response_class(SHARE_GROUP_HEARTBEAT)
+    coord = share_coordinator(ctx.broker)
+
+    def error(code: int, message: str | None = None) -> Any:
+        return Resp(
+            throttle_time_ms=0,
+            error_code=code,
+            error_message=message,
+            member_id=None,
+            member_epoch=0,
+            heartbeat_interval_ms=0,
+            assignment=None,
+        )
+
+    if not req.group_id:
+        return error(INVALID_REQUEST, "GroupId can't be empty.")
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return error(GROUP_AUTHORIZATION_FAILED)
+    if req.member_epoch < -1 or (req.member_epoch != 0 and not req.member_id):
+        return error(INVALID_REQUEST, "MemberId can't be empty.")
+    if req.member_epoch == -1:
+        group = coord.group(req.group_id)
+        if group is None or not group.leave(req.member_id):
+            return error(25, f"Member {req.member_id} is not a member of the group.")
+        if coord.release_member(req.group_id, req.member_id):
+            coord.wake()
+        coord.poke()
+        return Resp(
+            throttle_time_ms=0,
+            error_code=NONE,
+            error_message=None,
+            member_id=req.member_id,
+            member_epoch=-1,
+            heartbeat_interval_ms=0,
+            assignment=None,
+        )
+    if req.subscribed_topic_names is not None:
+        denied = [
+            t
+            for t in req.subscribed_topic_names
+            if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t)
+        ]
+        if denied:
+            return error(TOPIC_AUTHORIZATION_FAILED)
+    coord.state_topic_ready()  # start creating __share_group_state before the first fetch
+    group = coord.group(req.group_id, create=req.member_epoch == 0)
+    if group is None:
+        return error(25, f"Group {req.group_id} not found.")
+    result = group.heartbeat(
+        req.member_id,
+        req.member_epoch,
+        req.rack_id,
+        None if req.subscribed_topic_names is None else list(req.subscribed_topic_names),
+        ctx.client_id or "",
+        _client_host(ctx),
+        coord.topic_metadata(),
+        mono_ms(),
+        coord.session_ms,
+        coord.max_size,
+    )
+    coord.poke()
+    if result.error:
+        return error(result.error, result.message)
+    assignment = None
+    if result.assignment is not None:
+        assignment = Resp.Assignment(
+            topic_partitions=[
+                Resp.Assignment.TopicPartitions(topic_id=tid, partitions=sorted(parts))
+                for tid, parts in sorted(result.assignment.items(), key=lambda x: str(x[0]))
+            ]
+        )
+    return Resp(
+        throttle_time_ms=0,
+        error_code=NONE,
+        error_message=None,
+        member_id=result.member_id,
+        member_epoch=result.epoch,
+        heartbeat_interval_ms=coord.heartbeat_ms,
+        assignment=assignment,
+    )
+
+
+# -- ShareGroupDescribe ------------------------------------------------------------------------
+
+
+@handles(SHARE_GROUP_DESCRIBE, versions=(1, 1))
+async def share_group_describe(ctx: RequestContext, req: Any) -> Any:
+    Resp = protocol.response_class(SHARE_GROUP_DESCRIBE)
+    G = Resp.DescribedGroup
+    coord = share_coordinator(ctx.broker)
+    names = {tid: name for tid, name in ctx.topics.by_id.items()}
+    groups = []
+    for group_id in req.group_ids:
+        empty: dict[str, Any] = dict(
+            group_id=group_id,
+            group_state="",
+            group_epoch=-1,
+            assignment_epoch=-1,
+            assignor_name="",
+            members=[],
+            authorized_operations=-(2**31),
+        )
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            groups.append(G(error_code=GROUP_AUTHORIZATION_FAILED, error_message=None, **empty))
+            continue
+        group = coord.group(group_id)
+        if group is None:
+            groups.append(
+                G(
+                    error_code=GROUP_ID_NOT_FOUND,
+                    error_message=f"Group {group_id} not found.",
+                    **empty,
+                )
+            )
+            continue
+        members = [
+            G.Member(
+                member_id=m.member_id,
+                rack_id=m.rack_id,
+                member_epoch=m.epoch,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                subscribed_topic_names=list(m.topics),
+                assignment=G.Member.Assignment(
+                    topic_partitions=[
+                        G.Member.Assignment.TopicPartitions(
+                            topic_id=tid, topic_name=names.get(tid, ""), partitions=sorted(ps)
+                        )
+                        for tid, ps in m.assignment.items()
+                    ]
+                ),
+            )
+            for m in group.members.values()
+        ]
+        groups.append(
+            G(
+                error_code=NONE,
+                error_message=None,
+                group_id=group_id,
+                group_state=group.state,
+                group_epoch=group.epoch,
+                assignment_epoch=group.assignment_epoch,
+                assignor_name="simple",
+                members=members,
+                authorized_operations=-(2**31),
+            )
+        )
+    return Resp(throttle_time_ms=0, groups=groups)
+
+
+# -- sessions ----------------------------------------------------------------------------------
+
+
+def _session(
+    coord: ShareCoordinator, group_id: str, member_id: str, epoch: int, fetch: bool
+) -> tuple[int, ShareSession | None]:
+    """The request's share session after its epoch is checked: (error, session)."""
+    key = (group_id, member_id)
+    if epoch == 0:
+        if not fetch:
+            return INVALID_SHARE_SESSION_EPOCH, None
+        old = coord.sessions.pop(key, None)
+        if old is not None:
+            coord.release_member(group_id, member_id)
+        fresh = coord.sessions[key] = ShareSession()
+        return NONE, fresh
+    session = coord.sessions.get(key)
+    if session is None:
+        return SHARE_SESSION_NOT_FOUND, None
+    if epoch == -1:
+        return NONE, session
+    if epoch != session.next_epoch:
+        return INVALID_SHARE_SESSION_EPOCH, None
+    session.next_epoch = 1 if epoch >= MAX_EPOCH else epoch + 1
+    return NONE, session
+
+
+def _close_session(coord: ShareCoordinator, group_id: str, member_id: str) -> None:
+    coord.sessions.pop((group_id, member_id), None)
+    if coord.release_member(group_id, member_id):
+        coord.wake()
+
+
+def _acknowledge(
+    ctx: RequestContext,
+    coord: ShareCoordinator,
+    group_id: str,
+    member_id: str,
+    topic_id: uuid.UUID,
+    index: int,
+    batches: Any,
+) -> int:
+    name = ctx.topics.name_for_id(topic_id)
+    if name is None:
+        return UNKNOWN_TOPIC_ID
+    part = ctx.topics.get(name, index)
+    if part is None:
+        return UNKNOWN_TOPIC_OR_PARTITION
+    if not part.is_leader:
+        return NOT_LEADER_OR_FOLLOWER
+    key: SpKey = (group_id, topic_id, index)
+    sp = coord.known_partition(key)
+    if sp is None:
+        return 121  # INVALID_RECORD_STATE: nothing was acquired here
+    error = NONE
+    for b in batches:
+        code = sp.acknowledge(member_id, b.first_offset, b.last_offset, list(b.acknowledge_types))
+        error = error or code
+    coord.persist(key)
+    coord.wake()  # released records may go to a waiting fetch
+    return error
+
+
+def _leader(ctx: RequestContext, topic_id: uuid.UUID, index: int) -> tuple[int, int]:
+    name = ctx.topics.name_for_id(topic_id)
+    part = ctx.topics.get(name, index) if name is not None else None
+    return (part.leader, part.leader_epoch) if part is not None else (-1, -1)
+
+
+# -- ShareFetch --------------------------------------------------------------------------------
+
+
+@handles(SHARE_FETCH, versions=(1, 1))
+async def share_fetch(ctx: RequestContext, req: Any) -> Any:
+    Resp = protocol.response_class(SHARE_FETCH)
+    T = Resp.ShareFetchableTopicResponse
+    P = T.PartitionData
+    coord = share_coordinator(ctx.broker)
+
+    def top_error(code: int, message: str | None = None) -> Any:
+        return Resp(
+            throttle_time_ms=0,
+            error_code=code,
+            error_message=message,
+            acquisition_lock_timeout_ms=coord.lock_ms,
+            responses=[],
+            node_endpoints=[],
+        )
+
+    group_id, member_id = req.group_id, req.member_id
+    if not group_id or not member_id:
+        return top_error(INVALID_REQUEST, "GroupId and MemberId must be set.")
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id):
+        return top_error(GROUP_AUTHORIZATION_FAILED)
+    error, session = _session(coord, group_id, member_id, req.share_session_epoch, fetch=True)
+    if error or session is None:
+        return top_error(error)
+
+    results: dict[tuple[uuid.UUID, int], dict[str, Any]] = {}
+
+    def entry(tid: uuid.UUID, index: int) -> dict[str, Any]:
+        got = results.get((tid, index))
+        if got is None:
+            got = results[(tid, index)] = dict(
+                error=NONE, ack_error=NONE, records=bytearray(), acquired=[]
+            )
+        return got
+
+    # acknowledgements first, and the session's partitions
+    for topic in req.topics:
+        for p in topic.partitions:
+            session.partitions.add((topic.topic_id, p.partition_index))
+            if p.acknowledgement_batches:
+                entry(topic.topic_id, p.partition_index)["ack_error"] = _acknowledge(
+                    ctx,
+                    coord,
+                    group_id,
+                    member_id,
+                    topic.topic_id,
+                    p.partition_index,
+                    p.acknowledgement_batches,
+                )
+    for topic in req.forgotten_topics_data:
+        for index in topic.partitions:
+            session.partitions.discard((topic.topic_id, index))
+
+    closing = req.share_session_epoch == -1
+    if closing:
+        _close_session(coord, group_id, member_id)
+    elif req.max_records > 0 and session.partitions:
+        await _fetch_records(ctx, coord, req, group_id, member_id, session, entry)
+
+    responses: dict[uuid.UUID, list[Any]] = {}
+    for (tid, index), got in results.items():
+        leader_id, leader_epoch = _leader(ctx, tid, index)
+        responses.setdefault(tid, []).append(
+            P(
+                partition_index=index,
+                error_code=got["error"],
+                error_message=None,
+                acknowledge_error_code=got["ack_error"],
+                acknowledge_error_message=None,
+                current_leader=P.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=leader_epoch),
+                records=bytes(got["records"]),
+                acquired_records=[
+                    P.AcquiredRecords(
+                        first_offset=a.first_offset,
+                        last_offset=a.last_offset,
+                        delivery_count=a.delivery_count,
+                    )
+                    for a in got["acquired"]
+                ],
+            )
+        )
+    return Resp(
+        throttle_time_ms=0,
+        error_code=NONE,
+        error_message=None,
+        acquisition_lock_timeout_ms=coord.lock_ms,
+        responses=[T(topic_id=tid, partitions=parts) for tid, parts in responses.items()],
+        node_endpoints=[],
+    )
+
+
+async def _fetch_records(
+    ctx: RequestContext,
+    coord: ShareCoordinator,
+    req: Any,
+    group_id: str,
+    member_id: str,
+    session: ShareSession,
+    entry: Any,
+) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0, req.max_wait_ms) / 1000
+    max_bytes = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+    while True:
+        remaining = req.max_records
+        size = 0
+        waiters = []
+        state_ready = coord.state_topic_ready()
+        for tid, index in sorted(session.partitions, key=lambda x: (str(x[0]), x[1])):
+            name = ctx.topics.name_for_id(tid)
+            part = ctx.topics.get(name, index) if name is not None else None
+            if name is None or part is None:
+                entry(tid, index)["error"] = (
+                    UNKNOWN_TOPIC_ID if name is None else UNKNOWN_TOPIC_OR_PARTITION
+                )
+                continue
+            if not part.is_leader:
+                entry(tid, index)["error"] = NOT_LEADER_OR_FOLLOWER
+                continue
+            if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, name):
+                entry(tid, index)["error"] = TOPIC_AUTHORIZATION_FAILED
+                continue
+            waiters.append(part)
+            if remaining <= 0 or size >= max_bytes or not state_ready:
+                continue
+            sp = coord.share_partition((group_id, tid, index), part)
+            hwm = part.high_watermark
+            log = part.log
+            if sp.start_offset >= hwm and not sp.has_available():
+                continue
+            batches = list(log.batches(sp.start_offset, hwm))
+            ranges = [(b.base_offset, b.last_offset, b.header().is_control) for b in batches]
+            acquired = sp.acquire(member_id, ranges, remaining, mono_ms())
+            if not acquired:
+                continue
+            coord.poke()
+            got = entry(tid, index)
+            got["acquired"].extend(acquired)
+            remaining -= sum(a.last_offset - a.first_offset + 1 for a in acquired)
+            for b in batches:
+                if any(
+                    a.first_offset <= b.last_offset and b.base_offset <= a.last_offset
+                    for a in acquired
+                ):
+                    data = b.read()
+                    got["records"] += data
+                    size += len(data)
+        if remaining < req.max_records or loop.time() >= deadline:
+            return
+        # nothing acquired: wait for new records or released ones, up to MaxWaitMs
+        fut: asyncio.Future[None] = loop.create_future()
+        for part in waiters:
+            part.add_waiter(fut)
+        released = coord.released
+        rel = loop.create_task(released.wait())
+        either: list[asyncio.Future[Any]] = [fut, rel]
+        try:
+            await asyncio.wait(
+                either,
+                timeout=max(0.0, deadline - loop.time()),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            rel.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await rel
+            for part in waiters:
+                part.remove_waiter(fut)
+        if not state_ready and loop.time() < deadline:
+            await asyncio.sleep(min(0.05, max(0.0, deadline - loop.time())))
+
+
+# -- ShareAcknowledge --------------------------------------------------------------------------
+
+
+@handles(SHARE_ACKNOWLEDGE, versions=(1, 1))
+async def share_acknowledge(ctx: RequestContext, req: Any) -> Any:
+    Resp = protocol.response_class(SHARE_ACKNOWLEDGE)
+    T = Resp.ShareAcknowledgeTopicResponse
+    P = T.PartitionData
+    coord = share_coordinator(ctx.broker)
+
+    def top_error(code: int, message: str | None = None) -> Any:
+        return Resp(
+            throttle_time_ms=0,
+            error_code=code,
+            error_message=message,
+            responses=[],
+            node_endpoints=[],
+        )
+
+    group_id, member_id = req.group_id, req.member_id
+    if not group_id or not member_id:
+        return top_error(INVALID_REQUEST, "GroupId and MemberId must be set.")
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id):
+        return top_error(GROUP_AUTHORIZATION_FAILED)
+    error, session = _session(coord, group_id, member_id, req.share_session_epoch, fetch=False)
+    if error or session is None:
+        return top_error(error)
+    topics = []
+    for topic in req.topics:
+        parts = []
+        for p in topic.partitions:
+            code = _acknowledge(
+                ctx,
+                coord,
+                group_id,
+                member_id,
+                topic.topic_id,
+                p.partition_index,
+                p.acknowledgement_batches,
+            )
+            leader_id, leader_epoch = _leader(ctx, topic.topic_id, p.partition_index)
+            parts.append(
+                P(
+                    partition_index=p.partition_index,
+                    error_code=code,
+                    error_message=None,
+                    current_leader=P.LeaderIdAndEpoch(
+                        leader_id=leader_id, leader_epoch=leader_epoch
+                    ),
+                )
+            )
+        topics.append(T(topic_id=topic.topic_id, partitions=parts))
+    if req.share_session_epoch == -1:
+        _close_session(coord, group_id, member_id)
+    return Resp(
+        throttle_time_ms=0, error_code=NONE, error_message=None, responses=topics, node_endpoints=[]
+    )

@@ -1,0 +1,1 @@
+"""KIP-932 share groups: membership, share-partition state, sessions and persistence."""

@@ -1,0 +1,325 @@
+"""The share coordinator of one broker: share groups, share-partitions, share sessions and the
+`__share_group_state` topic they persist to (KIP-932).
+
+Kafka splits this between the group coordinator (share group membership), the partition leader's
+SharePartitionManager (in-flight records, share sessions) and the share coordinator (state
+persisted through Read/WriteShareGroupState). Here one object per broker holds all three: the
+broker that leads a partition keeps its share-partitions, and writes their state to its own
+`__share_group_state` partition when it leads that too (always on a single broker; in a cluster
+where it does not, the state is kept in memory only; see docs/notes.md).
+
+Every change a client can rely on (acknowledgements, releases, lock expiries, the start offset
+of a new share-partition) is written as a ShareSnapshot record before the request is answered,
+so a restart loses no acknowledgement: on first use after a restart a share-partition is read
+back from its state partition (the last snapshot, then the updates after it). Records that were
+acquired when the broker stopped come back available with their delivery counts.
+
+Settings (Kafka's names, broker-wide; the per-group configs are not read yet):
+`group.share.record.lock.duration.ms` (30000), `group.share.delivery.count.limit` (5),
+`group.share.session.timeout.ms` (45000), `group.share.heartbeat.interval.ms` (5000),
+`group.share.max.size` (200), `share.coordinator.state.topic.num.partitions` (50),
+`share.coordinator.state.topic.replication.factor` (that of `__consumer_offsets` when unset).
+A new share-partition starts at the log end (Kafka's `share.auto.offset.reset` default, latest).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from odradek.clock import now_ms as wall_ms
+from odradek.coordinator.codec import partition_for
+from odradek.coordinator.share import records as rec
+from odradek.coordinator.share.group import ShareGroup
+from odradek.coordinator.share.state import SharePartition, StateBatch
+from odradek.wire.records import build_batch
+
+if TYPE_CHECKING:
+    from odradek.broker.partitions.partition import Partition
+    from odradek.broker.server import Broker
+
+log = logging.getLogger(__name__)
+
+STATE_TOPIC = "__share_group_state"
+EXTENSION = "_odradek_share_coordinator"
+
+SpKey = tuple[str, uuid.UUID, int]  # group id, topic id, partition
+
+
+def mono_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+@dataclass(slots=True)
+class ShareSession:
+    next_epoch: int = 1
+    partitions: set[tuple[uuid.UUID, int]] = field(default_factory=set)
+
+
+class ShareCoordinator:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.groups: dict[str, ShareGroup] = {}
+        self.partitions: dict[SpKey, SharePartition] = {}
+        self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self._snapshot_epochs: dict[SpKey, int] = {}
+        self._changed = asyncio.Event()
+        self._released = asyncio.Event()  # records went back to available
+        self._task: asyncio.Task[None] | None = None
+        self._stopped = False
+
+    # -- settings -------------------------------------------------------------------------------
+
+    def setting(self, key: str, default: int) -> int:
+        cfg = self.broker.config
+        raw: Any = cfg.values.get(key, cfg.ignored.get(key))
+        return default if raw is None else int(raw)
+
+    @property
+    def lock_ms(self) -> int:
+        return self.setting("group.share.record.lock.duration.ms", 30000)
+
+    @property
+    def delivery_limit(self) -> int:
+        return self.setting("group.share.delivery.count.limit", 5)
+
+    @property
+    def session_ms(self) -> int:
+        return self.setting("group.share.session.timeout.ms", 45000)
+
+    @property
+    def heartbeat_ms(self) -> int:
+        return self.setting("group.share.heartbeat.interval.ms", 5000)
+
+    @property
+    def max_size(self) -> int:
+        return self.setting("group.share.max.size", 200)
+
+    def state_partitions(self) -> int:
+        return self.setting("share.coordinator.state.topic.num.partitions", 50)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def ensure_started(self) -> None:
+        if self._task is None and not self._stopped:
+            self._task = asyncio.get_running_loop().create_task(
+                self._expiry_loop(), name="share-coordinator"
+            )
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        self._stopped = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None
+
+    def poke(self) -> None:
+        self._changed.set()
+
+    async def _expiry_loop(self) -> None:
+        while True:
+            now = mono_ms()
+            deadlines = [
+                d for sp in self.partitions.values() if (d := sp.next_deadline()) is not None
+            ]
+            deadlines += [m.deadline_ms for g in self.groups.values() for m in g.members.values()]
+            timeout = max(0.0, (min(deadlines) - now) / 1000) if deadlines else None
+            self._changed.clear()
+            if timeout is None or timeout > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._changed.wait(), timeout)
+            try:
+                self.expire(mono_ms())
+            except Exception:
+                log.exception("share coordinator: expiring locks and members failed")
+
+    def expire(self, now: int) -> None:
+        released = False
+        for key, sp in self.partitions.items():
+            if sp.expire(now):
+                released = True
+                self.persist(key)
+        for group in self.groups.values():
+            for member_id in group.expired(now):
+                log.info(
+                    "share group %s: member %s removed after its session timed out",
+                    group.group_id,
+                    member_id,
+                )
+                group.leave(member_id)
+                released |= self.release_member(group.group_id, member_id)
+        if released:
+            self.wake()
+
+    def wake(self) -> None:
+        self._released.set()
+        self._released = asyncio.Event()
+
+    @property
+    def released(self) -> asyncio.Event:
+        return self._released
+
+    def release_member(self, group_id: str, member_id: str) -> bool:
+        released = False
+        for key, sp in self.partitions.items():
+            if key[0] == group_id and sp.release_member(member_id):
+                released = True
+                self.persist(key)
+        self.sessions.pop((group_id, member_id), None)
+        return released
+
+    # -- groups ---------------------------------------------------------------------------------
+
+    def group(self, group_id: str, create: bool = False) -> ShareGroup | None:
+        g = self.groups.get(group_id)
+        if g is None and create:
+            g = self.groups[group_id] = ShareGroup(group_id)
+        return g
+
+    def topic_metadata(self) -> dict[str, tuple[uuid.UUID, int]]:
+        out: dict[str, tuple[uuid.UUID, int]] = {}
+        topics = self.broker.topics
+        for name in list(topics.by_id.values()):
+            info = topics.info(name)
+            if info is not None:
+                out[name] = (info.topic_id, len(info.partitions))
+        return out
+
+    # -- the state topic ------------------------------------------------------------------------
+
+    def state_topic_ready(self) -> bool:
+        """True when `__share_group_state` exists; else its creation starts."""
+        from odradek.broker.partitions.internal_topics import creator
+
+        broker = self.broker
+        if broker.topics.info(STATE_TOPIC) is not None:
+            return True
+        rf = self.setting(
+            "share.coordinator.state.topic.replication.factor",
+            int(broker.group_coordinator.config.replication_factor),
+        )
+        configs = {
+            "cleanup.policy": "delete",
+            "retention.ms": "-1",
+            "min.insync.replicas": str(min(2, rf)),
+            "segment.bytes": "104857600",
+        }
+        return creator(broker).ensure(STATE_TOPIC, self.state_partitions(), rf, configs)
+
+    def _state_partition(self, key: SpKey) -> Partition | None:
+        info = self.broker.topics.info(STATE_TOPIC)
+        if info is None:
+            return None
+        index = partition_for(rec.coordinator_key(*key), len(info.partitions))
+        part = self.broker.topics.get(STATE_TOPIC, index)
+        if part is None or not part.is_leader:
+            return None
+        return part
+
+    def _load(self, key: SpKey) -> SharePartition | None:
+        part = self._state_partition(key)
+        if part is None:
+            return None
+        snapshot: rec.ShareValue | None = None
+        updates: list[rec.ShareValue] = []
+        for _header, records in part.log.records(None, part.high_watermark):
+            for r in records:
+                if r.key is None or r.value is None:
+                    continue
+                try:
+                    k = rec.decode_key(bytes(r.key))
+                    if k is None or (k.group_id, k.topic_id, k.partition) != key:
+                        continue
+                    value = rec.decode_value(bytes(r.value), k.is_update)
+                except ValueError as exc:
+                    log.warning("%s: unreadable record at %d: %s", STATE_TOPIC, r.offset, exc)
+                    continue
+                if k.is_update:
+                    updates.append(value)
+                else:
+                    snapshot, updates = value, []
+        if snapshot is None:
+            return None
+        start = snapshot.start_offset
+        states: dict[int, StateBatch] = {}
+        for b in snapshot.batches:
+            for off in range(b.first_offset, b.last_offset + 1):
+                states[off] = b
+        for u in updates:
+            if u.start_offset >= 0:
+                start = u.start_offset
+            for b in u.batches:
+                for off in range(b.first_offset, b.last_offset + 1):
+                    states[off] = b
+        batches = [
+            StateBatch(off, off, b.delivery_state, b.delivery_count)
+            for off, b in sorted(states.items())
+            if off >= start
+        ]
+        sp = SharePartition.restore(start, batches, self.lock_ms, self.delivery_limit)
+        sp.state_epoch = snapshot.state_epoch
+        self._snapshot_epochs[key] = snapshot.snapshot_epoch
+        return sp
+
+    def persist(self, key: SpKey) -> None:
+        """Write the share-partition's state as a ShareSnapshot record."""
+        sp = self.partitions.get(key)
+        part = self._state_partition(key)
+        if sp is None or part is None:
+            return
+        epoch = (self._snapshot_epochs.get(key, -1) + 1) & 0xFFFF
+        self._snapshot_epochs[key] = epoch
+        value = rec.ShareValue(
+            epoch, sp.state_epoch, sp.leader_epoch, sp.start_offset, tuple(sp.state_batches())
+        )
+        k = rec.encode_key(rec.ShareKey(*key))
+        batch = build_batch([(k, rec.encode_value(value), [], wall_ms())])
+        result = part.append_internal(batch)
+        if result.error:
+            log.warning("share state of %s not written: error %d", key, result.error)
+
+    # -- share-partitions -----------------------------------------------------------------------
+
+    def share_partition(self, key: SpKey, part: Partition) -> SharePartition:
+        sp = self.partitions.get(key)
+        if sp is None:
+            sp = self._load(key)
+            if sp is None:
+                sp = SharePartition(part.high_watermark, self.lock_ms, self.delivery_limit)
+                sp.leader_epoch = part.leader_epoch
+                self.partitions[key] = sp
+                self.persist(key)
+            else:
+                self.partitions[key] = sp
+        sp.lock_ms = self.lock_ms
+        sp.delivery_limit = self.delivery_limit
+        sp.skip_below(part.log.log_start_offset)
+        return sp
+
+    def known_partition(self, key: SpKey) -> SharePartition | None:
+        sp = self.partitions.get(key)
+        if sp is None:
+            loaded = self._load(key)
+            if loaded is not None:
+                sp = self.partitions[key] = loaded
+        return sp
+
+
+def share_coordinator(broker: Broker) -> ShareCoordinator:
+    """This broker's share coordinator (made on first use, stopped with the broker)."""
+    coord: ShareCoordinator | None = getattr(broker, EXTENSION, None)
+    if coord is None:
+        coord = ShareCoordinator(broker)
+        setattr(broker, EXTENSION, coord)
+        broker.services.append(coord)
+    coord.ensure_started()
+    return coord
