@@ -19,7 +19,10 @@ salt, computes the SaltedPassword (PBKDF2 with the mechanism's HMAC, `iterations
 by default) and sends salt and SaltedPassword in AlterUserScramCredentials (key 51); the broker
 stores salt, StoredKey, ServerKey and iterations. Describing (DescribeUserScramCredentials, key
 50) shows mechanisms and iterations only. `add` without --password reads it from the terminal
-(or one line of standard input).
+(or one line of standard input). Each mechanism's change is its own request: Kafka's controller
+refuses two changes of one user in one request (DUPLICATE_RESOURCE), which makes
+kafka-configs.sh's two-mechanism `--add-config` fail against Kafka 3.9 in KRaft mode; here it
+works.
 """
 
 from __future__ import annotations
