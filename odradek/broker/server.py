@@ -108,6 +108,10 @@ class Broker:
             get_partition=lambda index: self.topics.get(OFFSETS_TOPIC, index),
             partition_count=_offsets_partitions,
             replicated=lambda group_id: offsets_replicated(self, group_id),
+            topics=lambda: {
+                name: (info.topic_id, len(info.partitions))
+                for name, info in self.topics.store.topics.items()
+            },
         )
         self.topics.listeners.append(self.group_coordinator)
         self.services.append(self.group_coordinator)

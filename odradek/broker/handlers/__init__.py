@@ -6,6 +6,7 @@ from odradek.broker.handlers import (  # noqa: F401
     api_versions,
     cluster,
     configs,
+    consumer_groups,
     delete_records,
     elect_leaders,
     fetch,

@@ -25,6 +25,15 @@ from typing import Any, TypeVar
 
 from odradek.coordinator.codec import append_error as append_error  # the handlers' too
 from odradek.coordinator.group import records as rec
+from odradek.coordinator.group.assignors import assignor_name
+from odradek.coordinator.group.consumer_group import (
+    ConsumerGroup,
+    ConsumerGroupConfig,
+    ConsumerGroupManager,
+    HeartbeatRequest,
+    HeartbeatResult,
+    TopicsView,
+)
 from odradek.coordinator.group.join import JoinGroupOp, JoinParams
 from odradek.coordinator.group.loader import replay
 from odradek.coordinator.group.metadata import (
@@ -50,6 +59,7 @@ log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 GROUP_TYPE_CLASSIC = "classic"
+GROUP_TYPE_CONSUMER = "consumer"
 
 # APIs that accept the empty group id (Kafka's isValidGroupId)
 _EMPTY_ID_OK = frozenset({"offset_commit", "offset_fetch", "describe", "delete"})
@@ -63,6 +73,7 @@ class GroupCoordinatorConfig:
     retention_check_interval_ms: int = 600000
     group: GroupConfig = field(default_factory=GroupConfig)
     offsets: OffsetConfig = field(default_factory=OffsetConfig)
+    consumer: ConsumerGroupConfig = field(default_factory=ConsumerGroupConfig)
 
     @classmethod
     def from_broker(cls, get: Callable[[str], Any]) -> GroupCoordinatorConfig:
@@ -79,6 +90,7 @@ class GroupCoordinatorConfig:
                 initial_rebalance_delay_ms=int(get("group.initial.rebalance.delay.ms")),
             ),
             offsets=OffsetConfig(retention_ms=int(get("offsets.retention.minutes")) * 60000),
+            consumer=_consumer_config(get),
         )
 
     def topic_configs(self) -> dict[str, str]:
@@ -121,6 +133,7 @@ class GroupCoordinator:
         partition_count: Callable[[], int | None],
         scheduler: Scheduler | None = None,
         replicated: Callable[[str], Awaitable[ErrorCode]] | None = None,
+        topics: TopicsView | None = None,
     ) -> None:
         self.config = config
         self.get_partition = get_partition
@@ -134,6 +147,10 @@ class GroupCoordinator:
         self.joins = JoinGroupOp(self.machine)
         self.syncs = SyncGroupOp(self.machine)
         self.offsets = OffsetManager(self.machine, config.offsets)
+        # KIP-848 consumer groups; their offsets live in the classic machine's (empty) group
+        self.consumer = ConsumerGroupManager(
+            config.consumer, self.scheduler, topics or dict, self._append
+        )
         self.loaded: set[int] = set()
         self.loading: set[int] = set()
         self.active = False
@@ -192,6 +209,8 @@ class GroupCoordinator:
         self._tasks.clear()
         for group in list(self.machine.groups.values()):
             self.machine.drop(group)
+        for group_id in list(self.consumer.groups):
+            self.consumer.drop(group_id)
         cancel_all = getattr(self.scheduler, "cancel_all", None)
         if cancel_all is not None:
             cancel_all()
@@ -208,6 +227,7 @@ class GroupCoordinator:
         if cancel_all is not None:
             cancel_all()
         self.machine.groups.clear()
+        self.consumer.groups.clear()
         self.loaded.clear()
         self.loading.clear()
 
@@ -262,6 +282,8 @@ class GroupCoordinator:
             g for g in self.machine.groups.values() if self.partition_for(g.group_id) == index
         ]:
             self.machine.drop(group)
+        for group_id in [g for g in self.consumer.groups if self.partition_for(g) == index]:
+            self.consumer.drop(group_id)
         log.info("resigned as group coordinator for %s-%d", OFFSETS_TOPIC, index)
 
     def _schedule_load(self, index: int) -> None:
@@ -384,11 +406,25 @@ class GroupCoordinator:
     async def join(self, req: JoinParams) -> JoinResult:
         """JoinGroup as one typed request; answered when the join phase completes."""
         error = self.status(req.group_id, "join")
+        if error is None:
+            error = self._classic_allowed(req.group_id)
         if error is not None:
             return JoinResult.failed(req.member_id, error)
         fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
         self.joins.join(req, _resolver(fut))
         return await fut
+
+    def _classic_allowed(self, group_id: str) -> ErrorCode | None:
+        """A classic JoinGroup for a consumer-protocol group: an empty one becomes classic when
+        group.consumer.migration.policy allows a downgrade; otherwise the id is taken."""
+        group = self.consumer.get(group_id)
+        if group is None:
+            return None
+        if not group.members and self.config.consumer.downgrade_allowed:
+            log.info("converting empty consumer group %s to a classic group", group_id)
+            self.consumer.take_over_from_classic(group_id)
+            return None
+        return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
 
     async def join_group(
         self,
@@ -478,6 +514,26 @@ class GroupCoordinator:
             return error, []
         return self.machine.leave(group_id, members)
 
+    # -- the consumer protocol (KIP-848) ------------------------------------------------------
+
+    def consumer_heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat (68)."""
+        error = self.status(req.group_id, "consumer_heartbeat")
+        if error is not None:
+            return HeartbeatResult.failed(error)
+        classic = self.machine.get(req.group_id)
+        classic_busy = classic is not None and not (
+            classic.is_(GroupState.EMPTY) or classic.is_(GroupState.DEAD)
+        )
+        if (
+            classic is not None
+            and not classic_busy
+            and not self.consumer.is_consumer_group(req.group_id)
+            and not self.config.consumer.upgrade_allowed
+        ):
+            classic_busy = True  # an empty classic group may not be taken over
+        return self.consumer.heartbeat(req, classic_busy)
+
     # -- offsets ------------------------------------------------------------------------------
 
     def commit_offsets(
@@ -514,6 +570,14 @@ class GroupCoordinator:
         error = self.status(group_id, "offset_commit")
         if error is not None:
             return dict.fromkeys(offsets, error), None
+        if self.consumer.is_consumer_group(group_id):
+            error = self.consumer.validate_offset_commit(
+                group_id, member_id, generation_id, api_version
+            )
+            if error is not None:
+                return dict.fromkeys(offsets, error), None
+            # validated against the member epoch: stored as a commit outside group management
+            member_id, group_instance_id, generation_id = "", None, -1
         return self.offsets.prepare_commit(
             group_id, member_id, group_instance_id, generation_id, offsets, api_version
         )
@@ -608,12 +672,22 @@ class GroupCoordinator:
         error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.loading else ErrorCode.NONE
         wanted_states = {s.lower() for s in states}
         wanted_types = {t.lower() for t in types}
-        if wanted_types and GROUP_TYPE_CLASSIC not in wanted_types:
-            return error, []
         out = []
+        if not wanted_types or GROUP_TYPE_CONSUMER in wanted_types:
+            for cgroup in self.consumer.groups.values():
+                if self.partition_for(cgroup.group_id) not in self.loaded:
+                    continue
+                state = cgroup.state.value
+                if wanted_states and state.lower() not in wanted_states:
+                    continue
+                out.append((cgroup.group_id, "consumer", state, GROUP_TYPE_CONSUMER))
+        if wanted_types and GROUP_TYPE_CLASSIC not in wanted_types:
+            return error, sorted(out)
         for group in self.machine.groups.values():
             if group.is_(GroupState.DEAD) or self.partition_for(group.group_id) not in self.loaded:
                 continue
+            if self.consumer.is_consumer_group(group.group_id):
+                continue  # the offsets of a consumer-protocol group
             if wanted_states and group.state.value.lower() not in wanted_states:
                 continue
             out.append(
@@ -626,7 +700,7 @@ class GroupCoordinator:
         if error is not None:
             return GroupSummary(error, group_id)
         group = self.machine.get(group_id)
-        if group is None:
+        if group is None or self.consumer.is_consumer_group(group_id):
             return GroupSummary(ErrorCode.GROUP_ID_NOT_FOUND, group_id, GroupState.DEAD.value)
         stable = group.is_(GroupState.STABLE)
         members = [
@@ -649,10 +723,29 @@ class GroupCoordinator:
             members,
         )
 
+    def consumer_describe(self, group_id: str) -> tuple[ErrorCode, ConsumerGroup | None]:
+        """ConsumerGroupDescribe (69): the group, or GROUP_ID_NOT_FOUND."""
+        error = self.status(group_id, "describe")
+        if error is not None:
+            return error, None
+        group = self.consumer.get(group_id)
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND, None
+        return ErrorCode.NONE, group
+
     def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
         out = {}
         for group_id in group_ids:
             error = self.status(group_id, "delete")
+            cgroup = self.consumer.get(group_id) if error is None else None
+            if cgroup is not None:
+                if cgroup.members:
+                    out[group_id] = ErrorCode.NON_EMPTY_GROUP
+                    continue
+                self.consumer.take_over_from_classic(group_id)  # tombstones, then forgotten
+                if self.machine.get(group_id) is None:
+                    out[group_id] = ErrorCode.NONE
+                    continue
             out[group_id] = error if error is not None else self.offsets.delete_group(group_id)
         return out
 
@@ -668,3 +761,15 @@ def _resolver(fut: asyncio.Future[_T]) -> Callable[[_T], None]:
             fut.set_result(result)
 
     return resolve
+
+
+def _consumer_config(get: Callable[[str], Any]) -> ConsumerGroupConfig:
+    raw = get("group.consumer.assignors")
+    names = raw.split(",") if isinstance(raw, str) else list(raw or [])
+    return ConsumerGroupConfig(
+        heartbeat_interval_ms=int(get("group.consumer.heartbeat.interval.ms")),
+        session_timeout_ms=int(get("group.consumer.session.timeout.ms")),
+        assignors=tuple(assignor_name(n) for n in names if n.strip()) or ("uniform", "range"),
+        max_size=int(get("group.consumer.max.size")),
+        migration_policy=str(get("group.consumer.migration.policy")).lower(),
+    )
