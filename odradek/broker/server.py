@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from odradek.broker import handlers  # noqa: F401  (registers every handler)
 from odradek.broker.cluster.metadata_store import LocalMetadataStore, MetadataStore
 from odradek.broker.config import BrokerConfig, Listener
+from odradek.broker.network import scram_store
 from odradek.broker.network.authz import build as build_authorizer
 from odradek.broker.network.connection import Connection
 from odradek.broker.network.listeners import ListenerSecurity, advertised_for
@@ -36,7 +37,7 @@ from odradek.coordinator.group.coordinator import (
 )
 from odradek.log.cleaner import LogCleanerService
 from odradek.log.manager import LogManager
-from odradek.security.scram import ScramCredential, ScramMechanism, credential_from_string
+from odradek.security.scram import ScramCredential, ScramMechanism
 
 if TYPE_CHECKING:
     from odradek.broker.ops.admin_http import AdminHttpServer
@@ -155,16 +156,8 @@ class Broker:
 
     def scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
         """A user's SCRAM credential from the metadata store (AlterUserScramCredentials; in
-        ZooKeeper `/config/users/<user>`, as Kafka)."""
-        stored = getattr(self.store, "scram_credentials", {}).get(user)
-        text = stored.get(mechanism.mechanism_name) if stored else None
-        if not text:
-            return None
-        try:
-            return credential_from_string(text)
-        except ValueError:
-            log.warning("unreadable %s credential of user %r", mechanism.mechanism_name, user)
-            return None
+        ZooKeeper `/config/users/<user>`, as Kafka), parsed once per stored value."""
+        return scram_store.for_store(self.store).get(user, mechanism)
 
     def advertised_listener(self, name: str | None = None) -> Listener:
         """This broker's advertised address on listener `name` (None: the first advertised)."""
