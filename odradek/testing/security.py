@@ -28,9 +28,11 @@ import os
 import secrets
 import ssl
 import tempfile
+import time
 from collections.abc import Mapping
 from typing import Any
 
+from odradek.security.oauthbearer import unsecured_token
 from odradek.testing.certs import TlsMaterial
 
 PROTOCOLS = {
@@ -337,14 +339,18 @@ def _escape_property(value: str) -> str:
     )
 
 
+def _token(principal: str) -> str:
+    # iat in whole milliseconds, as Kafka's unsecured login makes it: a sub-millisecond iat
+    # can be "after" the broker's clock read in the same millisecond
+    return unsecured_token(principal, now_s=int(time.time() * 1000) / 1000)
+
+
 def _kafka_python_token_provider(principal: str) -> Any:
     from kafka.net.sasl.oauth import AbstractTokenProvider
 
-    from odradek.security.oauthbearer import unsecured_token
-
     class Provider(AbstractTokenProvider):
         def token(self) -> str:
-            return unsecured_token(principal)
+            return _token(principal)
 
     return Provider()
 
@@ -352,10 +358,8 @@ def _kafka_python_token_provider(principal: str) -> Any:
 def _aiokafka_token_provider(principal: str) -> Any:
     from aiokafka.abc import AbstractTokenProvider  # type: ignore[import-untyped]
 
-    from odradek.security.oauthbearer import unsecured_token
-
     class Provider(AbstractTokenProvider):
         async def token(self) -> str:
-            return unsecured_token(principal)
+            return _token(principal)
 
     return Provider()
