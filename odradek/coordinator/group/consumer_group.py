@@ -652,6 +652,89 @@ class ConsumerGroupManager:
 
         self.scheduler.schedule(key, member.rebalance_timeout_ms, expire)
 
+    # -- loading (replay of __consumer_offsets) ----------------------------------------------------
+
+    def replay_record(self, key: crec.ConsumerKey, value: bytes | None) -> None:
+        """Apply one consumer-group record of a loading offsets partition, in log order."""
+        group_id = key.group_id
+        if key.kind == crec.GROUP_METADATA and value is None:
+            self.groups.pop(group_id, None)
+            return
+        group = self.groups.get(group_id)
+        if group is None:
+            if value is None:
+                return
+            group = self.groups[group_id] = ConsumerGroup(
+                group_id, assignor=self.config.assignors[0]
+            )
+        decoded = None if value is None else crec.decode_value(key.kind, value)
+        if key.kind == crec.GROUP_METADATA:
+            assert isinstance(decoded, int)
+            group.group_epoch = decoded
+        elif key.kind == crec.PARTITION_METADATA:
+            group.subscription_metadata = decoded if isinstance(decoded, dict) else {}
+        elif key.kind == crec.TARGET_METADATA:
+            group.assignment_epoch = decoded if isinstance(decoded, int) else 0
+        elif key.kind == crec.TARGET_MEMBER:
+            assert key.member_id is not None
+            if isinstance(decoded, dict):
+                group.target[key.member_id] = decoded
+            else:
+                group.target.pop(key.member_id, None)
+        elif key.kind == crec.MEMBER_METADATA:
+            assert key.member_id is not None
+            if not isinstance(decoded, crec.MemberMetadataValue):
+                group.members.pop(key.member_id, None)
+                return
+            m = group.members.setdefault(key.member_id, ConsumerMember(key.member_id))
+            m.instance_id = decoded.instance_id
+            m.rack_id = decoded.rack_id
+            m.client_id = decoded.client_id
+            m.client_host = decoded.client_host
+            m.subscribed_topic_names = decoded.subscribed_topic_names
+            m.subscribed_topic_regex = decoded.subscribed_topic_regex
+            m.rebalance_timeout_ms = decoded.rebalance_timeout_ms
+            m.server_assignor = decoded.server_assignor
+        elif key.kind == crec.CURRENT_ASSIGNMENT:
+            assert key.member_id is not None
+            if not isinstance(decoded, crec.CurrentAssignmentValue):
+                return  # the member metadata tombstone removes the member
+            m = group.members.setdefault(key.member_id, ConsumerMember(key.member_id))
+            m.member_epoch = decoded.member_epoch
+            m.previous_member_epoch = decoded.previous_member_epoch
+            try:
+                m.state = MemberState(decoded.state)
+            except ValueError:
+                m.state = MemberState.UNKNOWN
+            m.assigned = decoded.assigned
+            m.pending_revocation = decoded.pending_revocation
+
+    def on_loaded(self, group_ids: set[str]) -> None:
+        """After a partition's replay: rebuild the derived state of its groups and give every
+        member a fresh session (one that does not heartbeat to this coordinator is fenced)."""
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if group is None:
+                continue
+            group.static_members.clear()
+            group.owners.clear()
+            for m in group.members.values():
+                if m.instance_id is not None:
+                    group.static_members[m.instance_id] = m.member_id
+                for tid, parts in list(m.assigned.items()) + list(m.pending_revocation.items()):
+                    for p in parts:
+                        group.owners[(tid, p)] = m.member_id
+                self._schedule_session(group_id, m.member_id)
+                self._schedule_rebalance_timeout(group_id, m)
+            group.assignor = self._group_assignor(group.members.values())
+            log.info(
+                "[GroupId %s] loaded consumer group: epoch %d, assignment epoch %d, %d members",
+                group_id,
+                group.group_epoch,
+                group.assignment_epoch,
+                len(group.members),
+            )
+
     # -- offsets and administration ---------------------------------------------------------------
 
     def validate_offset_commit(

@@ -318,6 +318,7 @@ class GroupCoordinator:
             part.log,
             part.log.log_end_offset,
             f"{OFFSETS_TOPIC}-{index}",
+            self.consumer,
         )
         self.loading.discard(index)
         self.loaded.add(index)

@@ -18,7 +18,9 @@ from __future__ import annotations
 import logging
 import struct
 
+from odradek.coordinator.group import consumer_records as crec
 from odradek.coordinator.group import records as rec
+from odradek.coordinator.group.consumer_group import ConsumerGroupManager
 from odradek.coordinator.group.metadata import ClassicGroup, OffsetAndMetadata
 from odradek.coordinator.group.offsets import OffsetManager
 from odradek.coordinator.group.state import GroupStateMachine
@@ -34,7 +36,15 @@ DECODE_ERRORS = (ValueError, struct.error)
 
 
 class _Replay:
-    def __init__(self, machine: GroupStateMachine, offsets: OffsetManager, name: str) -> None:
+    def __init__(
+        self,
+        machine: GroupStateMachine,
+        offsets: OffsetManager,
+        name: str,
+        consumer: ConsumerGroupManager | None = None,
+    ) -> None:
+        self.consumer = consumer
+        self.consumer_groups: set[str] = set()
         self.machine = machine
         self.offsets = offsets
         self.name = name
@@ -63,6 +73,11 @@ class _Replay:
     def record(self, header: BatchHeader, r: Record) -> None:
         key = rec.decode_key(bytes(r.key or b""))
         if key is None:
+            ckey = crec.decode_key(bytes(r.key or b"")) if self.consumer is not None else None
+            if ckey is not None and self.consumer is not None:  # a KIP-848 consumer group
+                self.count += 1
+                self.consumer_groups.add(ckey.group_id)
+                self.consumer.replay_record(ckey, None if r.value is None else bytes(r.value))
             return
         self.touched.add(key.group)
         self.count += 1
@@ -101,11 +116,16 @@ class _Replay:
 
 
 def replay(
-    machine: GroupStateMachine, offsets: OffsetManager, log_: Log, max_offset: int, name: str
+    machine: GroupStateMachine,
+    offsets: OffsetManager,
+    log_: Log,
+    max_offset: int,
+    name: str,
+    consumer: ConsumerGroupManager | None = None,
 ) -> tuple[int, int]:
     """Apply a partition's records to the coordinator; returns (records, groups loaded)."""
     before = set(machine.groups)
-    state = _Replay(machine, offsets, name)
+    state = _Replay(machine, offsets, name, consumer)
     for header, records in log_.records(None, max_offset, name):
         state.batch(header, records)
     loaded = 0
@@ -118,4 +138,7 @@ def replay(
             continue
         machine.on_group_loaded(group)
         loaded += 1
+    if consumer is not None and state.consumer_groups:
+        consumer.on_loaded(state.consumer_groups)
+        loaded += sum(1 for g in state.consumer_groups if consumer.get(g) is not None)
     return state.count, loaded
