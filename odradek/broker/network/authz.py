@@ -47,7 +47,7 @@ AUTHORIZER_CLASSES = frozenset(
 
 def host_address(host: str) -> str:
     """A peer address as Java's `InetAddress.getHostAddress()` writes it."""
-    text = host.strip("[]").split("%", 1)[0]
+    text, pct, scope = host.strip("[]").partition("%")
     try:
         ip = ipaddress.ip_address(text)
     except ValueError:
@@ -55,7 +55,8 @@ def host_address(host: str) -> str:
     if isinstance(ip, ipaddress.IPv6Address):
         if ip.ipv4_mapped is not None:
             return str(ip.ipv4_mapped)
-        return ":".join(f"{int(group, 16):x}" for group in ip.exploded.split(":"))
+        full = ":".join(f"{int(group, 16):x}" for group in ip.exploded.split(":"))
+        return full + pct + scope  # Java keeps a link-local address's scope: fe80:...%eth0
     return str(ip)
 
 
