@@ -98,6 +98,25 @@ public final class SparkAccessPattern {
         }
     }
 
+    /**
+     * Client properties every client starts from: empty, or those of the properties file named
+     * by the ODRADEK_CLIENT_PROPERTIES environment variable (security.protocol, sasl.*, ssl.*),
+     * as Spark passes kafka.* options through to every client it makes.
+     */
+    private static Properties baseProps() {
+        Properties props = new Properties();
+        String path = System.getenv("ODRADEK_CLIENT_PROPERTIES");
+        if (path != null && !path.isEmpty()) {
+            try (java.io.Reader in = java.nio.file.Files.newBufferedReader(java.nio.file.Path.of(path))) {
+                props.load(in);
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+            props.remove("bootstrap.servers");
+        }
+        return props;
+    }
+
     private static void check(boolean ok, String what) {
         if (!ok) {
             throw new CheckFailed(what);
@@ -151,7 +170,7 @@ public final class SparkAccessPattern {
 
     private static void run(String bootstrap, String topic, int partitions, int perBatch)
             throws Exception {
-        Properties adminProps = new Properties();
+        Properties adminProps = baseProps();
         adminProps.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         adminProps.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
         try (Admin admin = Admin.create(adminProps)) {
@@ -177,14 +196,14 @@ public final class SparkAccessPattern {
     }
 
     private static Admin admin(String bootstrap) {
-        Properties props = new Properties();
+        Properties props = baseProps();
         props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         props.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
         return Admin.create(props);
     }
 
     private static Properties producerProps(String bootstrap) {
-        Properties props = new Properties();
+        Properties props = baseProps();
         props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
         props.put(
@@ -461,7 +480,7 @@ public final class SparkAccessPattern {
     /** The sink: an idempotent producer, null timestamps, keys and headers; flush, then check. */
     private static List<Sent> produce(
             String bootstrap, String topic, int partitions, int first, int n) throws Exception {
-        Properties props = new Properties();
+        Properties props = baseProps();
         props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
         props.put(
@@ -601,7 +620,7 @@ public final class SparkAccessPattern {
     }
 
     private static Properties consumerProps(String bootstrap, boolean sparkExecutor) {
-        Properties props = new Properties();
+        Properties props = baseProps();
         props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG,
                 ByteArrayDeserializer.class.getName());

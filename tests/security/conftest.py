@@ -6,7 +6,7 @@ broker starts on first use and stops at the end of the session."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -44,15 +44,26 @@ def _secure_brokers() -> Iterator[dict[tuple[str, str | None], Broker]]:
         broker.stop()
 
 
+@pytest.fixture(scope="session")
+def secure_broker_for(
+    _secure_brokers: dict[tuple[str, str | None], Broker],
+) -> Callable[[str, str | None], Broker]:
+    """`secure_broker_for("sasl_ssl", "PLAIN")`: the session's broker for that mode."""
+
+    def get(security: str, mechanism: str | None = None) -> Broker:
+        mode = (security, mechanism)
+        if mode not in _secure_brokers:
+            _secure_brokers[mode] = Broker(
+                config=BROKER_CONFIG, security=security, mechanism=mechanism, users=USERS
+            ).start()
+        return _secure_brokers[mode]
+
+    return get
+
+
 @pytest.fixture(params=MODES, ids=mode_id)
 def secure_broker(
-    request: pytest.FixtureRequest, _secure_brokers: dict[tuple[str, str | None], Broker]
+    request: pytest.FixtureRequest, secure_broker_for: Callable[[str, str | None], Broker]
 ) -> Broker:
     """The session's broker for this security mode (started on first use)."""
-    mode = request.param
-    if mode not in _secure_brokers:
-        security, mechanism = mode
-        _secure_brokers[mode] = Broker(
-            config=BROKER_CONFIG, security=security, mechanism=mechanism, users=USERS
-        ).start()
-    return _secure_brokers[mode]
+    return secure_broker_for(*request.param)
