@@ -6,6 +6,11 @@ Fixtures:
     odradek_broker_factory   factory for extra brokers of your own, stopped after the test
     odradek_cluster          factory for replicating clusters, stopped after the test:
                              odradek_cluster(brokers=3, topics=None, config=None) -> Cluster
+    odradek_secure_broker    a broker with TLS / SASL (SASL_SSL with PLAIN unless a
+                             `odradek_security` marker or indirect parameter says otherwise),
+                             one per security set-up for the session; its client_config(),
+                             kafka_python_config(), aiokafka_config() and java_properties()
+                             are the settings clients need
 
     def test_orders(odradek_broker, odradek_topic):
         topic = odradek_topic(partitions=3)
@@ -15,6 +20,28 @@ Fixtures:
         cluster = odradek_cluster(brokers=3, topics={"orders": (3, 3)})  # 3 partitions, RF 3
         producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
         cluster.kill(cluster.leader("orders", 0))
+
+A SASL_SSL broker in one line, and the other security set-ups (odradek.testing.security):
+
+    def test_sasl_ssl(odradek_secure_broker):
+        producer = confluent_kafka.Producer(odradek_secure_broker.client_config(user="alice"))
+
+    @pytest.mark.odradek_security("sasl_ssl", mechanism="SCRAM-SHA-512", users={"bob": "pw"})
+    def test_scram(odradek_secure_broker):
+        consumer = KafkaConsumer("t", **odradek_secure_broker.kafka_python_config(user="bob"))
+
+    @pytest.mark.parametrize("odradek_secure_broker", ["ssl", "mtls", "sasl_plaintext",
+                             {"security": "sasl_ssl", "mechanism": "OAUTHBEARER"}],
+                             indirect=True)
+    def test_every_mode(odradek_secure_broker): ...
+
+    def test_own(odradek_broker_factory):   # a broker of this test's own, any options
+        broker = odradek_broker_factory(security="mtls", plaintext_too=True)
+
+security is "ssl", "mtls", "sasl_plaintext" or "sasl_ssl"; mechanism "PLAIN", "SCRAM-SHA-256",
+"SCRAM-SHA-512" or "OAUTHBEARER"; users {name: password} (default {"alice": "alice-secret"});
+plaintext_too=True adds a PLAINTEXT listener (`plaintext_bootstrap`) for admin. The brokers
+themselves are the super user "admin" (`client_config(user="admin")`).
 
 A cluster from `odradek_cluster` fails over quickly: unless `config` says otherwise, followers
 long-poll for 100 ms (`replica.fetch.wait.max.ms`), leave the ISR after 1 s without catching up
@@ -38,6 +65,15 @@ if TYPE_CHECKING:
     from odradek.testing.cluster import Cluster, TopicSpec
 
 _counter = itertools.count()
+_SECURE_MARKER = "odradek_security"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{_SECURE_MARKER}(security, mechanism=None, users=None, plaintext_too=False): the "
+        "security set-up of the odradek_secure_broker fixture",
+    )
 
 
 def _import_broker() -> None:
@@ -123,3 +159,48 @@ def odradek_cluster() -> Iterator[Callable[..., Cluster]]:
     yield start
     for cluster in reversed(started):
         cluster.stop()
+
+
+def _security_options(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The set-up asked for: indirect parameter (a security name or a dict of options), else
+    the odradek_security marker, else SASL_SSL with PLAIN."""
+    param = getattr(request, "param", None)
+    if isinstance(param, str):
+        return {"security": param}
+    if isinstance(param, dict):
+        return dict(param)
+    marker = request.node.get_closest_marker(_SECURE_MARKER)
+    if marker is not None:
+        options = dict(marker.kwargs)
+        if marker.args:
+            options["security"] = marker.args[0]
+        if len(marker.args) > 1:
+            options["mechanism"] = marker.args[1]
+        return options
+    return {"security": "sasl_ssl"}
+
+
+@pytest.fixture(scope="session")
+def _odradek_secure_brokers() -> Iterator[dict[str, Broker]]:
+    started: dict[str, Broker] = {}
+    yield started
+    for broker in started.values():
+        broker.stop()
+
+
+@pytest.fixture
+def odradek_secure_broker(
+    request: pytest.FixtureRequest, _odradek_secure_brokers: dict[str, Broker]
+) -> Broker:
+    """A broker with TLS and/or SASL, shared by the tests that ask for the same set-up."""
+    _import_broker()
+    from odradek.testing.broker import Broker
+
+    options = _security_options(request)
+    options.setdefault("security", "sasl_ssl")
+    key = repr(
+        sorted((k, sorted(v.items()) if isinstance(v, dict) else v) for k, v in options.items())
+    )
+    if key not in _odradek_secure_brokers:
+        _odradek_secure_brokers[key] = Broker(**options).start()
+    return _odradek_secure_brokers[key]

@@ -1,0 +1,70 @@
+"""Secure test brokers as a user's test project gets them (issue 14): the pytest plugin's
+odradek_secure_broker (SASL_SSL in one line, a marker, indirect parameters) and
+odradek_broker_factory(security=...), run with pytester as a user would."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+USER_TESTS = """
+import confluent_kafka as ck
+import pytest
+from kafka import KafkaProducer
+
+
+def produce(conf):
+    producer = ck.Producer(conf)
+    producer.produce("t", b"x")
+    assert producer.flush(20) == 0
+
+
+def test_sasl_ssl_in_one_line(odradek_secure_broker):
+    conf = odradek_secure_broker.client_config(user="alice")
+    assert conf["security.protocol"] == "SASL_SSL" and conf["sasl.mechanism"] == "PLAIN"
+    produce(conf)
+    # a client without credentials gets nowhere
+    bad = ck.Producer({"bootstrap.servers": odradek_secure_broker.bootstrap,
+                       "message.timeout.ms": 3000})
+    errors = []
+    bad.produce("t", b"never", on_delivery=lambda err, msg: errors.append(err))
+    bad.flush(10)
+    assert errors and errors[0] is not None
+
+
+@pytest.mark.odradek_security("sasl_ssl", mechanism="SCRAM-SHA-512", users={"bob": "pw"})
+def test_marker(odradek_secure_broker):
+    kw = odradek_secure_broker.kafka_python_config(user="bob")
+    assert kw["sasl_mechanism"] == "SCRAM-SHA-512"
+    producer = KafkaProducer(**kw)
+    producer.send("t", b"y").get(timeout=20)
+    producer.close()
+
+
+@pytest.mark.parametrize("odradek_secure_broker", ["mtls", "sasl_plaintext"], indirect=True)
+def test_indirect(odradek_secure_broker):
+    produce(odradek_secure_broker.client_config())
+
+
+def test_same_setup_same_broker(odradek_secure_broker, request):
+    first = request.getfixturevalue("odradek_secure_broker")
+    assert first is odradek_secure_broker
+
+
+def test_factory_plaintext_too_and_restart(odradek_broker_factory):
+    broker = odradek_broker_factory(topics={"t": 1}, security="ssl", plaintext_too=True)
+    ports = dict(broker.ports)
+    assert set(ports) == {"SSL", "PLAINTEXT"}
+    produce({"bootstrap.servers": broker.plaintext_bootstrap})
+    broker.restart(abrupt=True)
+    assert broker.ports == ports  # every listener keeps its port
+    produce(broker.client_config())
+    produce({"bootstrap.servers": broker.plaintext_bootstrap})
+"""
+
+
+def test_secure_fixtures_in_a_user_project(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_user=USER_TESTS)
+    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=6)
