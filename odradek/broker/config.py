@@ -431,6 +431,13 @@ BROKER_KEYS: dict[str, BrokerKey] = {
             False,
             "with an authorizer: allow a resource that no ACL names (default false: deny)",
         ),
+        _k(
+            "telemetry.max.bytes",
+            "int",
+            1048576,
+            "largest metrics payload a client may push (KIP-714 PushTelemetry)",
+            minimum=1,
+        ),
         _k("metrics.listen", "string", None, "HOST:PORT for Prometheus metrics (unset: off)"),
         _k("odradek.admin.listen", "string", None, "HOST:PORT of the fault-injection endpoint"),
     )

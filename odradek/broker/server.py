@@ -28,6 +28,7 @@ from odradek.broker.partitions.log_dir_failure import LogDirFailureHandler
 from odradek.broker.partitions.topics import TopicManager
 from odradek.broker.replication.manager import ReplicaManager
 from odradek.broker.replication.single import SingleBrokerReplicas
+from odradek.broker.telemetry.manager import ClientMetricsManager
 from odradek.broker.transactions.host import install as install_transactions
 from odradek.clock import now_ms
 from odradek.coordinator.group.coordinator import (
@@ -75,6 +76,10 @@ class Broker:
         self.services: list[Any] = []  # coordinators etc.: objects with start()/stop()
         self.faults = FaultInjector()
         self.fetch_sessions = FetchSessionCache()
+        # KIP-714 client metrics: subscriptions, client instances, pushed metrics
+        self.telemetry = ClientMetricsManager(
+            lambda: self.store.client_metrics, int(config.get("telemetry.max.bytes"))
+        )
         self.quotas = ClientQuotas.from_config(config.get, self.store)  # client quotas
         # ACLs (authorizer.class.name): None when off, and then no request is checked
         self.authorizer = build_authorizer(config, self.store)

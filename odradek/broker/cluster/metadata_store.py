@@ -72,7 +72,8 @@ class BrokerRegistration:
 @dataclass(slots=True, frozen=True)
 class MetadataChange:
     """What changed: kind "topic" (created, altered or deleted), "partition", "broker",
-    "quota" (client quotas) or "scram" (SCRAM credentials)."""
+    "quota" (client quotas), "scram" (SCRAM credentials) or "client-metrics" (KIP-714
+    subscriptions)."""
 
     kind: str
     topic: str | None = None
@@ -137,6 +138,16 @@ class MetadataStore:
     def alter_scram_credentials(self, changes: ScramChanges) -> None:
         """Set or delete (None) users' credentials, persisted together before returning; then
         subscribers hear MetadataChange("scram")."""
+        raise NotImplementedError
+
+    # KIP-714 client metrics subscriptions (ClientMetrics config resources): name -> configs
+    # (metrics, interval.ms, match), names without configs absent. ZooKeeper keeps them at
+    # /config/client-metrics/<name>, as Kafka 3.7+.
+    client_metrics: dict[str, dict[str, str]]
+
+    def alter_client_metrics(self, name: str, configs: dict[str, str]) -> None:
+        """Replace a subscription's configs (empty: delete it), persisted before returning;
+        then subscribers hear MetadataChange("client-metrics")."""
         raise NotImplementedError
 
     # -- clusters: registrations, controller, conditional partition updates, watches -----------
@@ -232,6 +243,7 @@ class LocalMetadataStore(MetadataStore):
         self.brokers: dict[int, BrokerRegistration] = {}
         self.client_quotas: dict[QuotaEntity, dict[str, float]] = {}
         self.scram_credentials: dict[str, dict[str, str]] = {}
+        self.client_metrics: dict[str, dict[str, str]] = {}
         self._subscribers: list[Subscriber] = []
         self._broker_epochs = 0
         if os.path.exists(self.path):
@@ -241,6 +253,8 @@ class LocalMetadataStore(MetadataStore):
             for q in doc.get("client_quotas", []):
                 ent = tuple((str(t), None if n is None else str(n)) for t, n in q["entity"])
                 self.client_quotas[ent] = {str(k): float(v) for k, v in q["values"].items()}
+            for name, configs in doc.get("client_metrics", {}).items():
+                self.client_metrics[str(name)] = {str(k): str(v) for k, v in configs.items()}
             for user, creds in doc.get("scram_credentials", {}).items():
                 self.scram_credentials[str(user)] = {str(m): str(c) for m, c in creds.items()}
             for t in doc.get("topics", []):
@@ -283,6 +297,8 @@ class LocalMetadataStore(MetadataStore):
             ]
         if self.scram_credentials:
             doc["scram_credentials"] = self.scram_credentials
+        if self.client_metrics:
+            doc["client_metrics"] = self.client_metrics
         write_atomic(self.path, json.dumps(doc, indent=1))
 
     @classmethod
@@ -329,6 +345,14 @@ class LocalMetadataStore(MetadataStore):
                 self.client_quotas.pop(ent, None)
         self._save()
         self._notify(MetadataChange("quota"))
+
+    def alter_client_metrics(self, name: str, configs: dict[str, str]) -> None:
+        if configs:
+            self.client_metrics[name] = dict(configs)
+        else:
+            self.client_metrics.pop(name, None)
+        self._save()
+        self._notify(MetadataChange("client-metrics"))
 
     def alter_scram_credentials(self, changes: ScramChanges) -> None:
         credentials = {user: dict(creds) for user, creds in self.scram_credentials.items()}

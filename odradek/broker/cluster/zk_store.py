@@ -28,8 +28,8 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from odradek.broker.cluster import zk_client_metrics, zk_quotas, zk_scram
 from odradek.broker.cluster import zk_layout as zl
-from odradek.broker.cluster import zk_quotas, zk_scram
 from odradek.broker.cluster.metadata_store import (
     BrokerRegistration,
     MetadataChange,
@@ -84,6 +84,8 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._watching_quotas = False
         self.scram_credentials: dict[str, dict[str, str]] = zk_scram.read_all(self.zk)
         self._watching_scram = False
+        self.client_metrics: dict[str, dict[str, str]] = zk_client_metrics.read_all(self.zk)
+        self._watching_client_metrics = False
         log.info("cluster metadata in ZooKeeper at %s (cluster id %s)", connect, self.cluster_id)
 
     @classmethod
@@ -117,6 +119,10 @@ class ZooKeeperMetadataStore(MetadataStore):
             self._watching_scram = True
             self.zk.ensure_path(zk_scram.CONFIG_CHANGES)
             self.zk.ChildrenWatch(zk_scram.CONFIG_CHANGES, self._on_scram_changes)
+        if not self._watching_client_metrics:  # KIP-714 subscriptions: the same notifications
+            self._watching_client_metrics = True
+            self.zk.ensure_path(zk_client_metrics.CONFIG_CHANGES)
+            self.zk.ChildrenWatch(zk_client_metrics.CONFIG_CHANGES, self._on_client_metrics)
 
     # -- MetadataStore: SCRAM credentials ---------------------------------------------------
 
@@ -139,6 +145,32 @@ class ZooKeeperMetadataStore(MetadataStore):
         if credentials != self.scram_credentials:
             self.scram_credentials = credentials
             self._notify(MetadataChange("scram"))
+
+    # -- MetadataStore: client metrics subscriptions (KIP-714) -----------------------------
+
+    def alter_client_metrics(self, name: str, configs: dict[str, str]) -> None:
+        zk_client_metrics.write(self.zk, name, configs)
+        current = dict(self.client_metrics)
+        if configs:
+            current[name] = dict(configs)
+        else:
+            current.pop(name, None)
+        self._apply_client_metrics(current)
+
+    def _on_client_metrics(self, children: list[str]) -> None:
+        if self.session.closed:
+            return
+        try:
+            read = zk_client_metrics.read_all(self.zk)
+        except Exception:
+            log.exception("reading client metrics subscriptions from ZooKeeper failed")
+            return
+        self.session.post(self._apply_client_metrics, read)
+
+    def _apply_client_metrics(self, subscriptions: dict[str, dict[str, str]]) -> None:
+        if subscriptions != self.client_metrics:
+            self.client_metrics = subscriptions
+            self._notify(MetadataChange("client-metrics"))
 
     # -- MetadataStore: client quotas -------------------------------------------------------
 

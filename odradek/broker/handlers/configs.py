@@ -10,6 +10,8 @@ STATIC_BROKER_CONFIG or DEFAULT_CONFIG as source, all read-only) but cannot be a
 reads broker configs at start-up only, so any change is INVALID_REQUEST, as Kafka answers for a
 config that is not dynamically updatable. The empty broker name is the cluster-wide dynamic
 default, which is always empty here, as on a Kafka cluster with no dynamic defaults set.
+CLIENT_METRICS (16): KIP-714 subscriptions, described and altered (odradek/broker/telemetry/
+configs.py), authorized on the cluster as BROKER.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from odradek.broker.config_entries import (
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions.topics import TopicError, check_topic_name
+from odradek.broker.telemetry import configs as client_metrics_configs
 from odradek.log.config import TOPIC_CONFIGS
 from odradek.security.acl_types import AclOperation, ResourceType
 from odradek.wire import protocol
@@ -40,7 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # ConfigResource.Type
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS = 2, 4, 8, 16
 RESOURCE_NAMES = {2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER", 16: "CLIENT_METRICS", 32: "GROUP"}
 
 # AlterConfigOp.OpType
@@ -73,13 +76,14 @@ def config_denied(
     ctx: RequestContext, operation: AclOperation, rtype: int, name: str
 ) -> str | None:
     """The denial of DESCRIBE_CONFIGS / ALTER_CONFIGS on a resource (a topic; the cluster for
-    BROKER and BROKER_LOGGER), as an error message; None when allowed or not checked."""
+    BROKER, BROKER_LOGGER and CLIENT_METRICS), as an error message; None when allowed or not
+    checked."""
     if ctx.broker.authorizer is None:
         return None
     if rtype == TOPIC:
         if not ctx.authorize(operation, ResourceType.TOPIC, name):
             return "Topic authorization failed."
-    elif rtype in (BROKER, BROKER_LOGGER):
+    elif rtype in (BROKER, BROKER_LOGGER, CLIENT_METRICS):
         if not ctx.authorize_cluster(operation):
             return "Cluster authorization failed."
     return None
@@ -125,6 +129,11 @@ def _entries_for(broker: Broker, rtype: int, name: str) -> list[ConfigEntry]:
             return []  # cluster-wide dynamic defaults: none
         check_broker_name(broker, name)
         return broker_entries(broker.config)
+    if rtype == CLIENT_METRICS:  # KIP-714 subscriptions (odradek/broker/telemetry/configs.py)
+        try:
+            return client_metrics_configs.entries(broker, name)
+        except client_metrics_configs.ClientMetricsConfigError as exc:
+            raise ResourceError(exc.code, exc.message) from None
     raise _unsupported(rtype)
 
 
@@ -292,6 +301,14 @@ def _alter_one(broker: Broker, res: AlterResource, validate_only: bool, incremen
     _check_shape(res, incremental)
     if res.resource_type == BROKER:
         _refuse_broker_change(broker, res)
+        return
+    if res.resource_type == CLIENT_METRICS:
+        try:
+            client_metrics_configs.alter(
+                broker, res.resource_name, res.configs, incremental, validate_only
+            )
+        except client_metrics_configs.ClientMetricsConfigError as exc:
+            raise ResourceError(exc.code, exc.message) from None
         return
     if res.resource_type != TOPIC:
         raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {res.resource_type}")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import struct
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -248,6 +249,94 @@ class _QuotaCollector:
         yield count
 
 
+_LABEL_CHARS = re.compile(r"[^a-zA-Z0-9_]")
+_CLIENT_LABELS = ("client_id", "client_instance_id")
+
+
+def client_metric_name(name: str) -> str:
+    """A pushed metric's Prometheus name: `odradek_client_` + the OTLP name without Kafka's
+    `org.apache.kafka.` prefix, dots and other characters as `_`
+    (org.apache.kafka.producer.node.request.latency.avg ->
+    odradek_client_producer_node_request_latency_avg)."""
+    if name.startswith("org.apache.kafka."):
+        name = name[len("org.apache.kafka.") :]
+    return "odradek_client_" + _LABEL_CHARS.sub("_", name)
+
+
+class _ClientTelemetryCollector:
+    """KIP-714 metrics pushed by clients (PushTelemetry), one series per client instance and
+    data point, labelled client_id and client_instance_id plus the point's own attributes
+    (node_id, topic, partition ...). Gauges and non-monotonic sums are gauges, monotonic sums
+    counters (deltas accumulated), histograms and summaries their _count and _sum. Also the
+    broker's side: instances known, pushes, throttled and unknown-subscription requests."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def collect(self) -> Iterator[Metric]:
+        telemetry = self.broker.telemetry
+        snapshot = telemetry.snapshot()
+        families: dict[str, Metric] = {}
+        for inst, series in snapshot:
+            client_id = inst.attributes.get("client_id") or inst.resource.get("client_id") or ""
+            base = {"client_id": client_id, "client_instance_id": str(inst.instance_id)}
+            for (name, attrs), value in series:
+                prom = client_metric_name(name)
+                labels = dict(base)
+                for k, v in attrs:
+                    label = _LABEL_CHARS.sub("_", k)
+                    if label and not label[0].isdigit() and label not in labels:
+                        labels[label] = v
+                family = families.get(prom)
+                if family is None:
+                    if value.kind in ("histogram", "exp_histogram", "summary"):
+                        kind = "summary"
+                    elif value.kind == "sum" and value.monotonic:
+                        kind = "counter"
+                    else:
+                        kind = "gauge"
+                    family_name = prom
+                    if kind == "counter" and prom.endswith("_total"):
+                        family_name = prom[: -len("_total")]  # no ..._total_total
+                    family = families[prom] = Metric(
+                        family_name, value.description or f"client metric {name}", kind
+                    )
+                if family.type == "summary":
+                    family.add_sample(prom + "_count", labels, float(value.count or 0))
+                    family.add_sample(prom + "_sum", labels, value.value)
+                elif family.type == "counter":
+                    family.add_sample(family.name + "_total", labels, value.value)
+                else:
+                    family.add_sample(prom, labels, value.value)
+        yield from families.values()
+        instances = GaugeMetricFamily(
+            "odradek_client_metrics_instances",
+            "Client instances known to the broker's client metrics manager (KIP-714)",
+        )
+        instances.add_metric([], len(telemetry.instances))
+        yield instances
+        for metric, help_text, n in (
+            (
+                "odradek_client_metrics_pushes",
+                "PushTelemetry requests with metrics accepted",
+                telemetry.pushes,
+            ),
+            (
+                "odradek_client_metrics_throttled_requests",
+                "Telemetry requests refused as before the push interval",
+                telemetry.throttled_requests,
+            ),
+            (
+                "odradek_client_metrics_unknown_subscription_requests",
+                "PushTelemetry requests with an old subscription id",
+                telemetry.unknown_subscription_requests,
+            ),
+        ):
+            counter = CounterMetricFamily(metric, help_text)
+            counter.add_metric([], n)
+            yield counter
+
+
 class BrokerMetrics:
     def __init__(self, broker: Broker, listen: str) -> None:
         self.broker = broker
@@ -285,6 +374,7 @@ class BrokerMetrics:
         self.errors = Counter("odradek_errors", "Error codes returned", ["api", "code"], registry=r)
         r.register(_StateCollector(broker))
         r.register(_QuotaCollector(broker))
+        r.register(_ClientTelemetryCollector(broker))
         ProcessCollector(registry=r)
         self.registry = CollectorRegistry()  # what is served: the above, filtered
         self.registry.register(_WithoutCreated(r))

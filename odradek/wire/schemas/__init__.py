@@ -30,7 +30,7 @@ def message_classes() -> dict[str, Any]:
         for entry in sorted(importlib.resources.files(_PACKAGE).iterdir(), key=lambda e: e.name):
             stem, dot, ext = entry.name.rpartition(".")
             if dot and ext == "json" and stem.endswith(("Request", "Response")):
-                _CLASSES[stem] = _build(stem)
+                _CLASSES[stem] = globals()[stem] = _build(stem)
     return _CLASSES
 
 

@@ -1,0 +1,1 @@
+"""KIP-714 client telemetry: ClientMetrics subscriptions, client instances, pushed OTLP metrics."""
