@@ -21,6 +21,7 @@ from odradek.broker.handlers import (  # noqa: F401
     quotas,
     sasl,
     scram,
+    telemetry,
     transactions,
     txn_admin,
 )
