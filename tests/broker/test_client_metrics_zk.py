@@ -1,0 +1,96 @@
+"""KIP-714 client metrics subscriptions in the metadata store: ZooKeeper in Kafka 3.7+'s layout
+(/config/client-metrics/<name> {"version":1,"config":{...}} and a config_change_ notification),
+seen by another broker's store through the watch, a subscription written as Kafka writes it
+picked up, deletion; and the local store keeping them across a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from odradek.broker.cluster.metadata_store import LocalMetadataStore, MetadataChange
+from odradek.broker.cluster.zk_store import ZooKeeperMetadataStore
+from odradek.testing.zookeeper import ZooKeeperServer
+
+_chroots = itertools.count()
+WAIT_S = 15.0
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    with ZooKeeperServer(str(tmp_path_factory.mktemp("zookeeper"))) as server:
+        yield server
+
+
+async def eventually(check: Callable[[], bool], timeout: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "the change did not arrive"
+        await asyncio.sleep(0.01)
+
+
+def run(body: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(asyncio.wait_for(body(), 60))
+
+
+def test_subscriptions_in_kafkas_layout_reach_the_other_broker(zookeeper: ZooKeeperServer) -> None:
+    connect = zookeeper.connect(f"/client-metrics-test-{next(_chroots)}")
+
+    async def body() -> None:
+        a = ZooKeeperMetadataStore(connect, 0, session_timeout_ms=2000)
+        b = ZooKeeperMetadataStore(connect, 1, session_timeout_ms=2000)
+        heard: list[MetadataChange] = []
+        try:
+            a.subscribe(lambda change: None)
+            b.subscribe(heard.append)
+            configs = {"metrics": "*", "interval.ms": "1000", "match": "client_id=a b.*"}
+            a.alter_client_metrics("all apps", configs)
+            assert a.client_metrics == {"all apps": configs}
+            await eventually(lambda: b.client_metrics == {"all apps": configs})
+            assert MetadataChange("client-metrics") in heard
+            data, _ = a.zk.get("/config/client-metrics/all%20apps")
+            assert json.loads(data) == {"version": 1, "config": configs}
+            paths = {
+                json.loads(a.zk.get(f"/config/changes/{c}")[0])["entity_path"]
+                for c in a.zk.get_children("/config/changes")
+            }
+            assert "client-metrics/all%20apps" in paths
+
+            # written as Kafka's AdminZkClient writes it: the node, then a notification
+            a.zk.create(
+                "/config/client-metrics/java",
+                json.dumps({"version": 1, "config": {"metrics": "org.apache.kafka."}}).encode(),
+            )
+            a.zk.create(
+                "/config/changes/config_change_",
+                json.dumps({"version": 2, "entity_path": "client-metrics/java"}).encode(),
+                sequence=True,
+            )
+            await eventually(lambda: "java" in b.client_metrics)
+            assert b.client_metrics["java"] == {"metrics": "org.apache.kafka."}
+
+            b.alter_client_metrics("all apps", {})  # no configs left: the node goes
+            await eventually(lambda: set(a.client_metrics) == {"java"})
+            assert a.zk.exists("/config/client-metrics/all%20apps") is None
+        finally:
+            a.close()
+            b.close()
+
+    run(body)
+
+
+def test_local_store_keeps_subscriptions(tmp_path: Path) -> None:
+    store = LocalMetadataStore(str(tmp_path), 0)
+    store.alter_client_metrics("s", {"metrics": "org.apache.kafka.producer.", "interval.ms": "500"})
+    store.alter_client_metrics("gone", {"metrics": "*"})
+    store.alter_client_metrics("gone", {})
+    again = LocalMetadataStore(str(tmp_path), 0)
+    assert again.client_metrics == {
+        "s": {"metrics": "org.apache.kafka.producer.", "interval.ms": "500"}
+    }
