@@ -21,6 +21,7 @@ from odradek.broker.handlers import (  # noqa: F401
     quotas,
     sasl,
     scram,
+    share_groups,
     telemetry,
     transactions,
     txn_admin,

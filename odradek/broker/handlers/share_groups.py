@@ -413,6 +413,7 @@ async def _fetch_records(
             acquired = sp.acquire(member_id, ranges, remaining, mono_ms())
             if not acquired:
                 continue
+            coord.persist((group_id, tid, index))  # the delivery counts survive a crash
             coord.poke()
             got = entry(tid, index)
             got["acquired"].extend(acquired)

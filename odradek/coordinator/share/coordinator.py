@@ -8,11 +8,13 @@ broker that leads a partition keeps its share-partitions, and writes their state
 `__share_group_state` partition when it leads that too (always on a single broker; in a cluster
 where it does not, the state is kept in memory only; see docs/notes.md).
 
-Every change a client can rely on (acknowledgements, releases, lock expiries, the start offset
-of a new share-partition) is written as a ShareSnapshot record before the request is answered,
-so a restart loses no acknowledgement: on first use after a restart a share-partition is read
-back from its state partition (the last snapshot, then the updates after it). Records that were
-acquired when the broker stopped come back available with their delivery counts.
+Every change (acknowledgements, releases, lock expiries, acquisitions with their delivery
+counts, the start offset of a new share-partition) is written as a ShareSnapshot record before
+the request is answered, so a restart loses no acknowledgement: on first use after a restart a
+share-partition is read back from its state partition (the last snapshot, then the updates after
+it). Records that were acquired when the broker stopped come back available with the delivery
+counts they had (written on acquisition too, so `group.share.delivery.count.limit` holds
+across crashes).
 
 Settings (Kafka's names, broker-wide; the per-group configs are not read yet):
 `group.share.record.lock.duration.ms` (30000), `group.share.delivery.count.limit` (5),

@@ -1,0 +1,327 @@
+"""KIP-932 share groups with confluent-kafka 2.16's ShareConsumer (librdkafka's share consumer
+speaks ShareGroupHeartbeat, ShareFetch and ShareAcknowledge v1, as Kafka 4.1 serves them).
+
+A new share-partition starts at the log end (Kafka's `share.auto.offset.reset` default,
+latest), so each test first "warms up": it writes marker records until a consumer of the group
+receives one, which shows the share-partition exists; the records written afterwards are the
+test's. Markers are accepted and otherwise ignored.
+"""
+
+from __future__ import annotations
+
+import queue
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import pytest
+from confluent_kafka import AcknowledgeType, Message, Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from compat_tests.harness import BrokerProcess, unique_name
+from odradek.testing.raw import RawClient
+from odradek.wire import protocol
+
+LOCK_MS = 2500
+SHARE_CONFIG = {
+    "group.share.record.lock.duration.ms": str(LOCK_MS),
+    "group.share.session.timeout.ms": "8000",
+    "group.share.heartbeat.interval.ms": "500",
+    "share.coordinator.state.topic.num.partitions": "3",
+}
+WAIT_S = 30.0
+WARM = b"warm-up"
+
+share_broker = pytest.mark.parametrize("broker", [SHARE_CONFIG], indirect=True)
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        fut.result(timeout=WAIT_S)
+
+
+def share_consumer(bootstrap: str, group: str, topic: str, explicit: bool = False) -> Any:
+    c = ShareConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "share.acknowledgement.mode": "explicit" if explicit else "implicit",
+        }
+    )
+    c.subscribe([topic])
+    return c
+
+
+def produce(bootstrap: str, topic: str, values: Iterable[bytes]) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for v in values:
+        p.produce(topic, value=v)
+    assert p.flush(WAIT_S) == 0
+
+
+def real(msgs: Iterable[Message]) -> list[Message]:
+    out = []
+    for m in msgs:
+        assert m.error() is None, m.error()
+        if m.value() != WARM:
+            out.append(m)
+    return out
+
+
+def warm_up(bootstrap: str, topic: str, consumers: list[Any], explicit: bool = False) -> None:
+    """Write markers until one of `consumers` gets one (the share-partition then exists)."""
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        produce(bootstrap, topic, [WARM])
+        for c in consumers:
+            msgs = list(c.poll(0.3))
+            if explicit:
+                for m in msgs:
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+            if any(m.value() == WARM for m in msgs):
+                if explicit:
+                    c.commit_sync(WAIT_S)
+                return
+    pytest.fail("no consumer of the share group received a warm-up record")
+
+
+def poll_until(
+    c: Any, done: Callable[[list[Message]], bool], on_batch: Callable[[list[Message]], None]
+) -> list[Message]:
+    got: list[Message] = []
+    deadline = time.monotonic() + WAIT_S
+    while not done(got):
+        assert time.monotonic() < deadline, f"timed out with {[m.value() for m in got]}"
+        msgs = list(c.poll(0.5))
+        on_batch(msgs)
+        got += real(msgs)
+    return got
+
+
+def describe_share_group(bootstrap: str, group: str) -> Any:
+    """ShareGroupDescribe v1 (no client of ours sends it yet)."""
+    req = protocol.request_class(77)(group_ids=[group], include_authorized_operations=False)
+    with RawClient(bootstrap) as raw:
+        _cid, data = raw.encode(req, 1)
+        raw.send(data)
+        resp = protocol.response_class(77).decode(raw.read_frame(), version=1, header=True)
+    (described,) = resp.groups
+    return described
+
+
+def values(msgs: Iterable[Message]) -> list[bytes]:
+    return [m.value() for m in msgs]
+
+
+@share_broker
+def test_three_share_consumers_receive_each_record_once(broker: BrokerProcess) -> None:
+    topic = unique_name("share-three")
+    group = topic
+    create_topic(broker.bootstrap, topic, partitions=1)  # one partition, shared by all three
+    consumers = [share_consumer(broker.bootstrap, group, topic) for _ in range(3)]
+    try:
+        warm_up(broker.bootstrap, topic, consumers)
+        n = 300
+        expected = [b"r%03d" % i for i in range(n)]
+        got: list[list[bytes]] = [[] for _ in consumers]
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def run(i: int) -> None:
+            try:
+                while not stop.is_set():
+                    got[i] += values(real(consumers[i].poll(0.2)))
+                consumers[i].commit_sync(WAIT_S)  # the last poll's records, accepted
+            except BaseException as exc:  # reported by the main thread
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        for start in range(0, n, 30):  # in rounds, while the consumers poll
+            produce(broker.bootstrap, topic, expected[start : start + 30])
+        deadline = time.monotonic() + WAIT_S
+        while sum(len(g) for g in got) < n and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stop.set()
+        for t in threads:
+            t.join(WAIT_S)
+        assert not errors, errors
+        everything = [v for g in got for v in g]
+        assert sorted(everything) == expected  # every record, none twice
+        described = describe_share_group(broker.bootstrap, group)
+        assert (described.error_code, described.group_state) == (0, "Stable")
+        assert described.assignor_name == "simple" and len(described.members) == 3
+        for m in described.members:  # one partition: all three share it
+            assert [(tp.topic_name, tp.partitions) for tp in m.assignment.topic_partitions] == [
+                (topic, [0])
+            ]
+    finally:
+        for c in consumers:
+            c.close()
+
+
+@share_broker
+def test_released_and_expired_records_come_back_rejected_do_not(broker: BrokerProcess) -> None:
+    topic = unique_name("share-acks")
+    create_topic(broker.bootstrap, topic)
+    a = share_consumer(broker.bootstrap, topic, topic, explicit=True)
+    try:
+        warm_up(broker.bootstrap, topic, [a], explicit=True)
+        produce(broker.bootstrap, topic, [b"release", b"reject", b"accept"])
+
+        def ack(msgs: list[Message]) -> None:
+            for m in msgs:
+                kind = {
+                    b"release": AcknowledgeType.RELEASE,
+                    b"reject": AcknowledgeType.REJECT,
+                }.get(m.value(), AcknowledgeType.ACCEPT)
+                if m.value() == b"release" and m.delivery_count() > 1:
+                    kind = AcknowledgeType.ACCEPT
+                a.acknowledge(m, kind)
+
+        first = poll_until(a, lambda got: len(got) >= 3, ack)
+        assert values(first) == [b"release", b"reject", b"accept"]
+        assert [m.delivery_count() for m in first] == [1, 1, 1]
+        a.commit_sync(WAIT_S)
+        again = poll_until(a, lambda got: len(got) >= 1, ack)
+        assert values(again) == [b"release"] and again[0].delivery_count() == 2
+        a.commit_sync(WAIT_S)
+        # nothing else comes back: the rejected and accepted records are done
+        produce(broker.bootstrap, topic, [b"last"])
+        tail = poll_until(a, lambda got: b"last" in values(got), ack)
+        assert values(tail) == [b"last"]
+        a.commit_sync(WAIT_S)
+
+        # a record whose acquisition lock expires goes to another member, delivered twice
+        produce(broker.bootstrap, topic, [b"held"])
+        held = poll_until(a, lambda got: len(got) >= 1, lambda msgs: None)
+        assert values(held) == [b"held"]  # and not acknowledged
+        b = share_consumer(broker.bootstrap, topic, topic)
+        try:
+            later = poll_until(b, lambda got: len(got) >= 1, lambda msgs: None)
+            assert values(later) == [b"held"] and later[0].delivery_count() == 2
+            b.commit_sync(WAIT_S)
+        finally:
+            b.close()
+    finally:
+        a.close()
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+    c = ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
+                       "share.acknowledgement.mode": "explicit"})
+    c.subscribe([sys.argv[3]])
+    while True:
+        msgs = list(c.poll(0.3))
+        held = [m.offset() for m in msgs if m.value() != b"warm-up"]
+        for m in msgs:
+            if m.value() == b"warm-up":
+                c.acknowledge(m, AcknowledgeType.ACCEPT)
+        if msgs and not held:
+            c.commit_sync(30)
+            print("WARM", flush=True)
+        if held:
+            print("HELD", " ".join(map(str, held)), flush=True)
+            time.sleep(600)  # killed here, holding its records
+    """
+)
+
+
+@share_broker
+def test_a_killed_consumers_records_go_to_the_others(broker: BrokerProcess) -> None:
+    topic = unique_name("share-killed")
+    create_topic(broker.bootstrap, topic)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, broker.bootstrap, topic, topic],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(
+        target=lambda: [lines.put(line) for line in child.stdout or []], daemon=True
+    )
+    reader.start()
+
+    def next_line(timeout: float) -> str | None:
+        try:
+            return lines.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    survivors: list[Any] = []
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while next_line(0.3) != "WARM\n":
+            assert time.monotonic() < deadline and child.poll() is None, "child never warmed up"
+            produce(broker.bootstrap, topic, [WARM])
+        expected = [b"k%02d" % i for i in range(20)]
+        produce(broker.bootstrap, topic, expected)
+        line = None
+        while line is None or not line.startswith("HELD"):
+            assert time.monotonic() < deadline and child.poll() is None, "child held nothing"
+            line = next_line(0.5)
+        held = [int(x) for x in line.split()[1:]]
+        assert held
+        child.send_signal(signal.SIGKILL)  # mid-batch: nothing acknowledged, nothing closed
+        child.wait(WAIT_S)
+        survivors = [share_consumer(broker.bootstrap, topic, topic) for _ in range(2)]
+        got: list[Message] = []
+        deadline = time.monotonic() + WAIT_S
+        while len(got) < len(expected):
+            assert time.monotonic() < deadline, values(got)
+            for c in survivors:
+                got += real(c.poll(0.3))
+        assert sorted(values(got)) == expected  # each once, among the survivors
+        redelivered = {m.offset(): m.delivery_count() for m in got if m.offset() in held}
+        assert set(redelivered) == set(held)
+        assert all(count == 2 for count in redelivered.values())
+        for c in survivors:
+            c.commit_sync(WAIT_S)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(WAIT_S)
+        for c in survivors:
+            c.close()
+
+
+def test_broker_restart_keeps_acknowledged_state(
+    fresh_broker: Callable[..., BrokerProcess],
+) -> None:
+    b = fresh_broker(SHARE_CONFIG)
+    topic = unique_name("share-restart")
+    create_topic(b.bootstrap, topic)
+    a = share_consumer(b.bootstrap, topic, topic, explicit=True)
+    try:
+        warm_up(b.bootstrap, topic, [a], explicit=True)
+        expected = [b"s%d" % i for i in range(10)]
+        produce(b.bootstrap, topic, expected)
+
+        def ack(msgs: list[Message]) -> None:  # accept the first five, release the rest
+            for m in msgs:
+                keep = m.value() in expected[:5] or m.value() == WARM
+                a.acknowledge(m, AcknowledgeType.ACCEPT if keep else AcknowledgeType.RELEASE)
+
+        poll_until(a, lambda got: len(got) >= 10, ack)
+        a.commit_sync(WAIT_S)
+    finally:
+        a.close()
+    b.restart(hard=True)  # killed: only what was written to __share_group_state survives
+    c = share_consumer(b.bootstrap, topic, topic)
+    try:
+        got = poll_until(c, lambda got: len(got) >= 5, lambda msgs: None)
+        c.commit_sync(WAIT_S)
+        assert values(got) == expected[5:]
+        assert [m.delivery_count() for m in got] == [2] * 5
+    finally:
+        c.close()
