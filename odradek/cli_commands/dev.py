@@ -7,6 +7,12 @@ The first line on stdout is the bootstrap address (`127.0.0.1:PORT`) so a script
 with `--admin` the fault-injection HTTP endpoint (odradek/broker/ops/admin_http.py) is started too
 and its URL is the second line. `--json` prints one JSON object with both instead. It runs until
 Ctrl-C or SIGTERM and exits 0 after a clean stop.
+
+`--security ssl|mtls|sasl_plaintext|sasl_ssl` (with `--mechanism` PLAIN, SCRAM-SHA-256,
+SCRAM-SHA-512 or OAUTHBEARER, and `--user NAME[:PASSWORD]`) serves that listener instead, with a
+throwaway CA and certificates in the data dir (odradek.testing.security), and prints the client
+properties after the bootstrap line: the librdkafka properties, the paths of the properties
+files (librdkafka / kcat -F, and Java clients / Kafka's tools --command-config) and a kcat line.
 """
 
 from __future__ import annotations
@@ -85,8 +91,80 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="set a broker config key (repeatable)",
     )
+    p.add_argument(
+        "--security",
+        choices=["ssl", "mtls", "sasl_plaintext", "sasl_ssl"],
+        help="serve TLS and/or SASL with a throwaway CA, and print the client properties",
+    )
+    p.add_argument(
+        "--mechanism",
+        choices=["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"],
+        type=str.upper,
+        help="SASL mechanism with --security sasl_* (default PLAIN)",
+    )
+    p.add_argument(
+        "--user",
+        action="append",
+        metavar="NAME[:PASSWORD]",
+        help="a SASL user / client certificate (repeatable; default alice:alice-secret; "
+        "password default NAME-secret)",
+    )
     p.add_argument("--json", action="store_true", help="print the addresses as one JSON object")
     p.set_defaults(func=cmd_dev)
+
+
+def _users(items: list[str] | None) -> dict[str, str] | None:
+    if not items:
+        return None
+    users: dict[str, str] = {}
+    for item in items:
+        name, sep, password = item.partition(":")
+        if not name:
+            raise CliError(f"--user needs NAME[:PASSWORD], got {item!r}")
+        users[name] = password if sep else f"{name}-secret"
+    return users
+
+
+def _security_files(broker: Any) -> dict[str, Any] | None:
+    """Write the client properties files of a secure dev broker; what to print about them."""
+    import os
+
+    security = broker.security
+    if security is None:
+        return None
+    base = security.directory
+    user = next(iter(security.users), None)
+    props = security.write_properties(
+        os.path.join(base, "client.properties"), broker.bootstrap, user, "librdkafka"
+    )
+    java = security.write_properties(
+        os.path.join(base, "client-java.properties"), broker.bootstrap, user, "java"
+    )
+    conf = {k: str(v) for k, v in security.client_config(broker.bootstrap, user).items()}
+    return {
+        "protocol": security.protocol,
+        "mechanism": security.mechanism,
+        "user": user,
+        "principal": security.principal(user),
+        "users": dict(security.users),
+        "ca": security.tls.ca if security.tls is not None else None,
+        "properties": props,
+        "java_properties": java,
+        "client_config": conf,
+        "kcat_args": security.kcat_args(broker.bootstrap, user),
+    }
+
+
+def _print_security(info: dict[str, Any]) -> None:
+    import shlex
+
+    what = info["protocol"] + (f" ({info['mechanism']})" if info["mechanism"] else "")
+    print(f"# {what} client properties for {info['principal']}:", flush=True)
+    for key, value in info["client_config"].items():
+        print(f"{key}={value}")
+    print(f"# librdkafka / kcat -F: {info['properties']}")
+    print(f"# Java clients, Kafka's tools --command-config: {info['java_properties']}")
+    print("# kcat " + " ".join(shlex.quote(a) for a in info["kcat_args"]) + " -L", flush=True)
 
 
 def _topics(items: list[str] | None) -> dict[str, int]:
@@ -116,6 +194,11 @@ def cmd_dev(args: argparse.Namespace) -> int:
     try:
         topics = _topics(args.topic)
         config = parse_key_values(args.override, "--override")
+        users = _users(args.user)
+        if args.security is None and (args.mechanism or users):
+            raise CliError("--mechanism and --user go with --security")
+        if args.mechanism and args.security in ("ssl", "mtls"):
+            raise CliError(f"--security {args.security} takes no --mechanism")
     except CliError as exc:
         print(f"odradek: {exc}", file=sys.stderr)
         return exc.status
@@ -136,7 +219,10 @@ def cmd_dev(args: argparse.Namespace) -> int:
     taken = port is None and not ports_free(args.host, [DEFAULT_PORT])
     if port is None:
         port = 0 if taken else DEFAULT_PORT
-    broker = Broker(topics=topics, config=config, host=args.host, port=port)
+    secure: dict[str, Any] = {}
+    if args.security:
+        secure = {"security": args.security, "mechanism": args.mechanism, "users": users}
+    broker = Broker(topics=topics, config=config, host=args.host, port=port, **secure)
     try:
         try:
             broker.start()
@@ -146,7 +232,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
             # 9092 was taken between the check and the bind: a free port after all
             _discard(broker, {})
             taken = True
-            broker = Broker(topics=topics, config=config, host=args.host, port=0)
+            broker = Broker(topics=topics, config=config, host=args.host, port=0, **secure)
             broker.start()
     except (ConfigError, ValueError) as exc:
         _discard(broker, previous)
@@ -165,22 +251,23 @@ def cmd_dev(args: argparse.Namespace) -> int:
                 flush=True,
             )
         admin = _admin_url(broker)
+        security = _security_files(broker)
         if args.json:
-            print(
-                json.dumps(
-                    {
-                        "bootstrap": broker.bootstrap,
-                        "admin": admin,
-                        "data_dir": broker.data_dir,
-                        "topics": topics,
-                    }
-                ),
-                flush=True,
-            )
+            doc: dict[str, Any] = {
+                "bootstrap": broker.bootstrap,
+                "admin": admin,
+                "data_dir": broker.data_dir,
+                "topics": topics,
+            }
+            if security is not None:
+                doc["security"] = security
+            print(json.dumps(doc), flush=True)
         else:
             print(broker.bootstrap, flush=True)
             if admin:
                 print(admin, flush=True)
+            if security is not None:
+                _print_security(security)
             print(
                 f"odradek dev broker on {broker.bootstrap}, data in {broker.data_dir} "
                 "(removed at exit); Ctrl-C to stop",

@@ -17,6 +17,7 @@ security: "ssl", "mtls", "sasl_plaintext", "sasl_ssl"; mechanism (SASL): "PLAIN"
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import tempfile
@@ -62,10 +63,13 @@ class Broker:
         if isinstance(security, Security):
             self.security = security
         elif security is not None:
+            # in the broker's own temp dir (removed with it; partition dirs are found by
+            # name, so the broker leaves it alone), else a temp dir of its own
             self.security = Security(
                 security,
                 mechanism,
                 users,
+                directory=os.path.join(self.data_dir, "security") if self._own_dir else None,
                 plaintext_too=plaintext_too,
             )
         elif mechanism is not None or users is not None or plaintext_too:

@@ -1,0 +1,156 @@
+"""`odradek dev --security ...` (issue 14): a secure dev broker whose printed client properties
+work as printed: the properties block and file with confluent-kafka and kcat -F, the --json
+form's paths with kafka-python over mTLS; the CA lives in the data dir, removed at exit."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import confluent_kafka as ck
+import pytest
+from kafka import KafkaProducer
+
+REPO = Path(__file__).resolve().parents[2]
+WAIT_S = 30.0
+
+
+def start_dev(*args: str) -> tuple[subprocess.Popen[str], queue.Queue[str]]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "odradek", "dev", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    lines: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line.rstrip("\n"))
+
+    threading.Thread(target=pump, daemon=True).start()
+    return proc, lines
+
+
+def stop_dev(proc: subprocess.Popen[str]) -> int:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=WAIT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def test_dev_sasl_ssl_prints_properties_that_clients_use() -> None:
+    proc, lines = start_dev(
+        "--security", "sasl_ssl", "--mechanism", "SCRAM-SHA-512", "--user", "bob:pw", "--topic", "t"
+    )
+    try:
+        bootstrap = lines.get(timeout=WAIT_S)
+        header = lines.get(timeout=WAIT_S)
+        assert header == "# SASL_SSL (SCRAM-SHA-512) client properties for User:bob:"
+        printed: dict[str, str] = {}
+        comments: list[str] = []
+        while not comments or not comments[-1].startswith("# kcat "):
+            line = lines.get(timeout=WAIT_S)
+            if line.startswith("#"):
+                comments.append(line)
+            else:
+                key, _, value = line.partition("=")
+                printed[key] = value
+        assert printed["bootstrap.servers"] == bootstrap
+        assert printed["security.protocol"] == "SASL_SSL"
+        assert (printed["sasl.username"], printed["sasl.password"]) == ("bob", "pw")
+        ca = Path(printed["ssl.ca.location"])
+        assert ca.is_file()
+        props_file = comments[0].split(": ", 1)[1]
+        java_file = comments[1].split(": ", 1)[1]
+        assert Path(java_file).is_file()
+
+        producer = ck.Producer(printed)
+        producer.produce("t", b"from-printed-properties")
+        assert producer.flush(WAIT_S) == 0
+
+        kcat = shutil.which("kcat")
+        if kcat is not None:
+            out = subprocess.run(
+                [kcat, "-F", props_file, "-C", "-t", "t", "-c", "1", "-e", "-f", "%s\\n"],
+                capture_output=True,
+                text=True,
+                timeout=WAIT_S,
+                stdin=subprocess.DEVNULL,
+            )
+            assert out.stdout == "from-printed-properties\n", out.stderr
+            # the printed kcat line works as printed
+            listed = subprocess.run(
+                [kcat, *shlex.split(comments[2].removeprefix("# kcat "))[:-1], "-L", "-J"],
+                capture_output=True,
+                text=True,
+                timeout=WAIT_S,
+                stdin=subprocess.DEVNULL,
+            )
+            assert listed.returncode == 0, listed.stderr
+            assert "t" in [x["topic"] for x in json.loads(listed.stdout)["topics"]]
+        assert stop_dev(proc) == 0
+        assert not ca.exists()  # the CA was in the data dir, removed at exit
+    finally:
+        stop_dev(proc)
+
+
+def test_dev_mtls_json_gives_the_files() -> None:
+    proc, lines = start_dev("--security", "mtls", "--topic", "t", "--json")
+    try:
+        info = json.loads(lines.get(timeout=WAIT_S))
+        sec = info["security"]
+        assert sec["protocol"] == "SSL" and sec["principal"] == "User:alice"
+        assert sec["ca"].startswith(info["data_dir"])
+        conf = sec["client_config"]
+        producer = KafkaProducer(
+            bootstrap_servers=info["bootstrap"],
+            security_protocol="SSL",
+            ssl_cafile=conf["ssl.ca.location"],
+            ssl_certfile=conf["ssl.certificate.location"],
+            ssl_keyfile=conf["ssl.key.location"],
+        )
+        producer.send("t", b"mtls").get(timeout=WAIT_S)
+        producer.close()
+        assert stop_dev(proc) == 0
+    finally:
+        stop_dev(proc)
+
+
+def test_dev_refuses_a_mechanism_without_sasl() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "odradek", "dev", "--security", "ssl", "--mechanism", "PLAIN"],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        cwd=REPO,
+    )
+    assert out.returncode != 0
+    assert "takes no --mechanism" in out.stderr
+
+
+@pytest.mark.parametrize("args", [["--mechanism", "PLAIN"], ["--user", "bob"]])
+def test_dev_security_options_need_security(args: list[str]) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "odradek", "dev", *args],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        cwd=REPO,
+    )
+    assert out.returncode != 0 and "go with --security" in out.stderr
