@@ -180,6 +180,7 @@ class Group:
         instance_id: str | None = None,
         commit: str = "sync",
         session_ms: int = SESSION_MS,
+        protocol: str = "classic",
     ) -> Member:
         self._count += 1
         name = f"{client}-{self._count}"
@@ -225,6 +226,8 @@ class Group:
             ]
             if instance_id:
                 cmd += ["--instance-id", instance_id]
+            if protocol != "classic":
+                cmd += ["--group-protocol", protocol]  # KIP-848 (confluent-kafka)
         member = Member(name, cmd, self.watch, self.log_dir)
         self.members.append(member)
         return member

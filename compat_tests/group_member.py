@@ -144,7 +144,8 @@ def run_confluent(args: argparse.Namespace) -> None:
     from confluent_kafka import Consumer, KafkaError, KafkaException
 
     tracker = Tracker()
-    cooperative = args.assignor == "cooperative-sticky"
+    # KIP-848 members are given partitions incrementally, as cooperative ones
+    cooperative = args.assignor == "cooperative-sticky" or args.group_protocol == "consumer"
     conf = {
         "bootstrap.servers": args.bootstrap,
         "group.id": args.group,
@@ -160,6 +161,13 @@ def run_confluent(args: argparse.Namespace) -> None:
     }
     if args.instance_id:
         conf["group.instance.id"] = args.instance_id
+    if args.group_protocol == "consumer":
+        # the coordinator assigns (group.remote.assignor) and sets the session and heartbeat
+        for key in ("session.timeout.ms", "heartbeat.interval.ms", "partition.assignment.strategy"):
+            del conf[key]
+        conf["group.protocol"] = "consumer"
+        if args.assignor in ("uniform", "range"):
+            conf["group.remote.assignor"] = args.assignor
     fatal: list[str] = []
 
     def on_error(err: KafkaError) -> None:
@@ -294,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--client-id", default="group-member")
     parser.add_argument("--session-ms", type=int, default=6000)
     parser.add_argument("--commit", default="sync", choices=["sync", "async", "auto", "none"])
+    parser.add_argument("--group-protocol", default="classic", choices=["classic", "consumer"])
     args = parser.parse_args(argv)
     level = os.environ.get("GROUP_MEMBER_LOG_LEVEL", "WARNING")
     logging.basicConfig(

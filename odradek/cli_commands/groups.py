@@ -1,7 +1,8 @@
 """`odradek groups list|describe|delete|delete-offsets|reset-offsets`, as kafka-consumer-groups.sh.
 
-ListGroups (key 16) lists, DescribeGroups (15) gives state, protocol and members (their
-subscription and assignment decoded from the consumer protocol), OffsetFetch (9) the committed
+ListGroups (key 16) lists (with each group's type: classic or consumer), DescribeGroups (15)
+gives state, protocol and members (their subscription and assignment decoded from the consumer
+protocol), ConsumerGroupDescribe (69) the same for KIP-848 consumer-protocol groups, OffsetFetch (9) the committed
 offsets and ListOffsets (2) the log end offsets, hence the lag per partition and in total;
 FindCoordinator (10) the coordinator. `describe --offsets|--members [--verbose]|--state` print
 the views of Kafka's tool; without them one view shows it all. DeleteGroups (42) deletes empty
@@ -155,7 +156,10 @@ def _one_group(args: argparse.Namespace) -> str:
 
 
 def _assignment(member: dict[str, Any]) -> list[tuple[str, int]]:
-    """(topic, partition) pairs of a member's decoded consumer-protocol assignment."""
+    """(topic, partition) pairs of a member's decoded consumer-protocol assignment (or of a
+    KIP-848 member's assignment, as ConsumerGroupDescribe gives it)."""
+    if "assigned" in member:
+        return sorted(member["assigned"])
     raw = member.get("member_assignment")
     if raw is None or isinstance(raw, (bytes, bytearray)):
         return []
@@ -243,6 +247,7 @@ def _describe_one(admin: Any, group: str, info: dict[str, Any]) -> dict[str, Any
         "group": group,
         "coordinator": _coordinator(admin, group),
         "state": info.get("group_state"),
+        "type": info.get("group_type", "classic"),
         "protocol_type": info.get("protocol_type"),
         "protocol": info.get("protocol_data"),
         "members": members,
@@ -269,7 +274,7 @@ def _print_group(desc: dict[str, Any]) -> None:
     proto = "/".join(p for p in (desc["protocol_type"], desc["protocol"]) if p) or "-"
     print(
         f"Group: {desc['group']}  State: {desc['state']}  Protocol: {proto}  "
-        f"Members: {len(desc['members'])}"
+        f"Members: {len(desc['members'])}  Type: {desc['type']}"
     )
     if desc["members"]:
         print()
@@ -360,10 +365,61 @@ def _assignment_text(member: dict[str, Any], kafka_style: bool = False) -> str:
     return " ".join(f"{t}:{','.join(map(str, ps))}" for t, ps in sorted(by_topic.items())) or "-"
 
 
+def _consumer_group_info(admin: Any, group: str) -> dict[str, Any] | None:
+    """A KIP-848 consumer group through ConsumerGroupDescribe (69), in DescribeGroups' shape
+    (None when the coordinator has no such group or does not serve the API)."""
+    import kafka.errors as errors
+
+    from odradek.wire import protocol
+
+    async def go() -> Any:
+        node = await admin._find_coordinator_id(group)
+        request = protocol.ConsumerGroupDescribeRequest(
+            group_ids=[group], include_authorized_operations=False
+        )
+        return await admin._manager.send(request, node_id=node)
+
+    try:
+        response = admin._manager.run(go)
+    except (errors.KafkaError, AttributeError):
+        return None
+    g = response.groups[0] if response.groups else None
+    if g is None or g.error_code:
+        return None
+    return {
+        "group_state": g.group_state,
+        "group_type": "consumer",
+        "protocol_type": "consumer",
+        "protocol_data": g.assignor_name,
+        "group_epoch": g.group_epoch,
+        "members": [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.instance_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "assigned": [
+                    (t.topic_name, p) for t in m.assignment.topic_partitions for p in t.partitions
+                ],
+            }
+            for m in g.members
+        ],
+    }
+
+
 def _group_info(admin: Any, groups: list[str]) -> dict[str, dict[str, Any]]:
     described: dict[str, dict[str, Any]] = admin.describe_groups(groups)
     for group in groups:
         info = described.get(group)
+        if (
+            info is None
+            or info.get("group_state") == "Dead"
+            or (info.get("error") and "GroupIdNotFound" in info["error"])
+        ):
+            # not a classic group: perhaps a consumer-protocol (KIP-848) one
+            consumer = _consumer_group_info(admin, group)
+            if consumer is not None:
+                described[group] = info = consumer
         if info is None:
             raise CliError(f"the broker did not describe group {group!r}")
         if info.get("error"):
@@ -385,6 +441,7 @@ def cmd_list(args: argparse.Namespace) -> None:
                 "group": g.get("group_id"),
                 "protocol_type": g.get("protocol_type"),
                 "state": g.get("group_state"),
+                "type": g.get("group_type") or "classic",
             }
             for g in found
         ),
@@ -394,8 +451,8 @@ def cmd_list(args: argparse.Namespace) -> None:
         print_json(rows)
         return
     print_table(
-        ["GROUP", "PROTOCOL-TYPE", "STATE"],
-        [[r["group"], r["protocol_type"] or "-", r["state"]] for r in rows],
+        ["GROUP", "PROTOCOL-TYPE", "STATE", "TYPE"],
+        [[r["group"], r["protocol_type"] or "-", r["state"], r["type"]] for r in rows],
     )
 
 

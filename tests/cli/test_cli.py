@@ -358,8 +358,13 @@ def test_groups_list_describe_reset_delete(broker: Broker, name: str) -> None:
     consumer = _group_with_commits(broker, topic, group)
     try:
         listed = json.loads(cli(broker, "groups", "list", "--json").stdout)
-        assert {"group": group, "protocol_type": "consumer", "state": "Stable"} in listed
-        assert [group, "consumer", "Stable"] in rows(cli(broker, "groups", "list").stdout)
+        assert {
+            "group": group,
+            "protocol_type": "consumer",
+            "state": "Stable",
+            "type": "classic",
+        } in listed
+        assert [group, "consumer", "Stable", "classic"] in rows(cli(broker, "groups", "list").stdout)
 
         desc = json.loads(cli(broker, "groups", "describe", group, "--json").stdout)
         assert desc["state"] == "Stable" and desc["protocol"] == "range"

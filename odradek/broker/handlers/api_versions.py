@@ -1,5 +1,10 @@
 """ApiVersions (key 18), v0-4. v3 adds client software name/version and is flexible; the
-response always uses response header v0. The key list comes from the handler registry."""
+response always uses response header v0. The key list comes from the handler registry.
+
+v3+ also carries the features (tagged fields), as a Kafka 4.x broker: SUPPORTED_FEATURES (a
+feature whose range starts at 0 is left out below v4, as Kafka does for older clients, KAFKA-17492)
+and the cluster-wide FINALIZED_FEATURES levels (level 0 is not listed). `group.version` 1 tells
+clients that KIP-848 consumer groups (ConsumerGroupHeartbeat) are served."""
 
 from __future__ import annotations
 
@@ -9,6 +14,10 @@ from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
+SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {"group.version": (0, 1)}
+FINALIZED_FEATURES: dict[str, int] = {"group.version": 1}
+FINALIZED_FEATURES_EPOCH = 1
+
 
 @handles(ApiKey.API_VERSIONS, versions=(0, 4))
 async def api_versions(
@@ -16,8 +25,27 @@ async def api_versions(
 ) -> protocol.ApiVersionsResponse:
     if ctx.api_version >= 3 and ctx.connection is not None:
         ctx.connection.client_software = (req.client_software_name, req.client_software_version)
-    return protocol.ApiVersionsResponse(
+    Resp = protocol.ApiVersionsResponse
+    features: dict[str, object] = {}
+    if ctx.api_version >= 3:
+        features = {
+            "supported_features": [
+                Resp.SupportedFeatureKey(name=name, min_version=lo, max_version=hi)
+                for name, (lo, hi) in sorted(SUPPORTED_FEATURES.items())
+                if lo > 0 or ctx.api_version >= 4
+            ],
+            "finalized_features_epoch": FINALIZED_FEATURES_EPOCH,
+            "finalized_features": [
+                Resp.FinalizedFeatureKey(
+                    name=name, max_version_level=level, min_version_level=level
+                )
+                for name, level in sorted(FINALIZED_FEATURES.items())
+                if level != 0
+            ],
+        }
+    return Resp(
         error_code=ErrorCode.NONE,
         api_keys=[(k, lo, hi) for k, lo, hi in advertised()],
         throttle_time_ms=0,
+        **features,
     )

@@ -23,6 +23,9 @@ from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
 
+NOT_REQUESTED = -2147483648  # AuthorizedOperations when the request did not ask for them
+
+
 @handles(ApiKey.CONSUMER_GROUP_HEARTBEAT, versions=(0, 1))
 async def consumer_group_heartbeat(
     ctx: RequestContext, req: protocol.ConsumerGroupHeartbeatRequest
@@ -146,7 +149,7 @@ async def consumer_group_describe(
                     assignment_epoch=0,
                     assignor_name="",
                     members=[],
-                    authorized_operations=None,
+                    authorized_operations=NOT_REQUESTED,
                 )
             )
             continue
@@ -177,9 +180,9 @@ async def consumer_group_describe(
                 assignment_epoch=group.assignment_epoch,
                 assignor_name=group.assignor,
                 members=members,
-                authorized_operations=ctx.authorized_operations(ResourceType.GROUP, group_id)
+                authorized_operations=ctx.authorized_operations_bits(ResourceType.GROUP, group_id)
                 if req.include_authorized_operations
-                else None,
+                else NOT_REQUESTED,
             )
         )
     return Resp(throttle_time_ms=0, groups=out)

@@ -1,0 +1,361 @@
+"""KIP-848 consumer groups (`group.protocol=consumer`) with confluent-kafka against `odradek serve`.
+
+Members are processes (compat_tests/group_member.py with --group-protocol consumer), as in
+test_groups.py. Covered: two then three members splitting partitions, members joining and leaving
+(and one killed) under load with every record consumed and committed offsets never moving
+backwards, static membership (a restarted static member gets its partitions back without a new
+group epoch), a regex subscription picking up a new topic, the group's state surviving a broker
+restart, classic and consumer groups side by side in `odradek groups list/describe`, and the
+ConsumerGroupDescribe / ListGroups / ApiVersions answers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compat_tests.group_harness import (
+    PARTITIONS,
+    BackgroundProducer,
+    Group,
+    committed,
+    create_topic,
+    produce,
+)
+from compat_tests.harness import BrokerProcess, create_topics, unique_name, wait_for
+from odradek.testing.raw import RawClient
+from odradek.wire import protocol
+from odradek.wire.errors import ErrorCode
+
+REPO = Path(__file__).resolve().parents[1]
+SESSION_MS = 6000
+BROKER_CONFIG = {
+    "group.consumer.session.timeout.ms": str(SESSION_MS),
+    "group.consumer.heartbeat.interval.ms": "500",
+}
+SETTLE_S = 45.0
+
+
+@pytest.fixture
+def kbroker(fresh_broker: Any) -> BrokerProcess:
+    broker: BrokerProcess = fresh_broker(BROKER_CONFIG)
+    return broker
+
+
+@pytest.fixture
+def group(kbroker: BrokerProcess, tmp_path: Path, java: Any) -> Iterator[Group]:
+    topic = unique_name("kip848")
+    create_topic(kbroker, topic)
+    g = Group(kbroker, topic, topic + "-g", tmp_path, lambda: java)
+    yield g
+    g.cleanup()
+
+
+def start(group: Group, **kw: Any) -> Any:
+    return group.start("confluent-kafka", protocol="consumer", **kw)
+
+
+def describe(broker: BrokerProcess, group_id: str) -> Any:
+    """ConsumerGroupDescribe (69) of one group, waiting out a loading coordinator."""
+    result: list[Any] = []
+
+    def ask() -> bool:
+        with RawClient(broker.bootstrap) as raw:
+            resp = raw.request(
+                protocol.ConsumerGroupDescribeRequest(
+                    group_ids=[group_id], include_authorized_operations=False
+                ),
+                0,
+            )
+        (g,) = resp.groups
+        if g.error_code in (
+            ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+            ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            ErrorCode.NOT_COORDINATOR,
+        ):
+            return False
+        result.append(g)
+        return True
+
+    wait_for(ask, 30, message=f"ConsumerGroupDescribe of {group_id}")
+    return result[-1]
+
+
+def cli(broker: BrokerProcess, *args: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "odradek", *args],
+        env={**os.environ, "PYTHONPATH": str(REPO), "ODRADEK_BOOTSTRAP": broker.bootstrap},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_two_then_three_members_split_partitions(group: Group, kbroker: BrokerProcess) -> None:
+    a = start(group)
+    group.settled([a])
+    b = start(group, assignor="range")
+    group.settled([a, b])
+    c = start(group)
+    group.settled([a, b, c])
+    assert sorted(len(m.assignment) for m in (a, b, c)) == [2, 2, 2]
+    values = [f"split-{i}" for i in range(60)]
+    produce(kbroker, group.topic, values)
+    group.consumed(values)
+
+    def stable() -> bool:
+        return describe(kbroker, group.group).group_state == "Stable"
+
+    wait_for(stable, SETTLE_S, message="the group to be Stable")
+    g = describe(kbroker, group.group)
+    assert g.error_code == 0 and len(g.members) == 3
+    assert g.group_epoch == g.assignment_epoch >= 3
+    owned = [
+        (t.topic_name, p)
+        for m in g.members
+        for t in m.assignment.topic_partitions
+        for p in t.partitions
+    ]
+    assert sorted(owned) == [(group.topic, p) for p in range(PARTITIONS)]
+    assert {m.member_epoch for m in g.members} == {g.group_epoch}
+    assert {m.client_id for m in g.members} == {"confluent-kafka-1", "confluent-kafka-2", "confluent-kafka-3"}
+    # two members ask for range and one for nothing: the most used choice wins
+    assert g.assignor_name == "range"
+
+
+def test_join_and_leave_under_load(group: Group, kbroker: BrokerProcess) -> None:
+    """Every record consumed while members come and go; committed offsets never move back."""
+    producer = BackgroundProducer(kbroker, group.topic, "load")
+    backwards: list[str] = []
+    watching = threading.Event()
+    last: dict[int, int] = {}
+
+    def watch_commits() -> None:
+        while not watching.is_set():
+            try:
+                now = committed(kbroker, group.group)
+            except Exception:  # the coordinator may be briefly unavailable: look again
+                now = {}
+            for p, o in now.items():
+                if o < last.get(p, -1):
+                    backwards.append(f"partition {p}: {last[p]} -> {o}")
+                last[p] = max(o, last.get(p, -1))
+            watching.wait(0.2)
+
+    watcher = threading.Thread(target=watch_commits, daemon=True)
+    watcher.start()
+    try:
+        a = start(group)
+        b = start(group)
+        group.settled([a, b])
+        c = start(group)
+        group.settled([a, b, c])
+        a.terminate()  # a clean leave: its partitions move at once
+        group.settled([b, c])
+        b.kill()  # a crash: its partitions move after the session timeout
+        group.settled([c])
+        d = start(group)
+        group.settled([c, d])
+    finally:
+        values = producer.stop()
+    assert len(values) > 50
+    group.consumed(values, timeout=SETTLE_S)
+    ends = {p: o for p, o in committed(kbroker, group.group).items()}
+    # the live members commit what they consumed: wait for the commits to reach the end
+    wait_for(
+        lambda: sum(committed(kbroker, group.group).values()) >= len(values),
+        SETTLE_S,
+        message=f"commits to cover {len(values)} records (have {ends})",
+    )
+    watching.set()
+    watcher.join(5)
+    assert not backwards, backwards
+    assert not [m for m in group.members if m.saw("error")], group.state()
+
+
+def test_static_member_comes_back_without_a_rebalance(group: Group, kbroker: BrokerProcess) -> None:
+    a = start(group, instance_id="static-a")
+    b = start(group, instance_id="static-b")
+    group.settled([a, b])
+    wait_for(
+        lambda: describe(kbroker, group.group).group_state == "Stable",
+        SETTLE_S,
+        message="a Stable group",
+    )
+    before = describe(kbroker, group.group)
+    had = a.assignment
+    a.terminate()  # a static member leaves with epoch -2: its partitions wait for it
+    during = describe(kbroker, group.group)
+    assert during.group_epoch == before.group_epoch
+    assert len(during.members) == 2
+    again = start(group, instance_id="static-a")
+    group.settled([again, b])
+    assert again.assignment == had
+    after = describe(kbroker, group.group)
+    assert after.group_epoch == before.group_epoch
+    assert {m.instance_id for m in after.members} == {"static-a", "static-b"}
+
+
+def test_regex_subscription_picks_up_a_new_topic(kbroker: BrokerProcess) -> None:
+    from confluent_kafka import Consumer, Producer
+
+    prefix = unique_name("rx")
+    create_topics(kbroker.bootstrap, prefix + "-one", partitions=2)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": kbroker.bootstrap,
+            "group.id": prefix + "-g",
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
+    )
+    producer = Producer({"bootstrap.servers": kbroker.bootstrap})
+    try:
+        consumer.subscribe([f"^{prefix}-.*"])
+        seen: set[tuple[str, bytes]] = set()
+
+        def got(topic: str, value: bytes) -> bool:
+            for m in consumer.consume(num_messages=100, timeout=0.2):
+                if not m.error():
+                    seen.add((m.topic(), m.value()))
+            return (topic, value) in seen
+
+        producer.produce(prefix + "-one", b"first")
+        producer.flush(10)
+        wait_for(lambda: got(prefix + "-one", b"first"), SETTLE_S, message="the first topic")
+        create_topics(kbroker.bootstrap, prefix + "-two", partitions=1)
+        producer.produce(prefix + "-two", b"second")
+        producer.flush(10)
+        wait_for(lambda: got(prefix + "-two", b"second"), SETTLE_S, message="the new topic")
+        g = describe(kbroker, prefix + "-g")
+        topics = {t.topic_name for m in g.members for t in m.assignment.topic_partitions}
+        assert topics == {prefix + "-one", prefix + "-two"}
+    finally:
+        consumer.close()
+
+
+def test_group_state_survives_a_restart(group: Group, kbroker: BrokerProcess) -> None:
+    a = start(group)
+    b = start(group)
+    c = start(group)
+    group.settled([a, b, c])
+    c.terminate()
+    group.settled([a, b])
+    wait_for(
+        lambda: describe(kbroker, group.group).group_state == "Stable",
+        SETTLE_S,
+        message="a Stable group",
+    )
+    before = describe(kbroker, group.group)
+    assert before.group_epoch >= 4  # three joins and a leave
+    kbroker.restart()
+    after = describe(kbroker, group.group)
+    # loaded from __consumer_offsets: a group rebuilt from scratch would start at epoch 1
+    assert after.group_epoch >= before.group_epoch
+    assert {m.member_id for m in before.members} <= {m.member_id for m in after.members}
+    values = [f"after-restart-{i}" for i in range(30)]
+    produce(kbroker, group.topic, values)
+    group.consumed(values, members=[a, b])
+
+
+def test_classic_and_consumer_groups_side_by_side(
+    group: Group, kbroker: BrokerProcess, tmp_path: Path, java: Any
+) -> None:
+    new = start(group)
+    classic_group = Group(kbroker, group.topic, group.group + "-classic", tmp_path, lambda: java)
+    try:
+        old = classic_group.start("kafka-python")
+        group.settled([new])
+        classic_group.settled([old])
+        listed = json.loads(cli(kbroker, "groups", "list", "--json"))
+        types = {g["group"]: g["type"] for g in listed}
+        assert types[group.group] == "consumer"
+        assert types[classic_group.group] == "classic"
+        desc = json.loads(cli(kbroker, "groups", "describe", group.group, "--json"))
+        assert desc["type"] == "consumer"
+        [member] = desc["members"]
+        assert len(member["assignment"]) == PARTITIONS
+        text = cli(kbroker, "groups", "describe", group.group)
+        assert "Type: consumer" in text
+        # a consumer-protocol member may not join the live classic group
+        with RawClient(kbroker.bootstrap) as raw:
+            resp = raw.request(
+                protocol.ConsumerGroupHeartbeatRequest(
+                    group_id=classic_group.group,
+                    member_id="",
+                    member_epoch=0,
+                    rebalance_timeout_ms=30000,
+                    subscribed_topic_names=[group.topic],
+                    topic_partitions=[],
+                ),
+                1,
+            )
+        assert resp.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    finally:
+        classic_group.cleanup()
+
+
+def test_an_empty_classic_group_is_taken_over_and_back(
+    group: Group, kbroker: BrokerProcess
+) -> None:
+    """group.consumer.migration.policy=bidirectional: the committed offsets carry over."""
+    first = [f"one-{i}" for i in range(30)]
+    produce(kbroker, group.topic, first)
+    old = group.start("kafka-python")
+    group.consumed(first, members=[old])
+    wait_for(
+        lambda: sum(committed(kbroker, group.group).values()) >= 30,
+        SETTLE_S,
+        message="the classic member's commits",
+    )
+    old.terminate()
+    second = [f"two-{i}" for i in range(30)]
+    produce(kbroker, group.topic, second)
+    new = start(group)
+    group.consumed(second, members=[new])
+    assert not set(first) & set(new.values), "the consumer member re-read committed records"
+    wait_for(
+        lambda: sum(committed(kbroker, group.group).values()) >= 60,
+        SETTLE_S,
+        message="the consumer member's commits",
+    )
+    new.terminate()
+    third = [f"three-{i}" for i in range(30)]
+    produce(kbroker, group.topic, third)
+    back = group.start("kafka-python")
+    group.consumed(third, members=[back])
+    assert not (set(first) | set(second)) & set(back.values)
+
+
+def test_api_versions_advertise_group_version(kbroker: BrokerProcess) -> None:
+    with RawClient(kbroker.bootstrap) as raw:
+        resp = raw.request(
+            protocol.ApiVersionsRequest(client_software_name="test", client_software_version="1"),
+            4,
+        )
+        old = raw.request(
+            protocol.ApiVersionsRequest(client_software_name="test", client_software_version="1"),
+            3,
+        )
+    keys = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+    assert keys[68] == (0, 1) and keys[69] == (0, 0)
+    assert [
+        (f.name, f.min_version_level, f.max_version_level) for f in resp.finalized_features
+    ] == [("group.version", 1, 1)]
+    assert [(f.name, f.min_version, f.max_version) for f in resp.supported_features] == [
+        ("group.version", 0, 1)
+    ]
+    assert not old.supported_features  # a range from 0 is left out below v4, as Kafka does
+    assert old.finalized_features
