@@ -3,6 +3,7 @@ start offset, the persisted form and the simple assignor."""
 
 from __future__ import annotations
 
+import struct
 import uuid
 
 from odradek.coordinator.share import records as rec
@@ -105,7 +106,7 @@ def test_state_batches_round_trip_through_the_records() -> None:
         StateBatch(4, 9, AVAILABLE, 1),
     ]
     key = rec.ShareKey("g", uuid.uuid4(), 3)
-    value = rec.ShareValue(7, 1, 0, sp.start_offset, tuple(batches))
+    value = rec.ShareValue(7, 1, 0, sp.start_offset, tuple(batches), 1000, 2000)
     assert rec.decode_key(rec.encode_key(key)) == key
     assert rec.decode_value(rec.encode_value(value)) == value
     back = SharePartition.restore(value.start_offset, value.batches)
@@ -118,6 +119,13 @@ def test_key_layout_is_kafkas() -> None:
     assert raw == b"\x00\x00" + b"\x00\x01g" + tid.bytes + b"\x00\x00\x00\x02"
     assert rec.encode_key(rec.ShareKey("g", tid, 2, is_update=True))[:2] == b"\x00\x01"
     assert rec.coordinator_key("g", tid, 2) == "g:AAAAAAAAAAAAAAAAAAAAAQ:2"
+    value = rec.ShareValue(3, 1, 7, 10, (StateBatch(10, 11, ACKNOWLEDGED, 1),), 100, 200)
+    packed = struct.pack(">hHiiqqq", 0, 3, 1, 7, 10, 100, 200)
+    packed += b"\x02" + struct.pack(">qqbh", 10, 11, 2, 1) + b"\x00" + b"\x00"
+    assert rec.encode_value(value) == packed
+    update = rec.ShareValue(4, -1, 7, 12, ())  # no StateEpoch nor timestamps in an update
+    packed = struct.pack(">hHiq", 0, 4, 7, 12) + b"\x01\x00"
+    assert rec.encode_value(update, is_update=True) == packed
 
 
 def test_simple_assignor() -> None:

@@ -79,7 +79,10 @@ class ShareCoordinator:
 
     def setting(self, key: str, default: int) -> int:
         cfg = self.broker.config
-        raw: Any = cfg.values.get(key, cfg.ignored.get(key))
+        try:
+            raw: Any = cfg.get(key)
+        except KeyError:  # not one of odradek's keys
+            raw = cfg.ignored.get(key)
         return default if raw is None else int(raw)
 
     @property
@@ -280,11 +283,18 @@ class ShareCoordinator:
             return
         epoch = (self._snapshot_epochs.get(key, -1) + 1) & 0xFFFF
         self._snapshot_epochs[key] = epoch
+        now = wall_ms()
         value = rec.ShareValue(
-            epoch, sp.state_epoch, sp.leader_epoch, sp.start_offset, tuple(sp.state_batches())
+            epoch,
+            sp.state_epoch,
+            sp.leader_epoch,
+            sp.start_offset,
+            tuple(sp.state_batches()),
+            create_timestamp=now,
+            write_timestamp=now,
         )
         k = rec.encode_key(rec.ShareKey(*key))
-        batch = build_batch([(k, rec.encode_value(value), [], wall_ms())])
+        batch = build_batch([(k, rec.encode_value(value), [], now)])
         result = part.append_internal(batch)
         if result.error:
             log.warning("share state of %s not written: error %d", key, result.error)

@@ -3,7 +3,8 @@
     ShareSnapshotKey  version 0: GroupId string, TopicId uuid, Partition int32
     ShareUpdateKey    version 1: the same fields
     ShareSnapshotValue version 0 (flexible): SnapshotEpoch uint16, StateEpoch int32,
-        LeaderEpoch int32, StartOffset int64, StateBatches [FirstOffset int64, LastOffset int64,
+        LeaderEpoch int32, StartOffset int64, CreateTimestamp int64, WriteTimestamp int64
+        (both since Kafka 4.1, KAFKA-18170), StateBatches [FirstOffset int64, LastOffset int64,
         DeliveryState int8, DeliveryCount int16]
     ShareUpdateValue version 0 (flexible): SnapshotEpoch uint16, LeaderEpoch int32,
         StartOffset int64 (-1: unchanged), StateBatches as above
@@ -42,6 +43,8 @@ class ShareValue:
     leader_epoch: int
     start_offset: int
     batches: tuple[StateBatch, ...]
+    create_timestamp: int = -1  # a snapshot's only, as state_epoch
+    write_timestamp: int = -1
 
 
 def kafka_uuid(u: uuid.UUID) -> str:
@@ -81,6 +84,9 @@ def encode_value(value: ShareValue, is_update: bool = False) -> bytes:
         w.i32(value.state_epoch)
     w.i32(value.leader_epoch)
     w.i64(value.start_offset)
+    if not is_update:
+        w.i64(value.create_timestamp)
+        w.i64(value.write_timestamp)
     w.array_len(len(value.batches))
     for b in value.batches:
         w.i64(b.first_offset)
@@ -99,10 +105,15 @@ def decode_value(data: bytes, is_update: bool = False) -> ShareValue:
     state_epoch = -1 if is_update else r.i32()
     leader_epoch = r.i32()
     start = r.i64()
+    created = written = -1
+    if not is_update:
+        created, written = r.i64(), r.i64()
     batches = []
     for _ in range(r.array_len()):
         first, last, state, count = r.i64(), r.i64(), r.i8(), r.i16()
         r.tags()
         batches.append(StateBatch(first, last, state, count))
     r.tags()
-    return ShareValue(snapshot_epoch, state_epoch, leader_epoch, start, tuple(batches))
+    return ShareValue(
+        snapshot_epoch, state_epoch, leader_epoch, start, tuple(batches), created, written
+    )
