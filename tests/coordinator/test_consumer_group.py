@@ -304,3 +304,62 @@ def test_invalid_requests(bad: dict[str, int]) -> None:
     for k, v in bad.items():
         setattr(req, k, v)
     assert env.mgr.heartbeat(req).error == ErrorCode.INVALID_REQUEST
+
+
+def test_offset_fetch_checks_and_coordinator_wiring() -> None:
+    """OffsetFetch v9 with a member epoch; commits through the coordinator are checked against
+    the member epoch and stored; a classic JoinGroup for a live consumer group is refused."""
+    import asyncio
+
+    from odradek.coordinator.group.coordinator import GroupCoordinator, GroupCoordinatorConfig
+    from odradek.coordinator.group.metadata import OffsetAndMetadata
+
+    env = Env()
+    env.join("a")
+    assert env.mgr.validate_offset_fetch(GROUP, "a", 1) is None
+    assert env.mgr.validate_offset_fetch(GROUP, "a", 0) == ErrorCode.STALE_MEMBER_EPOCH
+    assert env.mgr.validate_offset_fetch(GROUP, "b", 1) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert env.mgr.validate_offset_fetch(GROUP, None, -1) is None
+
+    class Part:
+        is_leader = True
+
+    coord = GroupCoordinator(
+        GroupCoordinatorConfig(num_partitions=1),
+        get_partition=lambda _i: Part(),
+        partition_count=lambda: 1,
+        scheduler=ManualScheduler(),
+        topics=lambda: {"t1": (T1, 2)},
+    )
+    coord.active = True
+    coord.loaded.add(0)
+    written: list[object] = []
+    coord._append = lambda group_id, records, **kw: written.append(records) or ErrorCode.NONE  # type: ignore[method-assign]
+    coord.consumer.append = coord._append
+    coord.machine.append = coord._append  # type: ignore[method-assign]
+    joined = coord.consumer_heartbeat(
+        HeartbeatRequest(
+            GROUP, "m", 0, rebalance_timeout_ms=1000, subscribed_topic_names=["t1"], owned=[]
+        )
+    )
+    assert joined.member_epoch == 1
+    om = OffsetAndMetadata(5, -1, "", 0, -1)
+    assert coord.commit_offsets(GROUP, "m", None, 0, {("t1", 0): om}, 9) == {
+        ("t1", 0): ErrorCode.STALE_MEMBER_EPOCH
+    }
+    assert coord.commit_offsets(GROUP, "m", None, 1, {("t1", 0): om}, 9) == {
+        ("t1", 0): ErrorCode.NONE
+    }
+    error, fetched = coord.fetch_offsets(GROUP, None, False)
+    assert error == ErrorCode.NONE and [(f.topic, f.partition, f.offset) for f in fetched] == [
+        ("t1", 0, 5)
+    ]
+    listed = coord.list_groups([], [])[1]
+    assert listed == [(GROUP, "consumer", "Stable", "consumer")]
+    assert coord.list_groups([], ["classic"])[1] == []
+    result = asyncio.run(
+        coord.join_group(
+            GROUP, "", None, True, False, "c", "h", 1000, 6000, "consumer", [("range", b"")]
+        )
+    )
+    assert result.error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL

@@ -658,9 +658,16 @@ class GroupCoordinator:
 
     def expire_offsets(self) -> int:
         groups = [
-            g for g in self.machine.groups.values() if self.partition_for(g.group_id) in self.loaded
+            g
+            for g in self.machine.groups.values()
+            if self.partition_for(g.group_id) in self.loaded
+            and not self._consumer_members(g.group_id)  # offsets of a live KIP-848 group stay
         ]
         return self.offsets.cleanup(groups, self.scheduler.now_ms())
+
+    def _consumer_members(self, group_id: str) -> int:
+        group = self.consumer.get(group_id)
+        return 0 if group is None else len(group.members)
 
     # -- admin --------------------------------------------------------------------------------
 
