@@ -70,6 +70,7 @@ class ShareCoordinator:
         self.partitions: dict[SpKey, SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self._snapshot_epochs: dict[SpKey, int] = {}
+        self._unpersisted: set[SpKey] = set()  # warned once each
         self._changed = asyncio.Event()
         self._released = asyncio.Event()  # records went back to available
         self._task: asyncio.Task[None] | None = None
@@ -280,6 +281,16 @@ class ShareCoordinator:
         sp = self.partitions.get(key)
         part = self._state_partition(key)
         if sp is None or part is None:
+            if sp is not None and key not in self._unpersisted:
+                self._unpersisted.add(key)
+                log.warning(
+                    "share group %s: the state of %s-%d is kept in memory only (this broker "
+                    "does not lead its %s partition)",
+                    key[0],
+                    self.broker.topics.name_for_id(key[1]),
+                    key[2],
+                    STATE_TOPIC,
+                )
             return
         epoch = (self._snapshot_epochs.get(key, -1) + 1) & 0xFFFF
         self._snapshot_epochs[key] = epoch
@@ -298,6 +309,24 @@ class ShareCoordinator:
         result = part.append_internal(batch)
         if result.error:
             log.warning("share state of %s not written: error %d", key, result.error)
+
+    # -- leadership (a TopicManager listener) ----------------------------------------------------
+
+    def on_partition_added(self, part: Partition) -> None:
+        pass
+
+    def on_become_leader(self, part: Partition) -> None:
+        self._forget(part)  # read back from __share_group_state on first use
+
+    def on_become_follower(self, part: Partition) -> None:
+        self._forget(part)
+
+    def on_partition_removed(self, part: Partition) -> None:
+        self._forget(part)
+
+    def _forget(self, part: Partition) -> None:
+        for key in [k for k in self.partitions if k[1] == part.topic_id and k[2] == part.index]:
+            del self.partitions[key]
 
     # -- share-partitions -----------------------------------------------------------------------
 
@@ -333,5 +362,6 @@ def share_coordinator(broker: Broker) -> ShareCoordinator:
         coord = ShareCoordinator(broker)
         setattr(broker, EXTENSION, coord)
         broker.services.append(coord)
+        broker.topics.listeners.append(coord)
     coord.ensure_started()
     return coord
