@@ -65,6 +65,7 @@ class OdradekProcess:
         profile_to: Path | None = None,
         keep_data: bool = False,
         brokers: int = 1,
+        tls: bool = False,
     ) -> None:
         self.python = python
         self.host = host
@@ -76,6 +77,19 @@ class OdradekProcess:
         # bootstrap is the first broker, whose port is read from the ready line
         self.brokers = brokers
         self.data_dir = Path(tempfile.mkdtemp(prefix="odradek-bench-"))
+        # tls: an SSL listener beside the PLAINTEXT one, with a throwaway CA (odradek.testing)
+        self.tls_ca: str | None = None
+        self.tls_port: int | None = None
+        self._tls_config: dict[str, str] = {}
+        if tls:
+            if brokers > 1:
+                raise ValueError("a TLS listener is served by a single spawned broker only")
+            from odradek.testing.certs import TlsMaterial
+
+            material = TlsMaterial(str(self.data_dir / "tls"))
+            self.tls_ca = material.ca
+            self.tls_port = free_port(host)
+            self._tls_config = material.broker_config()
         self._proc: subprocess.Popen[bytes] | None = None
         self._reader: threading.Thread | None = None
         self._ready_at: float | None = None
@@ -85,6 +99,10 @@ class OdradekProcess:
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def tls_bootstrap(self) -> str | None:
+        return None if self.tls_port is None else f"{self.host}:{self.tls_port}"
 
     @property
     def pid(self) -> int:
@@ -118,9 +136,13 @@ class OdradekProcess:
             for key, value in self.overrides.items():
                 cmd += ["--override", f"{key}={value}"]
             return cmd
+        listeners = f"PLAINTEXT://{self.host}:{self.port}"
+        if self.tls_port is not None:
+            listeners += f",SSL://{self.host}:{self.tls_port}"
         overrides = {
-            "listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "listeners": listeners,
             "log.dirs": str(self.data_dir / "data"),
+            **self._tls_config,
             **self.overrides,
         }
         cmd = [self.python]

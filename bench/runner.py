@@ -16,7 +16,7 @@ import platform
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import confluent_kafka
@@ -31,6 +31,7 @@ from bench.workloads import ClientSettings, PhaseError, PhaseResult, consume, pr
 
 DEFAULT_RECORDS = 1_000_000
 DEFAULT_SIZES = (100, 1024)
+DEFAULT_TLS_SIZES = (1024,)  # rows over an SSL listener of the same broker, next to plaintext
 # Four partitions: enough for librdkafka to fill several batches per produce request and for a
 # fetch to return several partitions' data, few enough that one broker's per-partition work does
 # not dominate. The table says which count was used.
@@ -67,6 +68,7 @@ class Options:
     json_path: Path | None
     quota_rate: float = 0.0  # > 0: the throttled-producer row (bench/quota.py), bytes/s
     quota_periods: int = 3
+    tls_sizes: tuple[int, ...] = ()  # sizes also produced and consumed over TLS
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -77,6 +79,12 @@ def _sizes(text: str) -> tuple[int, ...]:
     if not sizes or any(size <= 0 for size in sizes):
         raise argparse.ArgumentTypeError("sizes must be positive")
     return sizes
+
+
+def _tls_sizes(text: str) -> tuple[int, ...]:
+    if text.strip().lower() in ("", "none", "0"):
+        return ()
+    return _sizes(text)
 
 
 def _positive(text: str) -> int:
@@ -176,6 +184,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=3,
         help="11 s quota periods the throttled producer runs for (default %(default)s)",
     )
+    p.add_argument(
+        "--tls-sizes",
+        type=_tls_sizes,
+        default=DEFAULT_TLS_SIZES,
+        metavar="SIZES",
+        help="value sizes also produced and consumed over an SSL listener of the spawned "
+        "broker (throwaway CA), rows marked TLS (default 1024; none: no TLS rows)",
+    )
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     return p
 
@@ -212,6 +228,7 @@ def parse_options(argv: list[str] | None) -> Options:
         json_path=a.json,
         quota_rate=max(0.0, a.quota_rate),
         quota_periods=a.quota_periods,
+        tls_sizes=a.tls_sizes,
     )
 
 
@@ -262,7 +279,12 @@ class Bench:
     """Runs the workloads against one bootstrap address and fills a Report."""
 
     def __init__(
-        self, opts: Options, bootstrap: str, broker_pid: int | None, report: Report
+        self,
+        opts: Options,
+        bootstrap: str,
+        broker_pid: int | None,
+        report: Report,
+        tls: tuple[str, str] | None = None,
     ) -> None:
         self.opts = opts
         self.pid = broker_pid
@@ -277,12 +299,20 @@ class Bench:
             phase_timeout_s=opts.phase_timeout_s,
         )
         self.topics = Topics(bootstrap)
+        # (bootstrap, CA file) of the broker's SSL listener, for the TLS rows
+        self.tls_client = None
+        if tls is not None:
+            security = (("security.protocol", "SSL"), ("ssl.ca.location", tls[1]))
+            self.tls_client = replace(self.client, bootstrap=tls[0], security=security)
         self.written = 0
         self._lifetime_peak_noted = False
 
     def run(self) -> None:
         for size in self.opts.sizes:
             self.workload(size, self.opts.records, consume_too=True)
+        if self.tls_client is not None:
+            for size in self.opts.tls_sizes:
+                self.workload(size, self.opts.records, consume_too=True, tls=True)
         if self.opts.large and self.report.rss_after_written is None:
             records = math.ceil(LARGE_BYTES / LARGE_SIZE)
             self.workload(LARGE_SIZE, records, consume_too=False, label="(--large)")
@@ -317,20 +347,25 @@ class Bench:
             f"throttled); largest throttle_time_ms {largest[0] if largest else 0}"
         )
 
-    def workload(self, size: int, records: int, *, consume_too: bool, label: str = "") -> None:
-        topic = topic_name(f"{size}b")
+    def workload(
+        self, size: int, records: int, *, consume_too: bool, label: str = "", tls: bool = False
+    ) -> None:
+        client = self.tls_client if tls and self.tls_client is not None else self.client
+        if tls:
+            label = f"TLS {label}".rstrip()
+        topic = topic_name(f"{size}b{'-tls' if tls else ''}")
         self.topics.create(topic, self.opts.partitions, self.opts.replication_factor)
         name = f"produce {size} B {label}".rstrip()
-        produced = self._measure(name, lambda: produce(self.client, topic, size, records))
+        produced = self._measure(name, lambda: produce(client, topic, size, records))
         self.report.rows.append(self._row(name, produced, records))
         self.written += produced.result.value_bytes
         if self.report.rss_after_written is None and self.written >= LARGE_BYTES:
             usage = produced.usage
             self._note_rss(final=False, phase_peak=usage.peak_rss_mb if usage else None)
         if consume_too:
-            name = f"consume {size} B"
+            name = f"consume {size} B {'TLS' if tls else ''}".rstrip()
             delivered = produced.result.records
-            consumed = self._measure(name, lambda: consume(self.client, topic, delivered))
+            consumed = self._measure(name, lambda: consume(client, topic, delivered))
             self.report.rows.append(self._row(name, consumed, records))
 
     def _measure(self, name: str, phase: Callable[[], PhaseResult]) -> Measured:
@@ -419,11 +454,15 @@ def run(opts: Options) -> Report:
             timing = fresh.start()
         report.startup_api_versions_ms.append(timing.api_versions_ms)
         report.startup_ready_line_ms.append(timing.ready_line_ms)
+    tls = bool(opts.tls_sizes) and opts.brokers == 1
+    if opts.tls_sizes and not tls:
+        report.notes.append("no TLS rows: a TLS listener is served by a single spawned broker")
     broker = OdradekProcess(
         overrides=opts.broker_overrides,
         profile_to=opts.profile_broker,
         keep_data=opts.keep_data,
         brokers=opts.brokers,
+        tls=tls,
     )
     try:
         timing = broker.start()
@@ -438,7 +477,14 @@ def run(opts: Options) -> Report:
                 else f"odradek cluster --brokers {opts.brokers}, one process)"
             )
         )
-        Bench(opts, broker.bootstrap, broker.pid, report).run()
+        tls_listener = None
+        if broker.tls_bootstrap is not None and broker.tls_ca is not None:
+            tls_listener = (broker.tls_bootstrap, broker.tls_ca)
+            report.notes.append(
+                "TLS rows: the same broker's SSL listener (throwaway CA, EC P-256 certificate); "
+                "fetches over TLS are copied through the TLS layer (no sendfile)"
+            )
+        Bench(opts, broker.bootstrap, broker.pid, report, tls_listener).run()
     except Exception:
         if not broker.alive():
             print(f"bench: broker output:\n{broker.output()}", file=sys.stderr)

@@ -58,6 +58,8 @@ class ClientSettings:
     batch_size: int = 1_000_000
     phase_timeout_s: float = 900.0
     idle_timeout_s: float = 30.0
+    # extra librdkafka properties of both clients (security.protocol, ssl.ca.location, ...)
+    security: tuple[tuple[str, str], ...] = ()
 
     def producer_config(self) -> dict[str, Any]:
         return {
@@ -73,6 +75,7 @@ class ClientSettings:
             "message.max.bytes": 8 * 1_048_576,
             "enable.idempotence": False,
             **_NO_NAGLE,
+            **dict(self.security),
         }
 
     def consumer_config(self) -> dict[str, Any]:
@@ -95,6 +98,7 @@ class ClientSettings:
             "fetch.wait.max.ms": 100,
             "enable.partition.eof": False,
             **_NO_NAGLE,
+            **dict(self.security),
         }
 
 

@@ -12,7 +12,14 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RECORDS = 2000
-WORKLOADS = ["produce 100 B", "consume 100 B", "produce 1024 B", "consume 1024 B"]
+WORKLOADS = [
+    "produce 100 B",
+    "consume 100 B",
+    "produce 1024 B",
+    "consume 1024 B",
+    "produce 1024 B TLS",  # the same broker's SSL listener (--tls-sizes, default 1024)
+    "consume 1024 B TLS",
+]
 
 pytest.importorskip("confluent_kafka")
 pytestmark = pytest.mark.compat
