@@ -201,6 +201,7 @@ class Group:
                 instance_id or "-",
                 str(session_ms),
                 commit,
+                protocol,
             ]
         else:
             cmd = [

@@ -31,6 +31,7 @@ from compat_tests.group_harness import (
     produce,
 )
 from compat_tests.harness import BrokerProcess, create_topics, unique_name, wait_for
+from compat_tests.java_harness import JavaError
 from odradek.testing.raw import RawClient
 from odradek.wire import protocol
 from odradek.wire.errors import ErrorCode
@@ -50,11 +51,20 @@ def kbroker(fresh_broker: Any) -> BrokerProcess:
     return broker
 
 
+def _java(request: pytest.FixtureRequest) -> Any:
+    try:
+        return request.getfixturevalue("java")
+    except JavaError as exc:
+        pytest.skip(f"no Java toolchain: {exc}")
+
+
 @pytest.fixture
-def group(kbroker: BrokerProcess, tmp_path: Path, java: Any) -> Iterator[Group]:
+def group(
+    kbroker: BrokerProcess, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Group]:
     topic = unique_name("kip848")
     create_topic(kbroker, topic)
-    g = Group(kbroker, topic, topic + "-g", tmp_path, lambda: java)
+    g = Group(kbroker, topic, topic + "-g", tmp_path, lambda: _java(request))
     yield g
     g.cleanup()
 
@@ -129,7 +139,11 @@ def test_two_then_three_members_split_partitions(group: Group, kbroker: BrokerPr
     ]
     assert sorted(owned) == [(group.topic, p) for p in range(PARTITIONS)]
     assert {m.member_epoch for m in g.members} == {g.group_epoch}
-    assert {m.client_id for m in g.members} == {"confluent-kafka-1", "confluent-kafka-2", "confluent-kafka-3"}
+    assert {m.client_id for m in g.members} == {
+        "confluent-kafka-1",
+        "confluent-kafka-2",
+        "confluent-kafka-3",
+    }
     # two members ask for range and one for nothing: the most used choice wins
     assert g.assignor_name == "range"
 
@@ -271,10 +285,10 @@ def test_group_state_survives_a_restart(group: Group, kbroker: BrokerProcess) ->
 
 
 def test_classic_and_consumer_groups_side_by_side(
-    group: Group, kbroker: BrokerProcess, tmp_path: Path, java: Any
+    group: Group, kbroker: BrokerProcess, tmp_path: Path
 ) -> None:
     new = start(group)
-    classic_group = Group(kbroker, group.topic, group.group + "-classic", tmp_path, lambda: java)
+    classic_group = Group(kbroker, group.topic, group.group + "-classic", tmp_path, group.java)
     try:
         old = classic_group.start("kafka-python")
         group.settled([new])
@@ -359,3 +373,25 @@ def test_api_versions_advertise_group_version(kbroker: BrokerProcess) -> None:
     ]
     assert not old.supported_features  # a range from 0 is left out below v4, as Kafka does
     assert old.finalized_features
+
+
+@pytest.mark.slow
+def test_java_consumers_split_and_hand_over(group: Group, kbroker: BrokerProcess) -> None:
+    """Kafka's Java 3.9.1 consumer with group.protocol=consumer beside a confluent-kafka one."""
+    a = group.start("java", protocol="consumer", assignor="uniform")
+    group.settled([a])
+    b = group.start("java", protocol="consumer")
+    group.settled([a, b])
+    c = start(group)
+    group.settled([a, b, c])
+    clients = sorted(m.client_id for m in describe(kbroker, group.group).members)
+    assert clients == ["confluent-kafka-3", "java-group-member", "java-group-member"]
+    values = [f"java-{i}" for i in range(60)]
+    produce(kbroker, group.topic, values)
+    group.consumed(values)
+    a.terminate()
+    group.settled([b, c])
+    more = [f"java-more-{i}" for i in range(30)]
+    produce(kbroker, group.topic, more)
+    group.consumed(more, members=[b, c])
+    assert not [m for m in group.members if m.saw("error")], group.state()

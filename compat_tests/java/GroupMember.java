@@ -23,7 +23,10 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  * One consumer-group member, printing the same JSON lines as compat_tests/group_member.py.
  *
  * <p>Arguments: bootstrap topic group assignor(range|roundrobin|cooperative-sticky)
- * instanceId("-" for none) sessionTimeoutMs commit(sync|async|auto). SIGTERM closes the consumer.
+ * instanceId("-" for none) sessionTimeoutMs commit(sync|async|auto) [protocol(classic|consumer)].
+ * With "consumer" (KIP-848) the coordinator assigns: the assignor is group.remote.assignor when it
+ * is uniform or range, and the session and heartbeat come from the broker. SIGTERM closes the
+ * consumer.
  */
 public final class GroupMember {
     private GroupMember() {}
@@ -86,10 +89,17 @@ public final class GroupMember {
         props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, String.valueOf(commit.equals("auto")));
         props.put(ConsumerConfig.AUTO_COMMIT_INTERVAL_MS_CONFIG, "200");
-        props.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, String.valueOf(session));
-        props.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, String.valueOf(Math.max(session / 6, 100)));
         props.put(ConsumerConfig.MAX_POLL_INTERVAL_MS_CONFIG, String.valueOf(session * 5));
-        props.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, assignor);
+        if (args.length > 7 && args[7].equals("consumer")) {
+            props.put("group.protocol", "consumer");
+            if (args[3].equals("uniform") || args[3].equals("range")) {
+                props.put("group.remote.assignor", args[3]);
+            }
+        } else {
+            props.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, String.valueOf(session));
+            props.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, String.valueOf(Math.max(session / 6, 100)));
+            props.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, assignor);
+        }
         props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         if (!args[4].equals("-")) {
