@@ -1,11 +1,13 @@
 """KIP-848 consumer groups (`group.protocol=consumer`) with confluent-kafka against `odradek serve`.
 
-Members are processes (compat_tests/group_member.py with --group-protocol consumer), as in
-test_groups.py. Covered: two then three members splitting partitions, members joining and leaving
+Members are processes (compat_tests/group_member.py with --group-protocol consumer; Kafka's
+Java 3.9.1 consumer through GroupMember.java, marked slow), as in test_groups.py. Covered: two
+then three members splitting partitions, members joining and leaving
 (and one killed) under load with every record consumed and committed offsets never moving
 backwards, static membership (a restarted static member gets its partitions back without a new
 group epoch), a regex subscription picking up a new topic, the group's state surviving a broker
-restart, classic and consumer groups side by side in `odradek groups list/describe`, and the
+restart and the kill of its coordinator on a three-broker cluster, classic and consumer
+groups side by side in `odradek groups list/describe`, and the
 ConsumerGroupDescribe / ListGroups / ApiVersions answers.
 """
 
@@ -16,7 +18,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,12 +75,13 @@ def start(group: Group, **kw: Any) -> Any:
     return group.start("confluent-kafka", protocol="consumer", **kw)
 
 
-def describe(broker: BrokerProcess, group_id: str) -> Any:
-    """ConsumerGroupDescribe (69) of one group, waiting out a loading coordinator."""
+def describe(broker: Any, group_id: str, address: Callable[[], str] | None = None) -> Any:
+    """ConsumerGroupDescribe (69) of one group, waiting out a loading coordinator (`address`:
+    where the coordinator is, when it is not the one broker)."""
     result: list[Any] = []
 
     def ask() -> bool:
-        with RawClient(broker.bootstrap) as raw:
+        with RawClient(address() if address else broker.bootstrap) as raw:
             resp = raw.request(
                 protocol.ConsumerGroupDescribeRequest(
                     group_ids=[group_id], include_authorized_operations=False
@@ -395,3 +398,53 @@ def test_java_consumers_split_and_hand_over(group: Group, kbroker: BrokerProcess
     produce(kbroker, group.topic, more)
     group.consumed(more, members=[b, c])
     assert not [m for m in group.members if m.saw("error")], group.state()
+
+
+@pytest.mark.cluster
+def test_group_survives_the_kill_of_its_coordinator(odradek_cluster: Any, tmp_path: Path) -> None:
+    """Three brokers, __consumer_offsets replicated three ways: the new coordinator loads the
+    group (its epochs and members) from the replicated records; nothing committed is read again."""
+    from odradek.coordinator.group.records import partition_for
+
+    cluster = odradek_cluster(
+        3,
+        config={
+            **BROKER_CONFIG,
+            "offsets.topic.replication.factor": 3,
+            "offsets.topic.num.partitions": 3,
+            "min.insync.replicas": 2,
+        },
+    )
+    topic, gid = unique_name("kip848-cluster"), unique_name("kip848-cluster-g")
+    cluster.create_topic(topic, PARTITIONS, 3)
+    offsets_partition = partition_for(gid, 3)
+
+    def coordinator() -> str:
+        return str(cluster.address(cluster.leader("__consumer_offsets", offsets_partition)))
+
+    group = Group(cluster, topic, gid, tmp_path, lambda: pytest.fail("no Java here"))
+    try:
+        members = [start(group), start(group)]
+        group.settled(members)
+        before = [f"before-{i}" for i in range(60)]
+        produce(cluster, topic, before, acks="all")
+        group.consumed(before)
+        group.until(lambda: sum(committed(cluster, gid).values()) == 60, "commits of 60")
+        at_kill = describe(cluster, gid, coordinator)
+        assert at_kill.group_epoch >= 2
+
+        victim = cluster.leader("__consumer_offsets", offsets_partition)
+        cluster.kill(victim)
+        cluster.wait_for_leader("__consumer_offsets", offsets_partition, not_on=victim)
+        loaded = describe(cluster, gid, coordinator)
+        assert loaded.group_epoch >= at_kill.group_epoch
+        assert {m.member_id for m in at_kill.members} <= {m.member_id for m in loaded.members}
+
+        after = [f"after-{i}" for i in range(60)]
+        produce(cluster, topic, after, acks="all")
+        group.consumed(after)
+        group.until(lambda: sum(committed(cluster, gid).values()) == 120, "commits of 120")
+        seen = [v for m in group.members for v in m.values]
+        assert sorted(v for v in seen if v.startswith("before-")) == sorted(before)
+    finally:
+        group.cleanup()
