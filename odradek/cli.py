@@ -241,6 +241,20 @@ def _add_local_cluster(sub: argparse._SubParsersAction) -> None:
         port = _cluster_port(args.port, args.brokers, args.listen_host)
         if port is None:
             return 1
+        if getattr(args, "security", None):  # TLS / SASL (odradek.testing.cluster)
+            from odradek.cli_commands.dev import security_users
+            from odradek.cli_commands.output import CliError
+            from odradek.testing.cluster import secure_cluster_main
+
+            try:
+                users = security_users(args.user)
+            except CliError as exc:
+                print(f"odradek: {exc}", file=sys.stderr)
+                return exc.status
+            host, mech = args.listen_host, args.mechanism
+            return secure_cluster_main(
+                args.brokers, args.base_dir, overrides, host, port, args.security, mech, users
+            )
         return local_cluster.main(args.brokers, args.base_dir, overrides, args.listen_host, port)
 
     parser.set_defaults(func=run)

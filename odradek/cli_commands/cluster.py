@@ -17,12 +17,32 @@ from odradek.cli_commands.common import (
     run_command,
     want_json,
 )
-from odradek.cli_commands.output import print_json, print_table
+from odradek.cli_commands.output import CliError, print_json, print_table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("cluster", help="brokers, controller, cluster id, leaderless partitions")
     add_client_options(p)
+    # with --brokers N (odradek/cli.py): serve TLS / SASL between the brokers and to clients
+    p.add_argument(
+        "--security",
+        choices=["ssl", "mtls", "sasl_plaintext", "sasl_ssl"],
+        help="with --brokers: serve this listener (throwaway CA in <base-dir>/security, "
+        "brokers talk to each other over it) and print the client properties",
+    )
+    p.add_argument(
+        "--mechanism",
+        choices=["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"],
+        type=str.upper,
+        help="with --security sasl_*: the SASL mechanism (default PLAIN)",
+    )
+    p.add_argument(
+        "--user",
+        action="append",
+        metavar="NAME[:PASSWORD]",
+        help="with --security: a SASL user / client certificate (repeatable; default "
+        "alice:alice-secret)",
+    )
     p.set_defaults(func=run_command(cmd_cluster))
 
 
@@ -69,6 +89,8 @@ def _summary(cluster: dict[str, Any], topics: list[dict[str, Any]]) -> dict[str,
 
 
 def cmd_cluster(args: argparse.Namespace) -> None:
+    if args.security or args.mechanism or args.user:
+        raise CliError("--security, --mechanism and --user go with --brokers N")
     with Closing(admin_client(args)) as admin:
         cluster = admin.describe_cluster()
         topics = admin.describe_topics(None)

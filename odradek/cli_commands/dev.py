@@ -113,7 +113,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_dev)
 
 
-def _users(items: list[str] | None) -> dict[str, str] | None:
+def security_users(items: list[str] | None) -> dict[str, str] | None:
     if not items:
         return None
     users: dict[str, str] = {}
@@ -123,48 +123,6 @@ def _users(items: list[str] | None) -> dict[str, str] | None:
             raise CliError(f"--user needs NAME[:PASSWORD], got {item!r}")
         users[name] = password if sep else f"{name}-secret"
     return users
-
-
-def _security_files(broker: Any) -> dict[str, Any] | None:
-    """Write the client properties files of a secure dev broker; what to print about them."""
-    import os
-
-    security = broker.security
-    if security is None:
-        return None
-    base = security.directory
-    user = next(iter(security.users), None)
-    props = security.write_properties(
-        os.path.join(base, "client.properties"), broker.bootstrap, user, "librdkafka"
-    )
-    java = security.write_properties(
-        os.path.join(base, "client-java.properties"), broker.bootstrap, user, "java"
-    )
-    conf = {k: str(v) for k, v in security.client_config(broker.bootstrap, user).items()}
-    return {
-        "protocol": security.protocol,
-        "mechanism": security.mechanism,
-        "user": user,
-        "principal": security.principal(user),
-        "users": dict(security.users),
-        "ca": security.tls.ca if security.tls is not None else None,
-        "properties": props,
-        "java_properties": java,
-        "client_config": conf,
-        "kcat_args": security.kcat_args(broker.bootstrap, user),
-    }
-
-
-def _print_security(info: dict[str, Any]) -> None:
-    import shlex
-
-    what = info["protocol"] + (f" ({info['mechanism']})" if info["mechanism"] else "")
-    print(f"# {what} client properties for {info['principal']}:", flush=True)
-    for key, value in info["client_config"].items():
-        print(f"{key}={value}")
-    print(f"# librdkafka / kcat -F: {info['properties']}")
-    print(f"# Java clients, Kafka's tools --command-config: {info['java_properties']}")
-    print("# kcat " + " ".join(shlex.quote(a) for a in info["kcat_args"]) + " -L", flush=True)
 
 
 def _topics(items: list[str] | None) -> dict[str, int]:
@@ -194,7 +152,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
     try:
         topics = _topics(args.topic)
         config = parse_key_values(args.override, "--override")
-        users = _users(args.user)
+        users = security_users(args.user)
         if args.security is None and (args.mechanism or users):
             raise CliError("--mechanism and --user go with --security")
         if args.mechanism and args.security in ("ssl", "mtls"):
@@ -251,7 +209,9 @@ def cmd_dev(args: argparse.Namespace) -> int:
                 flush=True,
             )
         admin = _admin_url(broker)
-        security = _security_files(broker)
+        security = None
+        if broker.security is not None:
+            security = broker.security.describe(broker.bootstrap)
         if args.json:
             doc: dict[str, Any] = {
                 "bootstrap": broker.bootstrap,
@@ -267,7 +227,9 @@ def cmd_dev(args: argparse.Namespace) -> int:
             if admin:
                 print(admin, flush=True)
             if security is not None:
-                _print_security(security)
+                from odradek.testing.security import print_client_properties
+
+                print_client_properties(security)
             print(
                 f"odradek dev broker on {broker.bootstrap}, data in {broker.data_dir} "
                 "(removed at exit); Ctrl-C to stop",

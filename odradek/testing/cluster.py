@@ -25,6 +25,7 @@ replicate and send markers to each other over it, authenticated as `security.bro
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import tempfile
 import time
@@ -449,3 +450,87 @@ class SecureLocalCluster(LocalCluster):
         broker = await super().start_broker(node)
         self.listener_ports[node] = {b.name: b.port for b in broker.bound}
         return broker
+
+
+async def run_secure_cluster(
+    security: Security,
+    brokers: int,
+    base_dir: str,
+    config: Mapping[str, Any],
+    stop: asyncio.Event,
+    host: str = "127.0.0.1",
+    ports: list[int] | None = None,
+) -> None:
+    """`odradek cluster --brokers N --security ...`: start the brokers with `security`'s
+    listeners (the secure one on `ports`), print each broker, the client properties (files in
+    the security directory) and the ready line; run until `stop` is set, stop cleanly."""
+    from odradek.testing.security import print_client_properties
+
+    local = SecureLocalCluster(security, brokers, base_dir, config, host=host)
+    for node in range(brokers):
+        if ports and ports[node]:
+            local.listener_ports[node] = {security.listener: ports[node]}
+    security.install_scram(local.store)
+    try:
+        await local.start()
+        for node in range(brokers):
+            served = ",".join(
+                f"{name}://{host}:{port}" for name, port in local.listener_ports[node].items()
+            )
+            print(f"broker {node} listening on {served} data={local.data_dir(node)}", flush=True)
+        print_client_properties(security.describe(local.bootstrap))
+        listeners = ",".join(
+            f"{security.listener}://{host}:{local.listener_ports[n][security.listener]}"
+            for n in range(brokers)
+        )
+        print(f"odradek ready listeners={listeners} data={local.base_dir}", flush=True)
+        await stop.wait()
+    finally:
+        await local.stop()
+
+
+def secure_cluster_main(
+    brokers: int,
+    base_dir: str,
+    config: Mapping[str, Any],
+    host: str,
+    port: int,
+    security: str,
+    mechanism: str | None = None,
+    users: Mapping[str, str] | None = None,
+) -> int:
+    """As `local_cluster.main`, with TLS / SASL (a throwaway CA in <base_dir>/security)."""
+    import os
+    import signal
+    import sys
+
+    from odradek.log.config import ConfigError
+    from odradek.log.manager import DataDirError
+
+    ports = [port + n if port else 0 for n in range(brokers)]
+    try:
+        material = Security(
+            security, mechanism, users, directory=os.path.join(base_dir, "security")
+        )
+    except ValueError as exc:
+        print(f"odradek: {exc}", file=sys.stderr)
+        return 1
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await run_secure_cluster(material, brokers, base_dir, config, stop, host, ports)
+
+    try:
+        asyncio.run(run())
+    except OSError as exc:
+        print(f"odradek: cannot start the cluster: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    except (DataDirError, ConfigError, ValueError) as exc:
+        print(f"odradek: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    return 0

@@ -331,6 +331,43 @@ class Security:
                 f.write(f"{key}={_escape_property(value)}\n")
         return path
 
+    def describe(self, bootstrap: str, user: str | None = None) -> dict[str, Any]:
+        """Write the client properties files of `user` (default: the first) into the security
+        directory (client.properties for librdkafka / kcat -F, client-java.properties for Java
+        clients and Kafka's tools); what `odradek dev` / `odradek cluster` print about them."""
+        name = self._user(user)
+        props = self.write_properties(
+            os.path.join(self.directory, "client.properties"), bootstrap, name, "librdkafka"
+        )
+        java = self.write_properties(
+            os.path.join(self.directory, "client-java.properties"), bootstrap, name, "java"
+        )
+        return {
+            "protocol": self.protocol,
+            "mechanism": self.mechanism,
+            "user": name,
+            "principal": self.principal(name),
+            "users": dict(self.users),
+            "ca": self.tls.ca if self.tls is not None else None,
+            "properties": props,
+            "java_properties": java,
+            "client_config": {k: str(v) for k, v in self.client_config(bootstrap, name).items()},
+            "kcat_args": self.kcat_args(bootstrap, name),
+        }
+
+
+def print_client_properties(info: Mapping[str, Any]) -> None:
+    """Print `Security.describe()`'s result: the librdkafka properties, the files, a kcat line."""
+    import shlex
+
+    what = info["protocol"] + (f" ({info['mechanism']})" if info["mechanism"] else "")
+    print(f"# {what} client properties for {info['principal']}:", flush=True)
+    for key, value in info["client_config"].items():
+        print(f"{key}={value}")
+    print(f"# librdkafka / kcat -F: {info['properties']}")
+    print(f"# Java clients, Kafka's tools --command-config: {info['java_properties']}")
+    print("# kcat " + " ".join(shlex.quote(a) for a in info["kcat_args"]) + " -L", flush=True)
+
 
 def _escape_property(value: str) -> str:
     """A value as java.util.Properties reads it back (newlines of inline PEM as \\n)."""

@@ -154,3 +154,73 @@ def test_dev_security_options_need_security(args: list[str]) -> None:
         cwd=REPO,
     )
     assert out.returncode != 0 and "go with --security" in out.stderr
+
+
+def test_cluster_brokers_with_sasl_ssl_prints_properties_and_replicates(tmp_path) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "odradek", "cluster", "--brokers", "3", "--port", "0",
+            "--base-dir", str(tmp_path / "cluster"), "--security", "sasl_ssl",
+            "--mechanism", "SCRAM-SHA-256", "--user", "carol:carol-pw",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    lines: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line.rstrip("\n"))
+
+    threading.Thread(target=pump, daemon=True).start()
+    try:
+        printed: dict[str, str] = {}
+        ready = ""
+        while not ready:
+            line = lines.get(timeout=WAIT_S)
+            if line.startswith("odradek ready listeners="):
+                ready = line
+            elif "=" in line and not line.startswith(("#", "broker ")):
+                key, _, value = line.partition("=")
+                printed[key] = value
+        assert ready.count("SASL_SSL://") == 3
+        assert printed["sasl.username"] == "carol" and printed["sasl.mechanism"] == "SCRAM-SHA-256"
+        admin = AdminClient(printed)
+        (future,) = admin.create_topics([NewTopic("orders", 1, 3)]).values()
+        future.result(WAIT_S)
+        producer = ck.Producer({**printed, "acks": "all"})
+        producer.produce("orders", b"replicated", partition=0)
+        assert producer.flush(WAIT_S) == 0
+        consumer = ck.Consumer({**printed, "group.id": "c", "auto.offset.reset": "earliest"})
+        consumer.assign([ck.TopicPartition("orders", 0, ck.OFFSET_BEGINNING)])
+        got = None
+        for _ in range(150):
+            msg = consumer.poll(0.2)
+            if msg is not None and not msg.error():
+                got = msg.value()
+                break
+        consumer.close()
+        assert got == b"replicated"
+        # every replica is in sync: the followers fetched over SASL_SSL
+        meta = admin.list_topics("orders", timeout=WAIT_S).topics["orders"].partitions[0]
+        assert sorted(meta.isrs) == [0, 1, 2]
+        assert stop_dev(proc) == 0
+    finally:
+        stop_dev(proc)
+
+
+def test_cluster_describe_refuses_security_options() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "odradek", "cluster", "--security", "ssl"],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        cwd=REPO,
+    )
+    assert out.returncode == 1 and "go with --brokers N" in out.stderr
