@@ -306,6 +306,19 @@ def test_classic_and_consumer_groups_side_by_side(
         assert len(member["assignment"]) == PARTITIONS
         text = cli(kbroker, "groups", "describe", group.group)
         assert "Type: consumer" in text
+        # confluent-kafka's admin client: ListGroups' types, ConsumerGroupDescribe for the new
+        from confluent_kafka import ConsumerGroupType
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": kbroker.bootstrap})
+        listed_ck = {g.group_id: g.type for g in admin.list_consumer_groups().result(30).valid}
+        assert listed_ck[group.group] == ConsumerGroupType.CONSUMER
+        assert listed_ck[classic_group.group] == ConsumerGroupType.CLASSIC
+        described = admin.describe_consumer_groups([group.group])[group.group].result(30)
+        assert described.type == ConsumerGroupType.CONSUMER
+        assert described.partition_assignor == "range"  # Group.start asks for range
+        [ck_member] = described.members
+        assert len(ck_member.assignment.topic_partitions) == PARTITIONS
         # a consumer-protocol member may not join the live classic group
         with RawClient(kbroker.bootstrap) as raw:
             resp = raw.request(
