@@ -24,6 +24,7 @@ from confluent_kafka import AcknowledgeType, Message, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat_tests.harness import BrokerProcess, unique_name
+from odradek.testing.cluster import Cluster
 from odradek.testing.raw import RawClient
 from odradek.wire import protocol
 
@@ -325,3 +326,52 @@ def test_broker_restart_keeps_acknowledged_state(
         assert [m.delivery_count() for m in got] == [2] * 5
     finally:
         c.close()
+
+
+def test_three_broker_cluster_keeps_acknowledged_state_across_a_restart(tmp_path: Any) -> None:
+    """Each partition's share state goes to the broker leading its __share_group_state
+    partition (WriteShareGroupState), and is read back from there after a restart
+    (ReadShareGroupState), whichever brokers lead what then."""
+    config = {**SHARE_CONFIG, "offsets.topic.num.partitions": "3"}
+    data = str(tmp_path / "cluster")
+    topic = "share-cluster"
+    expected = {p: [b"c%d-%d" % (p, i) for i in range(6)] for p in range(3)}
+    with Cluster(3, config=config, data_dir=data) as cluster:
+        cluster.create_topic(topic, 3, 3)
+        a = share_consumer(cluster.bootstrap, topic, topic, explicit=True)
+        try:
+            warm = set()
+            p = Producer({"bootstrap.servers": cluster.bootstrap})
+            deadline = time.monotonic() + WAIT_S
+            while warm != {0, 1, 2}:  # every share-partition exists
+                assert time.monotonic() < deadline, warm
+                for i in range(3):
+                    p.produce(topic, value=WARM, partition=i)
+                p.flush(WAIT_S)
+                for m in a.poll(0.3):
+                    a.acknowledge(m, AcknowledgeType.ACCEPT)
+                    warm.add(m.partition())
+            a.commit_sync(WAIT_S)
+            for part, vals in expected.items():
+                for v in vals:
+                    p.produce(topic, value=v, partition=part)
+            assert p.flush(WAIT_S) == 0
+
+            def ack(msgs: list[Message]) -> None:  # accept the first half of each partition
+                for m in msgs:
+                    keep = m.value() == WARM or m.value() in expected[m.partition()][:3]
+                    a.acknowledge(m, AcknowledgeType.ACCEPT if keep else AcknowledgeType.RELEASE)
+
+            poll_until(a, lambda got: len(got) >= 18, ack)
+            a.commit_sync(WAIT_S)
+        finally:
+            a.close()
+    with Cluster(3, config=config, data_dir=data) as cluster:
+        c = share_consumer(cluster.bootstrap, topic, topic)
+        try:
+            got = poll_until(c, lambda got: len(got) >= 9, lambda msgs: None)
+            c.commit_sync(WAIT_S)
+        finally:
+            c.close()
+    assert sorted(values(got)) == sorted(v for vals in expected.values() for v in vals[3:])
+    assert {m.delivery_count() for m in got} == {2}

@@ -21,18 +21,24 @@ from typing import Any
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.coordinator.share.coordinator import (
+    READ_STATE,
+    WRITE_STATE,
     ShareCoordinator,
     ShareSession,
     SpKey,
+    StoredState,
     mono_ms,
     share_coordinator,
 )
-from odradek.security.acl_types import AclOperation, ResourceType
+from odradek.coordinator.share.state import StateBatch
+from odradek.security.acl_types import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.wire import protocol
 
 SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 77, 78, 79
 
 NONE = 0
+NOT_COORDINATOR = 16
+CLUSTER_AUTHORIZATION_FAILED = 31
 UNKNOWN_TOPIC_OR_PARTITION = 3
 NOT_LEADER_OR_FOLLOWER = 6
 GROUP_AUTHORIZATION_FAILED = 30
@@ -238,7 +244,7 @@ def _close_session(coord: ShareCoordinator, group_id: str, member_id: str) -> No
         coord.wake()
 
 
-def _acknowledge(
+async def _acknowledge(
     ctx: RequestContext,
     coord: ShareCoordinator,
     group_id: str,
@@ -256,7 +262,7 @@ def _acknowledge(
     if not part.is_leader:
         return NOT_LEADER_OR_FOLLOWER
     key: SpKey = (group_id, topic_id, index)
-    sp = coord.known_partition(key)
+    sp = await coord.known_partition(key)
     if sp is None:
         return 121  # INVALID_RECORD_STATE: nothing was acquired here
     error = NONE
@@ -318,7 +324,7 @@ async def share_fetch(ctx: RequestContext, req: Any) -> Any:
         for p in topic.partitions:
             session.partitions.add((topic.topic_id, p.partition_index))
             if p.acknowledgement_batches:
-                entry(topic.topic_id, p.partition_index)["ack_error"] = _acknowledge(
+                entry(topic.topic_id, p.partition_index)["ack_error"] = await _acknowledge(
                     ctx,
                     coord,
                     group_id,
@@ -337,6 +343,8 @@ async def share_fetch(ctx: RequestContext, req: Any) -> Any:
     elif req.max_records > 0 and session.partitions:
         await _fetch_records(ctx, coord, req, group_id, member_id, session, entry)
 
+    # acknowledged state reaches the share coordinator before the client hears of it
+    await coord.flushed((group_id, tid, index) for tid, index in results)
     responses: dict[uuid.UUID, list[Any]] = {}
     for (tid, index), got in results.items():
         leader_id, leader_epoch = _leader(ctx, tid, index)
@@ -403,7 +411,7 @@ async def _fetch_records(
             waiters.append(part)
             if remaining <= 0 or size >= max_bytes or not state_ready:
                 continue
-            sp = coord.share_partition((group_id, tid, index), part)
+            sp = await coord.share_partition((group_id, tid, index), part)
             hwm = part.high_watermark
             log = part.log
             if sp.start_offset >= hwm and not sp.has_available():
@@ -482,7 +490,7 @@ async def share_acknowledge(ctx: RequestContext, req: Any) -> Any:
     for topic in req.topics:
         parts = []
         for p in topic.partitions:
-            code = _acknowledge(
+            code = await _acknowledge(
                 ctx,
                 coord,
                 group_id,
@@ -505,6 +513,85 @@ async def share_acknowledge(ctx: RequestContext, req: Any) -> Any:
         topics.append(T(topic_id=topic.topic_id, partitions=parts))
     if req.share_session_epoch == -1:
         _close_session(coord, group_id, member_id)
+    await coord.flushed(
+        (group_id, t.topic_id, p.partition_index) for t in req.topics for p in t.partitions
+    )
     return Resp(
         throttle_time_ms=0, error_code=NONE, error_message=None, responses=topics, node_endpoints=[]
     )
+
+
+# -- ReadShareGroupState / WriteShareGroupState (broker to share coordinator) -----------------
+
+
+@handles(READ_STATE, versions=(0, 0))
+async def read_share_group_state(ctx: RequestContext, req: Any) -> Any:
+    """A share-partition leader reads the stored state of a share-partition from the broker
+    that leads its `__share_group_state` partition (StartOffset -1: nothing stored)."""
+    Resp = protocol.response_class(READ_STATE)
+    R = Resp.ReadStateResult
+    P = R.PartitionResult
+    coord = share_coordinator(ctx.broker)
+    denied = not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+    results = []
+    for topic in req.topics:
+        parts = []
+        for p in topic.partitions:
+            key: SpKey = (req.group_id, topic.topic_id, p.partition)
+            error, state = NONE, None
+            if denied:
+                error = CLUSTER_AUTHORIZATION_FAILED
+            elif not coord.leads_state_of(key):
+                error = NOT_COORDINATOR
+            else:
+                state = coord.read_stored(key)
+            parts.append(
+                P(
+                    partition=p.partition,
+                    error_code=error,
+                    error_message=None,
+                    state_epoch=state.state_epoch if state else 0,
+                    start_offset=state.start_offset if state else -1,
+                    state_batches=[
+                        P.StateBatch(
+                            first_offset=b.first_offset,
+                            last_offset=b.last_offset,
+                            delivery_state=b.delivery_state,
+                            delivery_count=b.delivery_count,
+                        )
+                        for b in (state.batches if state else [])
+                    ],
+                )
+            )
+        results.append(R(topic_id=topic.topic_id, partitions=parts))
+    return Resp(results=results)
+
+
+@handles(WRITE_STATE, versions=(0, 0))
+async def write_share_group_state(ctx: RequestContext, req: Any) -> Any:
+    """A share-partition leader writes its state to the broker that leads the key's
+    `__share_group_state` partition, as a ShareSnapshot record."""
+    Resp = protocol.response_class(WRITE_STATE)
+    R = Resp.WriteStateResult
+    coord = share_coordinator(ctx.broker)
+    denied = not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+    results = []
+    for topic in req.topics:
+        parts = []
+        for p in topic.partitions:
+            key: SpKey = (req.group_id, topic.topic_id, p.partition)
+            if denied:
+                error = CLUSTER_AUTHORIZATION_FAILED
+            else:
+                batches = [
+                    StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                    for b in p.state_batches
+                ]
+                error = coord.write_stored(
+                    key, StoredState(p.state_epoch, p.leader_epoch, p.start_offset, batches)
+                )
+            parts.append(
+                R.PartitionResult(partition=p.partition, error_code=error, error_message=None)
+            )
+        results.append(R(topic_id=topic.topic_id, partitions=parts))
+    return Resp(results=results)

@@ -31,6 +31,7 @@ import contextlib
 import logging
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,7 @@ from odradek.coordinator.codec import partition_for
 from odradek.coordinator.share import records as rec
 from odradek.coordinator.share.group import ShareGroup
 from odradek.coordinator.share.state import SharePartition, StateBatch
+from odradek.wire import protocol
 from odradek.wire.records import build_batch
 
 if TYPE_CHECKING:
@@ -48,6 +50,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STATE_TOPIC = "__share_group_state"
+READ_STATE, WRITE_STATE = 84, 85  # ReadShareGroupState / WriteShareGroupState v0
+NOT_COORDINATOR = 16
+PEER_TIMEOUT_S = 10.0
 EXTENSION = "_odradek_share_coordinator"
 
 SpKey = tuple[str, uuid.UUID, int]  # group id, topic id, partition
@@ -55,6 +60,14 @@ SpKey = tuple[str, uuid.UUID, int]  # group id, topic id, partition
 
 def mono_ms() -> int:
     return int(time.monotonic() * 1000)
+
+
+@dataclass(slots=True)
+class StoredState:
+    state_epoch: int
+    leader_epoch: int
+    start_offset: int
+    batches: list[StateBatch]
 
 
 @dataclass(slots=True)
@@ -71,6 +84,10 @@ class ShareCoordinator:
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self._snapshot_epochs: dict[SpKey, int] = {}
         self._unpersisted: set[SpKey] = set()  # warned once each
+        self._dirty: set[SpKey] = set()  # to send to the share coordinator
+        self._writers: dict[SpKey, asyncio.Task[None]] = {}
+        self._peers: dict[int, Any] = {}  # node id -> PeerClient
+        self._peer_locks: dict[int, asyncio.Lock] = {}
         self._changed = asyncio.Event()
         self._released = asyncio.Event()  # records went back to available
         self._task: asyncio.Task[None] | None = None
@@ -127,6 +144,12 @@ class ShareCoordinator:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
             self._task = None
+        for writer in self._writers.values():
+            writer.cancel()
+        self._writers.clear()
+        for client in self._peers.values():
+            client.close()
+        self._peers.clear()
 
     def poke(self) -> None:
         self._changed.set()
@@ -221,17 +244,39 @@ class ShareCoordinator:
         }
         return creator(broker).ensure(STATE_TOPIC, self.state_partitions(), rf, configs)
 
-    def _state_partition(self, key: SpKey) -> Partition | None:
+    def _state_index(self, key: SpKey) -> int | None:
         info = self.broker.topics.info(STATE_TOPIC)
-        if info is None:
+        if info is None or not info.partitions:
             return None
-        index = partition_for(rec.coordinator_key(*key), len(info.partitions))
+        return partition_for(rec.coordinator_key(*key), len(info.partitions))
+
+    def _state_leader(self, key: SpKey) -> int | None:
+        """The broker that leads the key's `__share_group_state` partition (None: none)."""
+        index = self._state_index(key)
+        info = self.broker.topics.info(STATE_TOPIC)
+        if index is None or info is None:
+            return None
+        leader = info.partitions[index].leader
+        return leader if leader >= 0 and leader in self.broker.live_brokers() else None
+
+    def _state_partition(self, key: SpKey) -> Partition | None:
+        """The key's `__share_group_state` partition when this broker leads it."""
+        index = self._state_index(key)
+        if index is None:
+            return None
         part = self.broker.topics.get(STATE_TOPIC, index)
         if part is None or not part.is_leader:
             return None
         return part
 
-    def _load(self, key: SpKey) -> SharePartition | None:
+    def leads_state_of(self, key: SpKey) -> bool:
+        return self._state_partition(key) is not None
+
+    # -- the share coordinator's side: reading and writing the records -------------------------
+
+    def read_stored(self, key: SpKey) -> StoredState | None:
+        """The key's state from the local `__share_group_state` partition: the last snapshot
+        with the updates after it applied (None: never written, or not led here)."""
         part = self._state_partition(key)
         if part is None:
             return None
@@ -255,6 +300,7 @@ class ShareCoordinator:
                     snapshot, updates = value, []
         if snapshot is None:
             return None
+        self._snapshot_epochs[key] = snapshot.snapshot_epoch
         start = snapshot.start_offset
         states: dict[int, StateBatch] = {}
         for b in snapshot.batches:
@@ -271,44 +317,181 @@ class ShareCoordinator:
             for off, b in sorted(states.items())
             if off >= start
         ]
-        sp = SharePartition.restore(start, batches, self.lock_ms, self.delivery_limit)
-        sp.state_epoch = snapshot.state_epoch
-        self._snapshot_epochs[key] = snapshot.snapshot_epoch
-        return sp
+        return StoredState(snapshot.state_epoch, snapshot.leader_epoch, start, batches)
+
+    def write_stored(self, key: SpKey, state: StoredState) -> int:
+        """Append the key's state as a ShareSnapshot record here; 0 or an error code
+        (NOT_COORDINATOR when this broker does not lead the key's partition)."""
+        part = self._state_partition(key)
+        if part is None:
+            return NOT_COORDINATOR
+        epoch = (self._snapshot_epochs.get(key, -1) + 1) & 0xFFFF
+        self._snapshot_epochs[key] = epoch
+        now = wall_ms()
+        value = rec.ShareValue(
+            epoch,
+            state.state_epoch,
+            state.leader_epoch,
+            state.start_offset,
+            tuple(state.batches),
+            create_timestamp=now,
+            write_timestamp=now,
+        )
+        k = rec.encode_key(rec.ShareKey(*key))
+        result = part.append_internal(build_batch([(k, rec.encode_value(value), [], now)]))
+        if result.error:
+            log.warning("share state of %s not written: error %d", key, result.error)
+        return int(result.error)
+
+    # -- the share-partition leader's side (Kafka's persister) ---------------------------------
+
+    def _stored(self, sp: SharePartition) -> StoredState:
+        return StoredState(sp.state_epoch, sp.leader_epoch, sp.start_offset, sp.state_batches())
 
     def persist(self, key: SpKey) -> None:
-        """Write the share-partition's state as a ShareSnapshot record."""
+        """Write the share-partition's state: here when this broker leads the key's
+        `__share_group_state` partition, else to the broker that does (WriteShareGroupState,
+        in the background: `flushed` waits for it)."""
         sp = self.partitions.get(key)
-        part = self._state_partition(key)
-        if sp is None or part is None:
-            if sp is not None and key not in self._unpersisted:
+        if sp is None:
+            return
+        if self._state_partition(key) is not None:
+            self.write_stored(key, self._stored(sp))
+            return
+        if self._state_leader(key) is None:
+            if key not in self._unpersisted:
                 self._unpersisted.add(key)
                 log.warning(
-                    "share group %s: the state of %s-%d is kept in memory only (this broker "
-                    "does not lead its %s partition)",
+                    "share group %s: the state of %s-%d is not written: no broker leads its %s "
+                    "partition",
                     key[0],
                     self.broker.topics.name_for_id(key[1]),
                     key[2],
                     STATE_TOPIC,
                 )
             return
-        epoch = (self._snapshot_epochs.get(key, -1) + 1) & 0xFFFF
-        self._snapshot_epochs[key] = epoch
-        now = wall_ms()
-        value = rec.ShareValue(
-            epoch,
-            sp.state_epoch,
-            sp.leader_epoch,
-            sp.start_offset,
-            tuple(sp.state_batches()),
-            create_timestamp=now,
-            write_timestamp=now,
+        self._dirty.add(key)
+        writer = self._writers.get(key)
+        if writer is None or writer.done():
+            self._writers[key] = asyncio.get_running_loop().create_task(
+                self._write_remote(key), name=f"share-state-{key[0]}"
+            )
+
+    async def flushed(self, keys: Iterable[SpKey]) -> None:
+        """Wait until the state of these share-partitions written so far has been sent."""
+        for key in set(keys):
+            writer = self._writers.get(key)
+            if writer is not None and not writer.done():
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(writer)
+
+    async def _write_remote(self, key: SpKey) -> None:
+        while key in self._dirty:
+            self._dirty.discard(key)
+            sp = self.partitions.get(key)
+            node = self._state_leader(key)
+            if sp is None or node is None:
+                return
+            state = self._stored(sp)
+            W: Any = protocol.request_class(WRITE_STATE)
+            P = W.WriteStateData.PartitionData
+            req = W(
+                group_id=key[0],
+                topics=[
+                    W.WriteStateData(
+                        topic_id=key[1],
+                        partitions=[
+                            P(
+                                partition=key[2],
+                                state_epoch=state.state_epoch,
+                                leader_epoch=state.leader_epoch,
+                                start_offset=state.start_offset,
+                                state_batches=[
+                                    P.StateBatch(
+                                        first_offset=b.first_offset,
+                                        last_offset=b.last_offset,
+                                        delivery_state=b.delivery_state,
+                                        delivery_count=b.delivery_count,
+                                    )
+                                    for b in state.batches
+                                ],
+                            )
+                        ],
+                    )
+                ],
+            )
+            resp = await self._peer_request(node, WRITE_STATE, req)
+            errors = [p.error_code for r in (resp.results if resp else []) for p in r.partitions]
+            if resp is None or any(errors):
+                log.warning("share state of %s not written to broker %d: %s", key, node, errors)
+
+    async def _read_remote(self, key: SpKey) -> StoredState | None:
+        node = self._state_leader(key)
+        if node is None:
+            return None
+        R: Any = protocol.request_class(READ_STATE)
+        req = R(
+            group_id=key[0],
+            topics=[
+                R.ReadStateData(
+                    topic_id=key[1],
+                    partitions=[R.ReadStateData.PartitionData(partition=key[2], leader_epoch=0)],
+                )
+            ],
         )
-        k = rec.encode_key(rec.ShareKey(*key))
-        batch = build_batch([(k, rec.encode_value(value), [], now)])
-        result = part.append_internal(batch)
-        if result.error:
-            log.warning("share state of %s not written: error %d", key, result.error)
+        resp = await self._peer_request(node, READ_STATE, req)
+        for result in resp.results if resp is not None else []:
+            for p in result.partitions:
+                if p.error_code or p.start_offset < 0:
+                    return None
+                batches = [
+                    StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                    for b in p.state_batches
+                ]
+                return StoredState(p.state_epoch, 0, p.start_offset, batches)
+        return None
+
+    async def _peer_request(self, node: int, api_key: int, req: Any) -> Any | None:
+        from odradek.broker.replication.client import PeerClient, PeerError
+
+        endpoint = next((e for e in self.broker.broker_endpoints(None) if e[0] == node), None)
+        if endpoint is None:
+            return None
+        lock = self._peer_locks.setdefault(node, asyncio.Lock())
+        async with lock:
+            client = self._peers.get(node)
+            if client is None or (client.host, client.port) != (endpoint[1], endpoint[2]):
+                if client is not None:
+                    client.close()
+                security = self.broker.security
+                client = self._peers[node] = PeerClient(
+                    endpoint[1],
+                    endpoint[2],
+                    f"share-persister-{self.broker.node_id}",
+                    security.peer_tls(),
+                    security.peer_sasl,
+                )
+            try:
+                if not client.connected:
+                    await client.connect(5.0)
+                return await client.request(api_key, 0, req, PEER_TIMEOUT_S)
+            except PeerError as exc:
+                log.info("share state request to broker %d failed: %s", node, exc)
+                return None
+
+    async def load(self, key: SpKey) -> SharePartition | None:
+        """The stored state of a share-partition, read here or from the share coordinator."""
+        if self._state_partition(key) is not None:
+            state = self.read_stored(key)
+        else:
+            state = await self._read_remote(key)
+        if state is None:
+            return None
+        sp = SharePartition.restore(
+            state.start_offset, state.batches, self.lock_ms, self.delivery_limit
+        )
+        sp.state_epoch = state.state_epoch
+        return sp
 
     # -- leadership (a TopicManager listener) ----------------------------------------------------
 
@@ -330,27 +513,30 @@ class ShareCoordinator:
 
     # -- share-partitions -----------------------------------------------------------------------
 
-    def share_partition(self, key: SpKey, part: Partition) -> SharePartition:
+    async def share_partition(self, key: SpKey, part: Partition) -> SharePartition:
         sp = self.partitions.get(key)
         if sp is None:
-            sp = self._load(key)
+            loaded = await self.load(key)
+            sp = self.partitions.get(key)  # another request may have loaded it meanwhile
             if sp is None:
-                sp = SharePartition(part.high_watermark, self.lock_ms, self.delivery_limit)
-                sp.leader_epoch = part.leader_epoch
-                self.partitions[key] = sp
-                self.persist(key)
-            else:
-                self.partitions[key] = sp
+                if loaded is None:
+                    sp = SharePartition(part.high_watermark, self.lock_ms, self.delivery_limit)
+                    sp.leader_epoch = part.leader_epoch
+                    self.partitions[key] = sp
+                    self.persist(key)
+                else:
+                    sp = self.partitions[key] = loaded
         sp.lock_ms = self.lock_ms
         sp.delivery_limit = self.delivery_limit
         sp.skip_below(part.log.log_start_offset)
         return sp
 
-    def known_partition(self, key: SpKey) -> SharePartition | None:
+    async def known_partition(self, key: SpKey) -> SharePartition | None:
         sp = self.partitions.get(key)
         if sp is None:
-            loaded = self._load(key)
-            if loaded is not None:
+            loaded = await self.load(key)
+            sp = self.partitions.get(key)
+            if sp is None and loaded is not None:
                 sp = self.partitions[key] = loaded
         return sp
 
