@@ -4,9 +4,12 @@
 Kafka splits this between the group coordinator (share group membership), the partition leader's
 SharePartitionManager (in-flight records, share sessions) and the share coordinator (state
 persisted through Read/WriteShareGroupState). Here one object per broker holds all three: the
-broker that leads a partition keeps its share-partitions, and writes their state to its own
-`__share_group_state` partition when it leads that too (always on a single broker; in a cluster
-where it does not, the state is kept in memory only; see docs/notes.md).
+broker that leads a partition keeps its share-partitions and writes their state to the
+`__share_group_state` partition of the key `group:topicId:partition`: directly when it leads
+that partition too (always on a single broker), else with WriteShareGroupState to the broker
+that does (ReadShareGroupState reads it back). Share group membership is held by the broker the
+client's FindCoordinator names (the `__consumer_offsets` leader of the group id) and is not
+persisted: after a restart members rejoin (UNKNOWN_MEMBER_ID), as the consumer does on its own.
 
 Every change (acknowledgements, releases, lock expiries, acquisitions with their delivery
 counts, the start offset of a new share-partition) is written as a ShareSnapshot record before
