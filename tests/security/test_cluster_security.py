@@ -134,8 +134,41 @@ def test_zookeeper_cluster_with_sasl_ssl_between_brokers(tmp_path: Path) -> None
             assert got == acked
             cluster.restart(leader)
             cluster.wait_for_isr(topic, 0, 3)  # caught up again over SASL_SSL
-            for proc in cluster.brokers:
+            for proc in cluster.brokers:  # no broker failed to authenticate to another
                 log = proc.log_path.read_text(errors="replace")
-                assert "SASL_AUTHENTICATION_FAILED" not in log and "Traceback" not in log, log[
-                    -3000:
-                ]
+                assert "Failed authentication" not in log, log[-3000:]
+
+
+def test_with_acls_on_the_brokers_are_super_users_and_clients_are_checked() -> None:
+    """Deny by default (an authorizer, no ACLs): the brokers still replicate and send
+    transaction markers as their principal (in super.users); a user without ACLs is refused."""
+    config = {
+        **FAST_FAILOVER,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    }
+    with Cluster(
+        3, {"orders": (1, 3)}, config, security="sasl_ssl", mechanism="SCRAM-SHA-256"
+    ) as cluster:
+        cluster.wait_for_isr("orders", 0, size=3)
+        outcomes: list[Any] = []
+        producer = ck.Producer({**cluster.client_config("admin"), "acks": "all"})
+        producer.produce("orders", b"by-admin", on_delivery=lambda e, m: outcomes.append(e))
+        producer.flush(WAIT_S)
+        assert outcomes == [None]
+        cluster.wait_for_replication("orders", 0)
+
+        txn = ck.Producer({**cluster.client_config("admin"), "transactional.id": "acl-txn"})
+        txn.init_transactions(WAIT_S)
+        txn.begin_transaction()
+        txn.produce("orders", b"in-txn")
+        txn.commit_transaction(WAIT_S)  # markers written broker to broker
+
+        denied: list[Any] = []
+        alice = ck.Producer({**cluster.client_config("alice"), "message.timeout.ms": 5000})
+        alice.produce("orders", b"never", on_delivery=lambda e, m: denied.append(e))
+        alice.flush(WAIT_S)
+        assert [e.code() for e in denied] == [ck.KafkaError.TOPIC_AUTHORIZATION_FAILED]
+        assert sorted(cluster.isr("orders", 0)) == [0, 1, 2]
+        # by-admin, in-txn and its commit marker; nothing of alice's
+        cluster.wait_for_replication("orders", 0)
+        assert cluster.log_end_offset(cluster.leader("orders", 0), "orders", 0) == 3
