@@ -4,7 +4,8 @@ and ListConfigResources (key 74; ListClientMetricsResources before Kafka 4.1) v0
 The subscriptions, client instances and pushed metrics are the broker's ClientMetricsManager
 (`odradek/broker/telemetry/manager.py`); pushed metrics appear on the Prometheus endpoint as
 `odradek_client_*` series labelled by client id and client instance id (ops/metrics.py).
-Errors answer with the code alone, as Kafka's getErrorResponse (no message field).
+Errors answer with the code alone, as Kafka's getErrorResponse (no message field); an
+unexpected failure is INVALID_REQUEST, as KafkaApis answers it, never a closed connection.
 
 ListConfigResources v0 lists the ClientMetrics resources (names only, type 16 implied). v1
 takes resource types: TOPIC (2), BROKER (4), BROKER_LOGGER (8) and CLIENT_METRICS (16) are
@@ -76,6 +77,9 @@ async def get_telemetry_subscriptions(
     except tm.TelemetryError as exc:
         log.debug("GetTelemetrySubscriptions from %s: %s", ctx.client_id, exc.message)
         return _get_error(exc.code)
+    except Exception:  # as KafkaApis: INVALID_REQUEST, the connection stays
+        log.exception("GetTelemetrySubscriptions from %s failed", ctx.client_id)
+        return _get_error(ErrorCode.INVALID_REQUEST)
     return GetResp(
         throttle_time_ms=0,
         error_code=ErrorCode.NONE,
@@ -106,6 +110,9 @@ async def push_telemetry(
     except tm.TelemetryError as exc:
         log.debug("PushTelemetry from %s: %s", ctx.client_id, exc.message)
         return PushResp(throttle_time_ms=0, error_code=exc.code)
+    except Exception:  # as KafkaApis: INVALID_REQUEST, the connection stays
+        log.exception("PushTelemetry from %s failed", ctx.client_id)
+        return PushResp(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST)
     return PushResp(throttle_time_ms=0, error_code=ErrorCode.NONE)
 
 

@@ -38,7 +38,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-import crc32c
+from crc32c._crc32c import crc32c  # the extension itself, as odradek.wire.batch does
 
 from odradek.broker.telemetry import otlp
 from odradek.wire import compression
@@ -197,7 +197,7 @@ def _to_int32(n: int) -> int:
 
 def subscription_id(metrics: set[str], interval_ms: int, instance_id: uuid.UUID) -> int:
     text = (_java_set_string(metrics) + str(interval_ms)).encode()
-    return _to_int32(crc32c.crc32c(text) ^ _uuid_hash(instance_id))
+    return _to_int32(crc32c(text) ^ _uuid_hash(instance_id))
 
 
 SeriesKey = tuple[str, tuple[tuple[str, str], ...]]  # metric name, sorted point attributes
