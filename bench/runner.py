@@ -21,7 +21,7 @@ from pathlib import Path
 
 import confluent_kafka
 
-from bench import quota
+from bench import quota, rebalance
 from bench.broker_proc import REPO_ROOT, BrokerStartError, OdradekProcess
 from bench.probe import ProbeError
 from bench.procstat import ProcessMeter, SelfMeter, Usage, memory_mb
@@ -69,6 +69,7 @@ class Options:
     quota_rate: float = 0.0  # > 0: the throttled-producer row (bench/quota.py), bytes/s
     quota_periods: int = 3
     tls_sizes: tuple[int, ...] = ()  # sizes also produced and consumed over TLS
+    rebalance: bool = False  # the rebalance rows (bench/rebalance.py): classic vs KIP-848
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -192,6 +193,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="value sizes also produced and consumed over an SSL listener of the spawned "
         "broker (throwaway CA), rows marked TLS (default 1024; none: no TLS rows)",
     )
+    p.add_argument(
+        "--rebalance",
+        action="store_true",
+        help="also time a fourth member joining a group of three, classic vs KIP-848 "
+        "(group.protocol=consumer), in the notes",
+    )
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     return p
 
@@ -229,6 +236,7 @@ def parse_options(argv: list[str] | None) -> Options:
         quota_rate=max(0.0, a.quota_rate),
         quota_periods=a.quota_periods,
         tls_sizes=a.tls_sizes,
+        rebalance=a.rebalance,
     )
 
 
@@ -318,6 +326,9 @@ class Bench:
             self.workload(LARGE_SIZE, records, consume_too=False, label="(--large)")
         if self.opts.quota_rate > 0:
             self.throttled_workload(self.opts.quota_rate, self.opts.quota_periods)
+        if self.opts.rebalance:
+            print("bench: rebalance, classic vs KIP-848 ...", file=sys.stderr, flush=True)
+            self.report.notes.extend(rebalance.notes(self.client.bootstrap))
         if self.report.rss_after_written is None and self.pid is not None:
             self._note_rss(final=True)
 
