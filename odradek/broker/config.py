@@ -331,6 +331,13 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         ),
         _k("group.share.max.size", "int", 200, "most members in a share group", minimum=1),
         _k(
+            "group.share.partition.max.record.locks",
+            "int",
+            2000,
+            "most records in flight between a share-partition's start and end offsets",
+            minimum=1,
+        ),
+        _k(
             "share.coordinator.state.topic.num.partitions",
             "int",
             50,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Iterator
 
 from odradek.coordinator.share import records as rec
 from odradek.coordinator.share.group import ShareGroup, ShareMember, simple_assign
@@ -150,3 +151,24 @@ def test_group_heartbeat_epochs() -> None:
     assert g.heartbeat(a.member_id, 1, None, None, "c", "/h", meta, 0, 1000, 10).error == 110
     assert g.heartbeat("nobody", 3, None, None, "c", "/h", meta, 0, 1000, 10).error == 25
     assert g.expired(1000) == [a.member_id, "B"]
+
+
+def test_no_more_than_max_record_locks_in_flight() -> None:
+    sp = SharePartition(0, max_in_flight=4)
+    assert sp.acquire("a", LOG, 100, 0) == [Acquired(0, 3, 1)]
+    assert sp.acquire("b", LOG, 100, 0) == []
+    sp.acknowledge("a", 0, 1, [ACCEPT])  # the start moves: two more may come
+    assert sp.acquire("b", LOG, 100, 0) == [Acquired(4, 5, 1)]
+
+
+def test_acquisition_reads_the_log_only_as_far_as_it_needs() -> None:
+    read: list[int] = []
+
+    def batches() -> Iterator[tuple[int, int, bool]]:
+        for first in range(0, 1000, 10):
+            read.append(first)
+            yield first, first + 9, False
+
+    sp = SharePartition(0)
+    assert sp.acquire("a", batches(), 15, 0) == [Acquired(0, 14, 1)]
+    assert read == [0, 10]

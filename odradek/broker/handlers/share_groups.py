@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from odradek.broker.network.context import RequestContext
@@ -416,9 +417,16 @@ async def _fetch_records(
             log = part.log
             if sp.start_offset >= hwm and not sp.has_available():
                 continue
-            batches = list(log.batches(sp.start_offset, hwm))
-            ranges = [(b.base_offset, b.last_offset, b.header().is_control) for b in batches]
-            acquired = sp.acquire(member_id, ranges, remaining, mono_ms())
+            batches: list[Any] = []  # those the acquisition looked at (it stops when done)
+
+            def ranges(
+                log: Any = log, hwm: int = hwm, sp: Any = sp, seen: list[Any] = batches
+            ) -> Iterator[tuple[int, int, bool]]:
+                for batch in log.batches(sp.start_offset, hwm):
+                    seen.append(batch)
+                    yield batch.base_offset, batch.last_offset, batch.header().is_control
+
+            acquired = sp.acquire(member_id, ranges(), remaining, mono_ms())
             if not acquired:
                 continue
             coord.persist((group_id, tid, index))  # the delivery counts survive a crash

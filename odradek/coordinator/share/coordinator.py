@@ -126,6 +126,10 @@ class ShareCoordinator:
     def max_size(self) -> int:
         return self.setting("group.share.max.size", 200)
 
+    @property
+    def max_record_locks(self) -> int:
+        return self.setting("group.share.partition.max.record.locks", 2000)
+
     def state_partitions(self) -> int:
         return self.setting("share.coordinator.state.topic.num.partitions", 50)
 
@@ -531,6 +535,7 @@ class ShareCoordinator:
                     sp = self.partitions[key] = loaded
         sp.lock_ms = self.lock_ms
         sp.delivery_limit = self.delivery_limit
+        sp.max_in_flight = self.max_record_locks
         sp.skip_below(part.log.log_start_offset)
         return sp
 

@@ -11,10 +11,11 @@ limit, then it is archived. The start offset moves past every leading acknowledg
 record.
 
 The state is kept per offset (a dict of in-flight records), which is simple and exact for the
-record counts a share group holds in flight (bounded by `group.share.partition.max.record.locks`
-in Kafka, 2000 by default). `state_batches` gives the persisted form: runs of offsets with the
-same delivery state and count, acquired records stored as available (Kafka persists only
-0:Available, 2:Acked, 4:Archived).
+record counts a share group holds in flight: no new record is acquired once the end offset is
+`group.share.partition.max.record.locks` (2000) past the start offset, as Kafka.
+`state_batches` gives the persisted form: runs of offsets with the same delivery state and
+count, acquired records stored as available (Kafka persists only 0:Available, 2:Acked,
+4:Archived).
 """
 
 from __future__ import annotations
@@ -53,8 +54,15 @@ class Acquired:
 
 
 class SharePartition:
-    def __init__(self, start_offset: int, lock_ms: int = 30000, delivery_limit: int = 5) -> None:
+    def __init__(
+        self,
+        start_offset: int,
+        lock_ms: int = 30000,
+        delivery_limit: int = 5,
+        max_in_flight: int = 2000,
+    ) -> None:
         self.start_offset = start_offset
+        self.max_in_flight = max_in_flight  # offsets between the start and end offsets
         self.end_offset = start_offset
         self.lock_ms = lock_ms
         self.delivery_limit = delivery_limit
@@ -101,9 +109,8 @@ class SharePartition:
         self.expire(now_ms)
         got: list[int] = []
         deadline = now_ms + self.lock_ms
+        full = False
         for first, last, control in log_batches:
-            if len(got) >= max_records:
-                break
             lo = max(first, self.start_offset)
             for off in range(lo, last + 1):
                 if len(got) >= max_records:
@@ -112,6 +119,9 @@ class SharePartition:
                 if rec is None:
                     if off < self.end_offset:
                         continue  # acknowledged or archived and dropped below the start
+                    if off - self.start_offset >= self.max_in_flight:
+                        full = True  # group.share.partition.max.record.locks
+                        break
                     rec = self.records[off] = InFlight(AVAILABLE, 0)
                     self.end_offset = off + 1
                 if control:
@@ -125,6 +135,8 @@ class SharePartition:
                 rec.delivery_count += 1
                 rec.deadline_ms = deadline
                 got.append(off)
+            if len(got) >= max_records or full:
+                break  # read no further batch
         self._advance()
         return self._runs(got)
 
