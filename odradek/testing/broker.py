@@ -201,11 +201,6 @@ class Broker:
         """The PLAINTEXT listener's host:port (`plaintext_too=True`, or no security)."""
         return self.bootstrap_of("PLAINTEXT")
 
-    def _secure(self) -> Security:
-        if self.security is None:
-            raise RuntimeError("this broker has no security=...; use .bootstrap")
-        return self.security
-
     def client_config(self, user: str | None = None) -> dict[str, Any]:
         """librdkafka properties (confluent-kafka, kcat -X) for `user` (default: the first):
         bootstrap.servers, security.protocol, sasl.*, ssl.ca.location, ..."""

@@ -173,11 +173,6 @@ class Cluster:
 
         return self.call(read)
 
-    def _secure(self) -> Security:
-        if self.security is None:
-            raise RuntimeError("this cluster has no security=...; use .bootstrap")
-        return self.security
-
     def client_config(self, user: str | None = None) -> dict[str, Any]:
         """librdkafka properties (confluent-kafka, kcat -X) for `user` (default: the first)."""
         if self.security is None:

@@ -10,9 +10,10 @@
   SCRAM-SHA-256 / SCRAM-SHA-512 (credentials written to the metadata store, as
   AlterUserScramCredentials would), OAUTHBEARER (Kafka's unsecured JWS validator: any
   principal, no password; clients make unsigned tokens).
-- the broker authenticates to other brokers (and is a super user) as `broker_user` ("admin",
-  with a random password): inter-broker traffic goes over the same protocol and mechanism.
-  `client_config(user="admin")` gives a client that principal.
+- inter-broker traffic goes over the same listener, protocol and mechanism; the brokers'
+  principal (`broker_principal`: User:admin with SASL, a random password; User:CN=localhost,
+  the server certificate, with mTLS) is in `super.users` for when an authorizer is on, and so
+  is User:admin under mTLS. `client_config(user="admin")` gives a client that super user.
 - with `plaintext_too=True` a PLAINTEXT listener serves beside the secure one (for admin in tests;
   its clients are User:ANONYMOUS).
 
