@@ -1,4 +1,4 @@
-"""Fetch response encoder (key 1, v4-17) that splices file regions instead of copying records.
+"""Fetch response encoder (key 1, v4-18) that splices file regions instead of copying records.
 
 Everything but `records` is small and built here with struct; each partition's records are a
 list of `bytes | FileRegion` pieces that the connection writes or sends with sendfile. Layout
@@ -17,7 +17,8 @@ list of `bytes | FileRegion` pieces that the connection writes or sends with sen
         records: int32 size (non-flexible) | uvarint size+1 (flexible), then the bytes
         tagged fields (v12+): 0 diverging_epoch, 1 current_leader, 2 snapshot_id
       tagged fields
-    tagged fields (v16+ tag 0 node_endpoints)
+    tagged fields (v16+ tag 0 node_endpoints: array of (int32 node_id, string host, int32 port,
+    nullable string rack, tagged fields), KIP-951)
 """
 
 from __future__ import annotations
@@ -115,6 +116,16 @@ def _partition_tail(p: PartitionData, flexible: bool) -> bytes:
     return b"\x01\x01\x09" + _LEADER.pack(*p.current_leader) + b"\x00"
 
 
+def _node_endpoints(nodes: list[tuple[int, str, int, str | None]]) -> bytes:
+    """The top-level tagged section holding NodeEndpoints (tag 0)."""
+    body = bytearray(_uvarint(len(nodes) + 1))
+    for node_id, host, port, rack in nodes:
+        body += _I32.pack(node_id) + _string(host, True) + _I32.pack(port)
+        body += b"\x00" if rack is None else _string(rack, True)
+        body += b"\x00"
+    return b"\x01\x00" + _uvarint(len(body)) + bytes(body)
+
+
 def encode_fetch_response(
     version: int,
     correlation_id: int,
@@ -123,6 +134,7 @@ def encode_fetch_response(
     throttle_time_ms: int = 0,
     error_code: int = 0,
     session_id: int = 0,
+    node_endpoints: list[tuple[int, str, int, str | None]] | None = None,
 ) -> list[Piece]:
     """Encode a whole framed Fetch response as pieces; regions are left for sendfile."""
     flexible = version >= 12
@@ -148,7 +160,9 @@ def encode_fetch_response(
             cur += _partition_tail(p, flexible)
         if flexible:
             cur += b"\x00"
-    if flexible:
+    if version >= 16 and node_endpoints:
+        cur += _node_endpoints(node_endpoints)
+    elif flexible:
         cur += b"\x00"
     pieces.append(bytes(cur))
     total = sum(p.length if isinstance(p, FileRegion) else len(p) for p in pieces)

@@ -161,6 +161,7 @@ def test_produce_outside_the_transaction_is_refused(
                         partition_data=[Topic.PartitionProduceData(index=partition, records=batch)],
                     )
                 ],
+                max_version=11,  # by name: v13 names topics by id
             ),
         )
         return resp.responses[0].partition_responses[0].error_code

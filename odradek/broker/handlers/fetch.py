@@ -1,7 +1,10 @@
-"""Fetch (key 1), v4-17. v4 isolation level and aborted transactions; v5 log start offset; v7
-incremental fetch sessions (KIP-227); v9 current leader epoch; v11 rack / preferred replica;
-v12 flexible; v13 topic ids; v15 replica state. Records are file regions sent with sendfile;
-long polling waits on partition appends until min_bytes or max_wait_ms."""
+"""Fetch (key 1), v4-18 (Kafka 4.1's maximum). v4 isolation level and aborted transactions; v5
+log start offset; v7 incremental fetch sessions (KIP-227); v9 current leader epoch; v11 rack /
+preferred replica; v12 flexible; v13 topic ids; v15 replica state; v16 CurrentLeader and
+NodeEndpoints on NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH (KIP-951,
+partitions/leader_discovery.py); v18 a follower's high watermark (KIP-1166, tagged; the answer
+is v17's). Records are file regions sent with sendfile; long polling waits on partition appends
+until min_bytes or max_wait_ms."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
+from odradek.broker.partitions import leader_discovery
 from odradek.broker.partitions.fetch_sessions import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
@@ -180,7 +184,7 @@ def error_pieces(ctx: RequestContext, req: protocol.FetchRequest, code: int) -> 
     return encode_fetch_response(version, ctx.header.correlation_id, topics)
 
 
-@handles(ApiKey.FETCH, versions=(4, 17), raw=True, error_encoder=error_pieces)
+@handles(ApiKey.FETCH, versions=(4, 18), raw=True, error_encoder=error_pieces)
 async def fetch(ctx: RequestContext, req: protocol.FetchRequest) -> list:
     broker = ctx.broker
     version = ctx.api_version
@@ -258,5 +262,9 @@ async def fetch(ctx: RequestContext, req: protocol.FetchRequest) -> list:
             td = topics[sp.topic] = TopicData(sp.topic, tid, [])
         td.partitions.append(pd)
     return encode_fetch_response(
-        version, ctx.header.correlation_id, list(topics.values()), session_id=session_id
+        version,
+        ctx.header.correlation_id,
+        list(topics.values()),
+        session_id=session_id,
+        node_endpoints=leader_discovery.fetch_leaders(ctx, results),
     )

@@ -1,7 +1,9 @@
-"""ListOffsets (key 2), v1-9. Timestamps: -2 earliest (log start offset), -1 latest (high
-watermark, or last stable offset for read_committed, v2+), -3 max timestamp (v7, KIP-734),
--4 earliest local (v8, KIP-405), -5 earliest pending upload (v9, KIP-1005: no tiered storage,
-so -1); v4 current leader epoch; v6 flexible. A timestamp past the last record answers -1.
+"""ListOffsets (key 2), v1-10 (Kafka 4.1's maximum). Timestamps: -2 earliest (log start
+offset), -1 latest (high watermark, or last stable offset for read_committed, v2+), -3 max
+timestamp (v7, KIP-734), -4 earliest local (v8, KIP-405), -5 latest tiered (v9, KIP-1005: no
+tiered storage, so -1); v4 current leader epoch; v6 flexible; v10 TimeoutMs (KIP-1075, for
+offsets looked up in remote storage: nothing is remote here, so every answer is immediate). A
+timestamp past the last record answers -1.
 
 A new leader whose high watermark is still below the start offset of its leader epoch answers a
 client's LATEST, and a timestamp lookup that finds nothing below the high watermark,
@@ -97,7 +99,7 @@ def list_offset(
     return answer(ts=found[1], offset=found[0], epoch=epoch)
 
 
-@handles(ApiKey.LIST_OFFSETS, versions=(1, 9))
+@handles(ApiKey.LIST_OFFSETS, versions=(1, 10))
 async def list_offsets(
     ctx: RequestContext, req: protocol.ListOffsetsRequest
 ) -> protocol.ListOffsetsResponse:

@@ -1,7 +1,10 @@
-"""Produce (key 0), v3-11 served; advertised from v0 because librdkafka needs to see it, while
-v0-2 (message formats 0/1) are rejected as KIP-896 does. v5 log start offset; v8 record errors
-and error message; v9 flexible; v10 current leader (KIP-951). Batches are validated as bytes
-and appended whole; acks=0 gets no response.
+"""Produce (key 0), v3-13 served (Kafka 4.1's maximum); advertised from v0 because librdkafka
+needs to see it, while v0-2 (message formats 0/1) are rejected as KIP-896 does. v5 log start
+offset; v8 record errors and error message; v9 flexible; v10 CurrentLeader and NodeEndpoints on
+NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH (KIP-951, partitions/leader_discovery.py); v12 is
+v11 (KIP-890 part 2 is only for transaction.version 2, which is not finalized here, so clients
+use it as v11); v13 names topics by id (an unknown id is UNKNOWN_TOPIC_ID). Batches are
+validated as bytes and appended whole; acks=0 gets no response.
 
 Clients may not write to the internal topics (`__consumer_offsets`, `__transaction_state`):
 INVALID_TOPIC_EXCEPTION, as Kafka's ReplicaManager.appendToLocalLog ("Cannot append to internal
@@ -18,6 +21,7 @@ from typing import TypeAlias
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
+from odradek.broker.partitions import leader_discovery
 from odradek.broker.partitions.partition import AppendResult
 from odradek.broker.partitions.topics import INTERNAL_TOPICS, TopicError, check_topic_name
 from odradek.clock import now_ms
@@ -100,7 +104,7 @@ def _produce_one(
     return result
 
 
-@handles(ApiKey.PRODUCE, versions=(3, 11), advertise_min=0)
+@handles(ApiKey.PRODUCE, versions=(3, 13), advertise_min=0)
 async def produce(
     ctx: RequestContext, req: protocol.ProduceRequest
 ) -> protocol.ProduceResponse | None:
@@ -112,6 +116,10 @@ async def produce(
         name = td.name
         if version >= 13:
             name = broker.topics.name_for_id(td.topic_id) or ""
+            if not name:
+                unknown = AppendResult(ErrorCode.UNKNOWN_TOPIC_ID)
+                responses.append((name, td, [(pd.index, unknown) for pd in td.partition_data]))
+                continue
         parts = []
         for pd in td.partition_data:
             res = _produce_one(ctx, name, pd.index, pd.records, req.acks, req.transactional_id)
@@ -145,4 +153,4 @@ async def produce(
                 ],
             )
         )
-    return Resp(responses=out, throttle_time_ms=0)
+    return leader_discovery.annotate_produce(ctx, Resp(responses=out, throttle_time_ms=0))

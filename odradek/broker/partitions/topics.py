@@ -154,7 +154,12 @@ class TopicManager:
         return self.store.topics.get(topic)
 
     def name_for_id(self, topic_id: uuid.UUID) -> str | None:
-        return self.by_id.get(topic_id)
+        name = self.by_id.get(topic_id)
+        if name is None:  # a topic with no replica here: the cluster metadata still knows it
+            for info in self.store.topics.values():
+                if info.topic_id == topic_id:
+                    return info.name
+        return name
 
     def log_config(self, topic: str) -> LogConfig:
         info = self.store.topics.get(topic)
