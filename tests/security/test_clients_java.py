@@ -4,8 +4,8 @@
 consuming read_committed with committed offsets (tests/security/java/SecureClients.java); and
 Spark's access pattern (compat_tests/java/SparkAccessPattern.java) over SASL_SSL.
 
-OAUTHBEARER is left out: the Java login module for it needs Jackson, which the harness's
-classpath does not carry (tests/security/test_sasl_java.py)."""
+OAUTHBEARER's Java login module (the unsecured JWS) needs Jackson: its jars come from the same
+wheel as kafka-clients (pyflink/lib), added to the classpath here."""
 
 from __future__ import annotations
 
@@ -14,15 +14,24 @@ from pathlib import Path
 
 import pytest
 
-from compat_tests.java_harness import JavaError, JavaPrograms
+from compat_tests.java_harness import JavaError, JavaPrograms, find_classpath
 
 SOURCES = Path(__file__).resolve().parent / "java"
+JACKSON = ("jackson-databind", "jackson-core", "jackson-annotations")
 
 
 @pytest.fixture(scope="module")
 def java(tmp_path_factory: pytest.TempPathFactory) -> JavaPrograms:
     try:
-        return JavaPrograms(tmp_path_factory.mktemp("secure-java"), source_dir=SOURCES)
+        classpath = find_classpath()
+    except JavaError as exc:
+        pytest.skip(str(exc))
+    lib = next(jar.parent for jar in classpath if jar.stem == "kafka-clients")
+    extra = [lib / f"{name}.jar" for name in JACKSON if (lib / f"{name}.jar").is_file()]
+    try:
+        return JavaPrograms(
+            tmp_path_factory.mktemp("secure-java"), [*classpath, *extra], source_dir=SOURCES
+        )
     except JavaError as exc:
         pytest.skip(str(exc))
 
@@ -37,8 +46,9 @@ def spark_java(tmp_path_factory: pytest.TempPathFactory) -> JavaPrograms:
 
 def test_java_clients(secure_broker, java: JavaPrograms, tmp_path: Path) -> None:
     security = secure_broker.security
-    if security.mechanism == "OAUTHBEARER":
-        pytest.skip("the Java OAUTHBEARER login module needs Jackson (not on the classpath)")
+    has_jackson = any(jar.stem == "jackson-databind" for jar in java.classpath)
+    if security.mechanism == "OAUTHBEARER" and not has_jackson:
+        pytest.skip("the Java OAUTHBEARER login module needs Jackson (not found)")
     props = security.write_properties(
         str(tmp_path / "client.properties"), secure_broker.bootstrap, "bob"
     )
