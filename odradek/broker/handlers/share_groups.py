@@ -34,8 +34,12 @@ from odradek.coordinator.share.coordinator import (
 from odradek.coordinator.share.state import StateBatch
 from odradek.security.acl_types import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.wire import protocol
+from odradek.wire.api_keys import ApiKey
 
-SHARE_GROUP_HEARTBEAT, SHARE_GROUP_DESCRIBE, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 77, 78, 79
+SHARE_GROUP_HEARTBEAT = ApiKey.SHARE_GROUP_HEARTBEAT
+SHARE_GROUP_DESCRIBE = ApiKey.SHARE_GROUP_DESCRIBE
+SHARE_FETCH = ApiKey.SHARE_FETCH
+SHARE_ACKNOWLEDGE = ApiKey.SHARE_ACKNOWLEDGE
 
 NONE = 0
 NOT_COORDINATOR = 16

@@ -44,6 +44,7 @@ from odradek.coordinator.share import records as rec
 from odradek.coordinator.share.group import ShareGroup
 from odradek.coordinator.share.state import SharePartition, StateBatch
 from odradek.wire import protocol
+from odradek.wire.api_keys import ApiKey
 from odradek.wire.records import build_batch
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STATE_TOPIC = "__share_group_state"
-READ_STATE, WRITE_STATE = 84, 85  # ReadShareGroupState / WriteShareGroupState v0
+READ_STATE, WRITE_STATE = ApiKey.READ_SHARE_GROUP_STATE, ApiKey.WRITE_SHARE_GROUP_STATE  # v0
 NOT_COORDINATOR = 16
 PEER_TIMEOUT_S = 10.0
 EXTENSION = "_odradek_share_coordinator"
