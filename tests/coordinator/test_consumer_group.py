@@ -363,3 +363,65 @@ def test_offset_fetch_checks_and_coordinator_wiring() -> None:
         )
     )
     assert result.error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+
+
+def test_only_changes_are_written_and_a_static_replacement_replays() -> None:
+    env = Env()
+    env.join("a", instance_id="ia")
+    env.join("b")
+    env.settle(["a", "b"])
+    before = len(env.records)
+    env.beat("a")
+    env.beat("b")
+    assert len(env.records) == before  # plain heartbeats write nothing
+    env.mgr.heartbeat(HeartbeatRequest(GROUP, "a", -2, instance_id="ia"))
+    env.join("a2", instance_id="ia")
+    fresh = ConsumerGroupManager(ConsumerGroupConfig(), ManualScheduler(), lambda: env.topics)
+    for key, value in env.records:
+        fresh.replay_record(crec.decode_key(key), value)  # type: ignore[arg-type]
+    fresh.on_loaded({GROUP})
+    loaded = fresh.groups[GROUP]
+    group = env.mgr.get(GROUP)
+    assert group is not None
+    assert set(loaded.members) == {"a2", "b"} == set(group.members)
+    assert loaded.static_members == {"ia": "a2"}
+    assert loaded.target == group.target
+    assert loaded.members["a2"] == group.members["a2"]
+
+
+def test_delete_groups_and_offsets_of_a_consumer_group() -> None:
+    from odradek.coordinator.group.coordinator import GroupCoordinator, GroupCoordinatorConfig
+    from odradek.coordinator.group.metadata import OffsetAndMetadata
+
+    class Part:
+        is_leader = True
+
+    coord = GroupCoordinator(
+        GroupCoordinatorConfig(num_partitions=1),
+        get_partition=lambda _i: Part(),
+        partition_count=lambda: 1,
+        scheduler=ManualScheduler(),
+        topics=lambda: {"t1": (T1, 2), "t2": (T2, 1)},
+    )
+    coord.active = True
+    coord.loaded.add(0)
+    coord.consumer.append = lambda _g, _r: ErrorCode.NONE
+    coord.machine.append = lambda _g, _r, **_kw: ErrorCode.NONE  # type: ignore[method-assign]
+    coord.consumer_heartbeat(
+        HeartbeatRequest(
+            GROUP, "m", 0, rebalance_timeout_ms=1000, subscribed_topic_names=["t1"], owned=[]
+        )
+    )
+    om = OffsetAndMetadata(5, -1, "", 0, -1)
+    offsets = {("t1", 0): om, ("t2", 0): om}
+    assert set(coord.commit_offsets(GROUP, "m", None, 1, offsets, 9).values()) == {ErrorCode.NONE}
+    error, results = coord.delete_offsets(GROUP, [("t1", 0), ("t2", 0)])
+    assert error == ErrorCode.NONE
+    assert results == {
+        ("t1", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC,
+        ("t2", 0): ErrorCode.NONE,
+    }
+    assert coord.delete_groups([GROUP]) == {GROUP: ErrorCode.NON_EMPTY_GROUP}
+    coord.consumer_heartbeat(HeartbeatRequest(GROUP, "m", -1))
+    assert coord.delete_groups([GROUP]) == {GROUP: ErrorCode.NONE}
+    assert coord.consumer.get(GROUP) is None and coord.machine.get(GROUP) is None

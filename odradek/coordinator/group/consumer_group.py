@@ -342,12 +342,25 @@ class ConsumerGroupManager:
         # 3. reconcile the member towards its target
         owned = _owned_map(req.owned)
         updated = _reconcile(updated, target_epoch, target, owned, group)
-        records.append(crec.member_metadata(group.group_id, updated))
-        records.append(crec.current_assignment(group.group_id, updated))
+        # only what changed is written (a plain heartbeat writes nothing)
+        if predecessor is not None:
+            records[:0] = crec.member_tombstones(group.group_id, predecessor)
+        if not known or predecessor is not None or _metadata_of(member) != _metadata_of(updated):
+            records.append(crec.member_metadata(group.group_id, updated))
+        if (
+            not known
+            or predecessor is not None
+            or _assignment_of(member) != _assignment_of(updated)
+        ):
+            records.append(crec.current_assignment(group.group_id, updated))
         if bump or group_epoch > group.assignment_epoch:
             records.extend(crec.target_assignment(group.group_id, target_all, target_epoch))
+        elif predecessor is not None:
+            records.extend(
+                crec.target_assignment(group.group_id, {updated.member_id: target}, target_epoch)
+            )
 
-        if self.append is not None:
+        if self.append is not None and records:
             error = self.append(group.group_id, records)
             if error != ErrorCode.NONE:
                 raise HeartbeatError(
@@ -769,12 +782,44 @@ class ConsumerGroupManager:
             return ErrorCode.STALE_MEMBER_EPOCH
         return None
 
+    def subscribed_topics(self, group_id: str) -> set[str]:
+        """The topics the members of a consumer group subscribe to (names and regex matches)."""
+        group = self.groups.get(group_id)
+        if group is None or not group.members:
+            return set()
+        return set(self._subscription_metadata(group.members.values()))
+
     def take_over_from_classic(self, group_id: str) -> None:
         """A classic member joins an empty consumer group (downgrade): the group is classic now."""
         group = self.groups.get(group_id)
         if group is not None and not group.members:
             self._write(group_id, crec.group_tombstones(group))
             self.drop(group_id)
+
+
+def _metadata_of(m: ConsumerMember) -> tuple[object, ...]:
+    """The fields of a ConsumerGroupMemberMetadata record."""
+    return (
+        m.instance_id,
+        m.rack_id,
+        m.client_id,
+        m.client_host,
+        tuple(m.subscribed_topic_names),
+        m.subscribed_topic_regex,
+        m.rebalance_timeout_ms,
+        m.server_assignor,
+    )
+
+
+def _assignment_of(m: ConsumerMember) -> tuple[object, ...]:
+    """The fields of a ConsumerGroupCurrentMemberAssignment record."""
+    return (
+        m.member_epoch,
+        m.previous_member_epoch,
+        m.state,
+        _copy(m.assigned),
+        _copy(m.pending_revocation),
+    )
 
 
 def _clone(m: ConsumerMember) -> ConsumerMember:

@@ -645,6 +645,14 @@ class GroupCoordinator:
         error = self.status(group_id, "offset_delete")
         if error is not None:
             return error, {}
+        subscribed = self.consumer.subscribed_topics(group_id)
+        if subscribed:  # a consumer group's members still consume these topics
+            refused = {tp for tp in partitions if tp[0] in subscribed}
+            error, results = self.offsets.delete_offsets(
+                group_id, [tp for tp in partitions if tp not in refused]
+            )
+            results.update(dict.fromkeys(refused, ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC))
+            return error, results
         return self.offsets.delete_offsets(group_id, partitions)
 
     async def _expire_loop(self) -> None:
