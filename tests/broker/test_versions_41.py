@@ -152,3 +152,33 @@ def test_kip951_leader_discovery_in_produce_and_fetch() -> None:
             assert [(n.node_id, n.host, n.port) for n in fetched.node_endpoints] == [
                 (leader, host, int(port))
             ]
+
+
+def test_list_transactions_v2_pattern(broker: Broker) -> None:
+    import confluent_kafka as ck
+
+    producers = []
+    for tid in ("orders-1", "orders-2", "billing"):
+        p = ck.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": tid})
+        p.init_transactions(20)
+        producers.append(p)
+    L = protocol.ListTransactionsRequest
+
+    def listed(pattern: str | None, version: int = 2) -> tuple[int, list[str]]:
+        req = L(state_filters=[], producer_id_filters=[], duration_filter=-1)
+        if version >= 2:
+            req.transactional_id_pattern = pattern
+        with RawClient(broker.bootstrap) as raw:
+            resp = raw.request(req, version)
+        return resp.error_code, sorted(t.transactional_id for t in resp.transaction_states)
+
+    try:
+        assert listed("orders-.*") == (0, ["orders-1", "orders-2"])
+        assert listed("orders") == (0, [])  # the whole id must match
+        assert listed("") == (0, ["billing", "orders-1", "orders-2"])
+        assert listed(None) == (0, ["billing", "orders-1", "orders-2"])
+        assert listed("(") == (ErrorCode.INVALID_REGULAR_EXPRESSION, [])
+        assert listed(None, 1) == (0, ["billing", "orders-1", "orders-2"])
+    finally:
+        for p in producers:
+            p.flush(5)

@@ -3,11 +3,15 @@
 DescribeProducers (key 61), v0: the active producers of partitions this broker leads, from their
 producer state (id, epoch, last sequence and timestamp, coordinator epoch, open transaction).
 DescribeTransactions (key 65), v0: the coordinator's state of transactional ids.
-ListTransactions (key 66), v0-1: transactional ids filtered by state and producer id; v1 adds a
-minimum duration (KIP-994).
+ListTransactions (key 66), v0-2 (Kafka 4.1's maximum): transactional ids filtered by state and
+producer id; v1 adds a minimum duration (KIP-994); v2 a transactional id pattern (KIP-1152), a
+regular expression the whole id must match (null or empty: no filter; one that does not compile
+is INVALID_REGULAR_EXPRESSION).
 """
 
 from __future__ import annotations
+
+import re
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
@@ -131,16 +135,30 @@ async def describe_transactions(
     return Resp(throttle_time_ms=0, transaction_states=states)
 
 
-@handles(ApiKey.LIST_TRANSACTIONS, versions=(0, 1))
+@handles(ApiKey.LIST_TRANSACTIONS, versions=(0, 2))
 async def list_transactions(
     ctx: RequestContext, req: protocol.ListTransactionsRequest
 ) -> protocol.ListTransactionsResponse:
     Resp = protocol.ListTransactionsResponse
     coord = ctx.txn_coordinator
     duration = req.duration_filter if ctx.api_version >= 1 else -1
+    pattern = req.transactional_id_pattern if ctx.api_version >= 2 else None
+    matcher = None
+    if pattern:
+        try:
+            matcher = re.compile(pattern)
+        except re.error:
+            return Resp(
+                throttle_time_ms=0,
+                error_code=ErrorCode.INVALID_REGULAR_EXPRESSION,
+                unknown_state_filters=[],
+                transaction_states=[],
+            )
     error, unknown, found = coord.list_transactions(
         list(req.state_filters or []), list(req.producer_id_filters or []), duration
     )
+    if matcher is not None:
+        found = [t for t in found if matcher.fullmatch(t[0]) is not None]
     return Resp(
         throttle_time_ms=0,
         error_code=error,
