@@ -14,8 +14,9 @@
   principal (`broker_principal`: User:admin with SASL, a random password; User:CN=localhost,
   the server certificate, with mTLS) is in `super.users` for when an authorizer is on, and so
   is User:admin under mTLS. `client_config(user="admin")` gives a client that super user.
-- with `plaintext_too=True` a PLAINTEXT listener serves beside the secure one (for admin in tests;
-  its clients are User:ANONYMOUS).
+- with `plaintext_too=True` a PLAINTEXT listener serves beside the secure one, for admin in
+  tests: its clients are User:ANONYMOUS, a super user (except with "ssl", where clients of the
+  TLS listener are User:ANONYMOUS too).
 
 Client settings for a user: `client_config` (librdkafka / confluent-kafka / kcat properties),
 `kafka_python_config` (kafka-python keyword arguments), `aiokafka_config` (aiokafka keyword
@@ -143,6 +144,10 @@ class Security:
         supers = [self.broker_principal] if self.broker_principal != "User:ANONYMOUS" else []
         if self.kind == "mtls":
             supers.append(f"User:{BROKER_USER}")
+        if self.plaintext_too and self.kind != "ssl":
+            # the PLAINTEXT listener is the tests' admin door: its clients (User:ANONYMOUS,
+            # which no client of the secure listener can be) are super users
+            supers.append("User:ANONYMOUS")
         if extra_super_users:
             supers += [s.strip() for s in extra_super_users.split(";") if s.strip()]
         if supers:

@@ -68,3 +68,24 @@ def test_secure_fixtures_in_a_user_project(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_user=USER_TESTS)
     result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=6)
+
+
+def test_plaintext_too_is_an_admin_door_when_acls_are_on() -> None:
+    import confluent_kafka as ck
+
+    from odradek.testing import Broker
+
+    config = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
+    with Broker(topics={"t": 1}, config=config, security="sasl_ssl", plaintext_too=True) as b:
+        results: list[object] = []
+
+        def produce(conf: dict[str, object]) -> None:
+            producer = ck.Producer({**conf, "message.timeout.ms": 5000})
+            producer.produce("t", b"x", on_delivery=lambda err, msg: results.append(err))
+            producer.flush(20)
+
+        produce({"bootstrap.servers": b.plaintext_bootstrap})  # User:ANONYMOUS, super user
+        produce(b.client_config("alice"))  # no ACL: denied
+        produce(b.client_config("admin"))  # the brokers' principal, super user
+        codes = [None if e is None else e.code() for e in results]  # type: ignore[attr-defined]
+        assert codes == [None, ck.KafkaError.TOPIC_AUTHORIZATION_FAILED, None]
