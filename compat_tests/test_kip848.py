@@ -461,3 +461,49 @@ def test_group_survives_the_kill_of_its_coordinator(odradek_cluster: Any, tmp_pa
         assert sorted(v for v in seen if v.startswith("before-")) == sorted(before)
     finally:
         group.cleanup()
+
+
+def test_read_process_write_with_a_consumer_protocol_group(kbroker: BrokerProcess) -> None:
+    """send_offsets_to_transaction with a KIP-848 member's group metadata (its member epoch):
+    the offsets commit with the transaction."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    src, dst = unique_name("kip848-in"), unique_name("kip848-out")
+    create_topics(kbroker.bootstrap, src, dst, partitions=2)
+    plain = Producer({"bootstrap.servers": kbroker.bootstrap})
+    for i in range(20):
+        plain.produce(src, value=b"%d" % i, partition=i % 2)
+    plain.flush(10)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": kbroker.bootstrap,
+            "group.id": src + "-g",
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    txn = Producer({"bootstrap.servers": kbroker.bootstrap, "transactional.id": src + "-t"})
+    try:
+        consumer.subscribe([src])
+        txn.init_transactions(30)
+        done: list[bytes] = []
+
+        def step() -> bool:
+            msgs = [m for m in consumer.consume(20, 0.2) if not m.error()]
+            if msgs:
+                txn.begin_transaction()
+                for m in msgs:
+                    txn.produce(dst, m.value(), partition=m.partition())
+                offsets = [TopicPartition(m.topic(), m.partition(), m.offset() + 1) for m in msgs]
+                txn.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 30)
+                txn.commit_transaction(30)
+                done.extend(m.value() for m in msgs)
+            return len(done) >= 20
+
+        wait_for(step, SETTLE_S, interval=0, message="20 records processed")
+        assert sorted(done, key=int) == [b"%d" % i for i in range(20)]
+        got = consumer.committed([TopicPartition(src, 0), TopicPartition(src, 1)], 10)
+        assert [(t.partition, t.offset) for t in got] == [(0, 10), (1, 10)]
+    finally:
+        consumer.close()

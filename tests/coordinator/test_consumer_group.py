@@ -425,3 +425,36 @@ def test_delete_groups_and_offsets_of_a_consumer_group() -> None:
     coord.consumer_heartbeat(HeartbeatRequest(GROUP, "m", -1))
     assert coord.delete_groups([GROUP]) == {GROUP: ErrorCode.NONE}
     assert coord.consumer.get(GROUP) is None and coord.machine.get(GROUP) is None
+
+
+def test_transactional_commit_checks_the_member_epoch() -> None:
+    from odradek.coordinator.group.coordinator import GroupCoordinator, GroupCoordinatorConfig
+    from odradek.coordinator.group.metadata import OffsetAndMetadata
+
+    class Part:
+        is_leader = True
+
+    coord = GroupCoordinator(
+        GroupCoordinatorConfig(num_partitions=1),
+        get_partition=lambda _i: Part(),
+        partition_count=lambda: 1,
+        scheduler=ManualScheduler(),
+        topics=lambda: {"t1": (T1, 2)},
+    )
+    coord.active = True
+    coord.loaded.add(0)
+    coord.consumer.append = lambda _g, _r: ErrorCode.NONE
+    coord._append = lambda _g, _r, **_kw: ErrorCode.NONE  # type: ignore[method-assign]
+    coord.consumer_heartbeat(
+        HeartbeatRequest(
+            GROUP, "m", 0, rebalance_timeout_ms=1000, subscribed_topic_names=["t1"], owned=[]
+        )
+    )
+    om = {("t1", 0): OffsetAndMetadata(5, -1, "", 0, -1)}
+    assert coord.txn_offset_commit(GROUP, 7, 0, "m", None, 0, om) == {
+        ("t1", 0): ErrorCode.ILLEGAL_GENERATION
+    }
+    assert coord.txn_offset_commit(GROUP, 7, 0, "x", None, 1, om) == {
+        ("t1", 0): ErrorCode.UNKNOWN_MEMBER_ID
+    }
+    assert coord.txn_offset_commit(GROUP, 7, 0, "m", None, 1, om) == {("t1", 0): ErrorCode.NONE}

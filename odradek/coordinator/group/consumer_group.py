@@ -751,9 +751,15 @@ class ConsumerGroupManager:
     # -- offsets and administration ---------------------------------------------------------------
 
     def validate_offset_commit(
-        self, group_id: str, member_id: str, member_epoch: int, api_version: int
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        api_version: int,
+        transactional: bool = False,
     ) -> ErrorCode | None:
-        """Kafka's ConsumerGroup.validateOffsetCommit; None when the commit may go ahead."""
+        """Kafka's ConsumerGroup.validateOffsetCommit; None when the commit may go ahead.
+        TxnOffsetCommit (`transactional`) answers ILLEGAL_GENERATION for another epoch."""
         group = self.groups.get(group_id)
         if group is None:
             return None
@@ -762,6 +768,8 @@ class ConsumerGroupManager:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if transactional:
+            return ErrorCode.ILLEGAL_GENERATION if member_epoch != member.member_epoch else None
         if api_version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
         if member_epoch != member.member_epoch:

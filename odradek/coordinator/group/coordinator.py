@@ -604,7 +604,14 @@ class GroupCoordinator:
         if error is not None:
             return dict.fromkeys(offsets, error)
         group = self.machine.get_or_create(group_id)
-        if generation_id >= 0 or member_id != "" or group_instance_id is not None:
+        if self.consumer.is_consumer_group(group_id):
+            # a KIP-848 member's transactional commit carries its member epoch
+            error = self.consumer.validate_offset_commit(
+                group_id, member_id, generation_id, 0, transactional=True
+            )
+            if error is not None:
+                return dict.fromkeys(offsets, error)
+        elif generation_id >= 0 or member_id != "" or group_instance_id is not None:
             error = self.machine.validate_member(group, member_id, group_instance_id)
             if error is None and generation_id != group.generation_id:
                 error = ErrorCode.ILLEGAL_GENERATION
