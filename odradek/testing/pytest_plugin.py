@@ -40,7 +40,8 @@ A SASL_SSL broker in one line, and the other security set-ups (odradek.testing.s
 
 security is "ssl", "mtls", "sasl_plaintext" or "sasl_ssl"; mechanism "PLAIN", "SCRAM-SHA-256",
 "SCRAM-SHA-512" or "OAUTHBEARER"; users {name: password} (default {"alice": "alice-secret"});
-plaintext_too=True adds a PLAINTEXT listener (`plaintext_bootstrap`) for admin. The brokers
+plaintext_too=True adds a PLAINTEXT listener (`plaintext_bootstrap`) for admin (its
+clients are super users when an authorizer is on). The brokers
 themselves are the super user "admin" (`client_config(user="admin")`).
 
 A cluster from `odradek_cluster` fails over quickly: unless `config` says otherwise, followers
