@@ -89,3 +89,30 @@ def test_plaintext_too_is_an_admin_door_when_acls_are_on() -> None:
         produce(b.client_config("admin"))  # the brokers' principal, super user
         codes = [None if e is None else e.code() for e in results]  # type: ignore[attr-defined]
         assert codes == [None, ck.KafkaError.TOPIC_AUTHORIZATION_FAILED, None]
+
+
+def test_restart_keeps_the_ports_of_listeners_given_in_config(tmp_path) -> None:
+    import confluent_kafka as ck
+
+    from odradek.testing import Broker
+    from odradek.testing.certs import TlsMaterial
+
+    tls = TlsMaterial(str(tmp_path / "tls"))
+    config = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        **tls.broker_config(),
+    }
+    with Broker(topics={"t": 1}, config=config) as broker:
+        ports = dict(broker.ports)
+        assert set(ports) == {"PLAINTEXT", "SSL"} and 0 not in ports.values()
+        broker.restart(abrupt=True)
+        assert broker.ports == ports
+        producer = ck.Producer(
+            {
+                "bootstrap.servers": broker.bootstrap_of("SSL"),
+                "security.protocol": "SSL",
+                "ssl.ca.location": tls.ca,
+            }
+        )
+        producer.produce("t", b"after-restart")
+        assert producer.flush(20) == 0
