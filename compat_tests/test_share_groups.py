@@ -9,6 +9,8 @@ test's. Markers are accepted and otherwise ignored.
 
 from __future__ import annotations
 
+import json
+import os
 import queue
 import signal
 import subprocess
@@ -163,6 +165,17 @@ def test_three_share_consumers_receive_each_record_once(broker: BrokerProcess) -
             assert [(tp.topic_name, tp.partitions) for tp in m.assignment.topic_partitions] == [
                 (topic, [0])
             ]
+        listed = subprocess.run(
+            [sys.executable, "-m", "odradek", "groups", "list", "--json"],
+            env={**os.environ, "ODRADEK_BOOTSTRAP": broker.bootstrap},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert listed.returncode == 0, listed.stderr
+        assert {"group": group, "protocol_type": "share", "state": "Stable", "type": "share"} in (
+            json.loads(listed.stdout)
+        )
     finally:
         for c in consumers:
             c.close()

@@ -21,6 +21,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from odradek.broker.handlers import share_groups
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions.internal_topics import ensure_offsets_topic, offsets_replicated
@@ -320,6 +321,7 @@ async def list_groups(
     states = list(req.states_filter or []) if version >= 4 else []
     types = list(req.types_filter or []) if version >= 5 else []
     error, groups = coord.list_groups(states, types)
+    groups = groups + share_groups.listed(ctx.broker, states, types)  # KIP-932
     if ctx.broker.authorizer is not None and not ctx.authorize_cluster(
         AclOperation.DESCRIBE, log_if_denied=False
     ):  # only the groups the principal may describe; never an error

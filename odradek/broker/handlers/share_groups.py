@@ -22,6 +22,7 @@ from typing import Any
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.coordinator.share.coordinator import (
+    EXTENSION,
     READ_STATE,
     WRITE_STATE,
     ShareCoordinator,
@@ -146,6 +147,24 @@ async def share_group_heartbeat(ctx: RequestContext, req: Any) -> Any:
         heartbeat_interval_ms=coord.heartbeat_ms,
         assignment=assignment,
     )
+
+
+# -- ListGroups --------------------------------------------------------------------------------
+
+
+def listed(broker: Any, states: list[str], types: list[str]) -> list[tuple[str, str, str, str]]:
+    """The share groups this broker coordinates as ListGroups lists them: (group id, protocol
+    type "share", state, group type "share"), filtered by state and type as Kafka's (case
+    insensitive)."""
+    coord = getattr(broker, EXTENSION, None)
+    if coord is None or (types and "share" not in {t.lower() for t in types}):
+        return []
+    wanted = {s.lower() for s in states}
+    return [
+        (g.group_id, "share", g.state, "share")
+        for g in coord.groups.values()
+        if not wanted or g.state.lower() in wanted
+    ]
 
 
 # -- ShareGroupDescribe ------------------------------------------------------------------------
