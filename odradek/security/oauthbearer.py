@@ -298,6 +298,9 @@ def unsecured_token(
     """An unsigned JWS (``{"alg":"none"}``) for ``principal`` as Kafka's unsecured login module
     makes one: ``iat`` now, ``exp`` after ``lifetime_s``, the scope as a list."""
     now = time.time() if now_s is None else now_s
+    # whole milliseconds, as Kafka's unsecured login module: a sub-millisecond iat could read
+    # as issued in the future against a validator's millisecond clock
+    now = int(now * 1000) / 1000
 
     def enc(obj: Mapping[str, Any]) -> str:
         raw = json.dumps(obj, separators=(",", ":")).encode()

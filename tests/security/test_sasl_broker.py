@@ -10,7 +10,6 @@ from __future__ import annotations
 import confluent_kafka as ck
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
-from kafka.errors import KafkaError
 from kafka.protocol.metadata import MetadataRequest
 
 from odradek.testing import Broker
