@@ -13,10 +13,12 @@ import urllib.request
 from pathlib import Path
 
 import confluent_kafka as ck
+from kafka.protocol.metadata import ApiVersionsRequest
 from prometheus_client.parser import text_string_to_metric_families
 
 from odradek.testing import Broker, Cluster
 from odradek.testing.cluster import FAST_FAILOVER
+from odradek.testing.raw import RawClient
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "odradek.json"
 
@@ -91,8 +93,11 @@ def test_metrics_count_what_clients_did():
         except Exception:
             pass
         admin.close()
-        text = scrape_text(port)
-        m = scrape(port)
+        # a connection open while scraping (the clients above may all be gone by then)
+        with RawClient(broker.bootstrap) as raw:
+            raw.request(ApiVersionsRequest(), 0)
+            text = scrape_text(port)
+            m = scrape(port)
         topic = (("topic", "clicks"),)
         assert m[("odradek_topic_records_in_total", topic)] == 25
         assert m[("odradek_topic_records_out_total", topic)] == 25

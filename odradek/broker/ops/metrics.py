@@ -285,7 +285,8 @@ class _ClientTelemetryCollector:
                 labels = dict(base)
                 for k, v in attrs:
                     label = _LABEL_CHARS.sub("_", k)
-                    if label and not label[0].isdigit() and label not in labels:
+                    ok = label and not label[0].isdigit() and not label.startswith("__")
+                    if ok and label not in labels:
                         labels[label] = v
                 family = families.get(prom)
                 if family is None:
