@@ -75,7 +75,9 @@ def start(group: Group, **kw: Any) -> Any:
     return group.start("confluent-kafka", protocol="consumer", **kw)
 
 
-def describe(broker: Any, group_id: str, address: Callable[[], str] | None = None) -> Any:
+def describe(
+    broker: Any, group_id: str, address: Callable[[], str] | None = None, version: int = 1
+) -> Any:
     """ConsumerGroupDescribe (69) of one group, waiting out a loading coordinator (`address`:
     where the coordinator is, when it is not the one broker)."""
     result: list[Any] = []
@@ -86,7 +88,7 @@ def describe(broker: Any, group_id: str, address: Callable[[], str] | None = Non
                 protocol.ConsumerGroupDescribeRequest(
                     group_ids=[group_id], include_authorized_operations=False
                 ),
-                0,
+                version,
             )
         (g,) = resp.groups
         if g.error_code in (
@@ -142,6 +144,8 @@ def test_two_then_three_members_split_partitions(group: Group, kbroker: BrokerPr
     ]
     assert sorted(owned) == [(group.topic, p) for p in range(PARTITIONS)]
     assert {m.member_epoch for m in g.members} == {g.group_epoch}
+    assert {m.member_type for m in g.members} == {1}  # consumer members (v1, KIP-1099)
+    assert len(describe(kbroker, group.group, version=0).members) == 3
     assert {m.client_id for m in g.members} == {
         "confluent-kafka-1",
         "confluent-kafka-2",
@@ -380,7 +384,7 @@ def test_api_versions_advertise_group_version(kbroker: BrokerProcess) -> None:
             3,
         )
     keys = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-    assert keys[68] == (0, 1) and keys[69] == (0, 0)
+    assert keys[68] == (0, 1) and keys[69] == (0, 1)
     assert [
         (f.name, f.min_version_level, f.max_version_level) for f in resp.finalized_features
     ] == [("group.version", 1, 1)]

@@ -3,8 +3,9 @@
 ConsumerGroupHeartbeat (key 68), v0-1: joins (epoch 0), heartbeats, leaves (-1, static -2);
 the response carries the member epoch, the heartbeat interval and, when it changed or the request
 was a full one, the assignment. v1 adds SubscribedTopicRegex.
-ConsumerGroupDescribe (key 69), v0: the group epoch, assignment epoch, assignor and every
-member's current and target assignment (topic ids and names).
+ConsumerGroupDescribe (key 69), v0-1 (v1 adds MemberType, KIP-1099): the group epoch,
+assignment epoch, assignor and every member's current and target assignment (topic ids and
+names).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
-
+CONSUMER_MEMBER = 1  # MemberType (v1): 0 classic, 1 consumer
 NOT_REQUESTED = -2147483648  # AuthorizedOperations when the request did not ask for them
 
 
@@ -116,7 +117,7 @@ def _assignment(
     )
 
 
-@handles(ApiKey.CONSUMER_GROUP_DESCRIBE, versions=(0, 0))
+@handles(ApiKey.CONSUMER_GROUP_DESCRIBE, versions=(0, 1))
 async def consumer_group_describe(
     ctx: RequestContext, req: protocol.ConsumerGroupDescribeRequest
 ) -> protocol.ConsumerGroupDescribeResponse:
@@ -167,6 +168,7 @@ async def consumer_group_describe(
                 target_assignment=_assignment(
                     M.Assignment, group.target.get(m.member_id, {}), names
                 ),
+                member_type=CONSUMER_MEMBER,
             )
             for m in group.members.values()
         ]
