@@ -458,3 +458,29 @@ def test_transactional_commit_checks_the_member_epoch() -> None:
         ("t1", 0): ErrorCode.UNKNOWN_MEMBER_ID
     }
     assert coord.txn_offset_commit(GROUP, 7, 0, "m", None, 1, om) == {("t1", 0): ErrorCode.NONE}
+
+
+def test_coordinator_counts_consumer_groups_and_their_rebalances() -> None:
+    from odradek.coordinator.group.coordinator import GroupCoordinator, GroupCoordinatorConfig
+
+    class Part:
+        is_leader = True
+
+    coord = GroupCoordinator(
+        GroupCoordinatorConfig(num_partitions=1),
+        get_partition=lambda _i: Part(),
+        partition_count=lambda: 1,
+        scheduler=ManualScheduler(),
+        topics=lambda: {"t1": (T1, 2)},
+    )
+    coord.active = True
+    coord.loaded.add(0)
+    coord.consumer.append = lambda _g, _r: ErrorCode.NONE
+    assert (coord.group_count, coord.rebalances) == (0, 0)
+    for member in ("m1", "m2"):
+        coord.consumer_heartbeat(
+            HeartbeatRequest(
+                GROUP, member, 0, rebalance_timeout_ms=1000, subscribed_topic_names=["t1"], owned=[]
+            )
+        )
+    assert (coord.group_count, coord.rebalances) == (1, 2)

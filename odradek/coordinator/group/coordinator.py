@@ -233,12 +233,16 @@ class GroupCoordinator:
 
     @property
     def group_count(self) -> int:
-        return len(self.machine.groups)
+        """Classic and consumer-protocol groups (one id counted once)."""
+        if not self.consumer.groups:
+            return len(self.machine.groups)
+        return len(self.machine.groups.keys() | self.consumer.groups.keys())
 
     @property
     def rebalances(self) -> int:
-        """Rebalances completed since start (a generation with members began)."""
-        return self.machine.rebalances
+        """Rebalances since start: classic generations with members begun, and consumer-protocol
+        group epochs bumped."""
+        return self.machine.rebalances + self.consumer.rebalances
 
     # -- partitions: election, resignation, loading -------------------------------------------
 
