@@ -30,17 +30,22 @@ from odradek.testing.cluster import Cluster
 from odradek.testing.raw import RawClient
 from odradek.wire import protocol
 
-LOCK_MS = 2500
+# Short locks where a test waits for one to expire; elsewhere Kafka's 30 s, so that a consumer
+# slowed down by a loaded machine never loses its records to a lock that expired (a duplicate).
+LOCK_MS = 4000
 SHARE_CONFIG = {
     "group.share.record.lock.duration.ms": str(LOCK_MS),
     "group.share.session.timeout.ms": "8000",
     "group.share.heartbeat.interval.ms": "500",
     "share.coordinator.state.topic.num.partitions": "3",
+    "offsets.topic.num.partitions": "3",  # closing 50 logs after a kill -9 restart takes seconds
 }
 WAIT_S = 30.0
 WARM = b"warm-up"
 
+LONG_LOCKS = {**SHARE_CONFIG, "group.share.record.lock.duration.ms": "30000"}
 share_broker = pytest.mark.parametrize("broker", [SHARE_CONFIG], indirect=True)
+long_lock_broker = pytest.mark.parametrize("broker", [LONG_LOCKS], indirect=True)
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
@@ -122,7 +127,7 @@ def values(msgs: Iterable[Message]) -> list[bytes]:
     return [m.value() for m in msgs]
 
 
-@share_broker
+@long_lock_broker
 def test_three_share_consumers_receive_each_record_once(broker: BrokerProcess) -> None:
     topic = unique_name("share-three")
     group = topic
@@ -288,19 +293,24 @@ def test_a_killed_consumers_records_go_to_the_others(broker: BrokerProcess) -> N
         assert held
         child.send_signal(signal.SIGKILL)  # mid-batch: nothing acknowledged, nothing closed
         child.wait(WAIT_S)
-        survivors = [share_consumer(broker.bootstrap, topic, topic) for _ in range(2)]
+        survivors = [
+            share_consumer(broker.bootstrap, topic, topic, explicit=True) for _ in range(2)
+        ]
         got: list[Message] = []
         deadline = time.monotonic() + WAIT_S
         while len(got) < len(expected):
             assert time.monotonic() < deadline, values(got)
             for c in survivors:
-                got += real(c.poll(0.3))
+                msgs = list(c.poll(0.3))
+                for m in msgs:  # accepted at once: no lock of a survivor runs out
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+                if msgs:
+                    c.commit_sync(WAIT_S)
+                got += real(msgs)
         assert sorted(values(got)) == expected  # each once, among the survivors
         redelivered = {m.offset(): m.delivery_count() for m in got if m.offset() in held}
         assert set(redelivered) == set(held)
         assert all(count == 2 for count in redelivered.values())
-        for c in survivors:
-            c.commit_sync(WAIT_S)
     finally:
         if child.poll() is None:
             child.kill()
@@ -312,7 +322,7 @@ def test_a_killed_consumers_records_go_to_the_others(broker: BrokerProcess) -> N
 def test_broker_restart_keeps_acknowledged_state(
     fresh_broker: Callable[..., BrokerProcess],
 ) -> None:
-    b = fresh_broker(SHARE_CONFIG)
+    b = fresh_broker(LONG_LOCKS)
     topic = unique_name("share-restart")
     create_topic(b.bootstrap, topic)
     a = share_consumer(b.bootstrap, topic, topic, explicit=True)
@@ -345,7 +355,7 @@ def test_three_broker_cluster_keeps_acknowledged_state_across_a_restart(tmp_path
     """Each partition's share state goes to the broker leading its __share_group_state
     partition (WriteShareGroupState), and is read back from there after a restart
     (ReadShareGroupState), whichever brokers lead what then."""
-    config = {**SHARE_CONFIG, "offsets.topic.num.partitions": "3"}
+    config = LONG_LOCKS
     data = str(tmp_path / "cluster")
     topic = "share-cluster"
     expected = {p: [b"c%d-%d" % (p, i) for i in range(6)] for p in range(3)}

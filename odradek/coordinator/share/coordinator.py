@@ -159,6 +159,19 @@ class ShareCoordinator:
             client.close()
         self._peers.clear()
 
+    def abandon(self) -> None:
+        """An unclean stop (kill -9 of an in-process broker): drop the tasks, wait for none."""
+        self._stopped = True
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+        for writer in self._writers.values():
+            writer.cancel()
+        self._writers.clear()
+        for client in self._peers.values():
+            client.close()
+        self._peers.clear()
+
     def poke(self) -> None:
         self._changed.set()
 
