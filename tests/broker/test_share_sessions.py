@@ -163,3 +163,29 @@ def test_session_epochs_and_acknowledgement_errors() -> None:
         b.restart(abrupt=True)
         acquired, _ = acquire_all(b.bootstrap, "m3", 0, tid, 1)
         assert [(a.first_offset, a.last_offset, a.delivery_count) for a in acquired] == [(2, 2, 3)]
+
+
+def test_a_member_leaving_releases_its_records() -> None:
+    with Broker(topics={"t": 1}, config=CONFIG) as b:
+        bs = b.bootstrap
+        m1 = join(bs, "m1")
+        tid = b.call(lambda s: s.topics.info("t").topic_id)
+        assert fetch(bs, "m1", 0, [topic_entry(tid)]).error_code == 0  # the share-partition
+        produce(b, 2)
+        acquired, _ = acquire_all(bs, "m1", 1, tid, 2)
+        assert [(a.first_offset, a.last_offset) for a in acquired] == [(0, 1)]
+        join(bs, "m2")
+        assert fetch(bs, "m2", 0, [topic_entry(tid)], wait_ms=50).responses == []  # all held
+        left = call(
+            bs,
+            HEARTBEAT,
+            group_id="g",
+            member_id="m1",
+            member_epoch=-1,
+            rack_id=None,
+            subscribed_topic_names=None,
+        )
+        assert (left.error_code, left.member_epoch) == (0, -1)
+        assert m1.member_epoch > 0
+        acquired, _ = acquire_all(bs, "m2", 1, tid, 2)
+        assert [(a.first_offset, a.last_offset, a.delivery_count) for a in acquired] == [(0, 1, 2)]
