@@ -40,7 +40,7 @@ async def consumer_group_heartbeat(
             error_code=error,
             error_message=message,
             member_id=None,
-            member_epoch=-1,
+            member_epoch=0,
             heartbeat_interval_ms=0,
             assignment=None,
         )

@@ -10,9 +10,9 @@ Both are sticky: a member keeps what it had when that stays within its share.
   partition goes to the least loaded subscriber, its previous owner first while it is under the
   fair share of that topic's subscribers.
 - `range` balances each topic on its own: the subscribers of a topic, in member id order, get
-  consecutive ranges of floor(P/N) partitions, the first P mod N one more (co-partitioned
-  topics thus land on the same member); a member keeps its previous partitions of a topic while
-  it is under its quota.
+  floor(P/N) partitions, the first P mod N one more; a new group gets consecutive ranges (so
+  co-partitioned topics land on the same member), and later a member keeps its previous
+  partitions of a topic while it is under its quota, the rest filled in partition order.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -160,7 +160,7 @@ class HeartbeatResult:
 
     @classmethod
     def failed(cls, error: ErrorCode, message: str | None = None) -> HeartbeatResult:
-        return cls(error, message, None, -1 if error != ErrorCode.NONE else 0, 0, None)
+        return cls(error, message, None, 0, 0, None)  # Kafka's error answer: epoch 0
 
 
 class HeartbeatError(Exception):
@@ -474,18 +474,20 @@ class ConsumerGroupManager:
             names.update(t for t in topics if t not in INTERNAL_TOPICS and pattern.fullmatch(t))
         return names
 
-    def _subscription_metadata(self, members: object) -> dict[str, tuple[uuid.UUID, int]]:
+    def _subscription_metadata(
+        self, members: Iterable[ConsumerMember]
+    ) -> dict[str, tuple[uuid.UUID, int]]:
         topics = self.topics()
         out: dict[str, tuple[uuid.UUID, int]] = {}
-        for m in members:  # type: ignore[attr-defined]
+        for m in members:
             for name in self._subscribed_names(m, topics):
                 out[name] = topics[name]
         return out
 
-    def _group_assignor(self, members: object) -> str:
+    def _group_assignor(self, members: Iterable[ConsumerMember]) -> str:
         """The most used client-chosen assignor, else the first configured (Kafka's)."""
         counts: dict[str, int] = {}
-        for m in members:  # type: ignore[attr-defined]
+        for m in members:
             if m.server_assignor:
                 counts[m.server_assignor] = counts.get(m.server_assignor, 0) + 1
         if not counts:
