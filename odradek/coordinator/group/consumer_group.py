@@ -200,6 +200,8 @@ class ConsumerGroupManager:
         self.groups: dict[str, ConsumerGroup] = {}
         self.rebalances = 0
         self._regex_cache: dict[str, re.Pattern[str]] = {}
+        # (group, member) -> the member epoch its revocation timer was armed at
+        self._revoking: dict[tuple[str, str], int] = {}
 
     # -- queries ---------------------------------------------------------------------------------
 
@@ -577,6 +579,7 @@ class ConsumerGroupManager:
             updated.previous_member_epoch = member.member_epoch
             self._write(group.group_id, [crec.current_assignment(group.group_id, updated)])
             group.members[member.member_id] = updated  # still holding its partitions
+            self._revoking.pop((group.group_id, member.member_id), None)
             self.scheduler.cancel(("cg-rebalance", group.group_id, member.member_id))
             log.info(
                 "[GroupId %s] Static member %s with instance id %s left the group temporarily.",
@@ -619,6 +622,7 @@ class ConsumerGroupManager:
     # -- timers ----------------------------------------------------------------------------------
 
     def _cancel_timers(self, group_id: str, member_id: str) -> None:
+        self._revoking.pop((group_id, member_id), None)
         self.scheduler.cancel(("cg-session", group_id, member_id))
         self.scheduler.cancel(("cg-rebalance", group_id, member_id))
 
@@ -638,16 +642,21 @@ class ConsumerGroupManager:
         )
 
     def _schedule_rebalance_timeout(self, group_id: str, member: ConsumerMember) -> None:
+        """Armed once when a member starts revoking at an epoch (Kafka's rebalance timeout):
+        heartbeats that still own the partitions do not push it back."""
         key = ("cg-rebalance", group_id, member.member_id)
+        armed = (group_id, member.member_id)
         if member.state != MemberState.UNREVOKED_PARTITIONS:
-            self.scheduler.cancel(key)
+            if self._revoking.pop(armed, None) is not None:
+                self.scheduler.cancel(key)
             return
         epoch = member.member_epoch
-        pending = getattr(self.scheduler, "pending", None)
-        if pending is not None and pending(key):
+        if self._revoking.get(armed) == epoch:
             return
+        self._revoking[armed] = epoch
 
         def expire() -> None:
+            self._revoking.pop(armed, None)
             group = self.groups.get(group_id)
             current = group.members.get(member.member_id) if group is not None else None
             if (
