@@ -4,7 +4,13 @@ preferred replica; v12 flexible; v13 topic ids; v15 replica state; v16 CurrentLe
 NodeEndpoints on NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH (KIP-951,
 partitions/leader_discovery.py); v18 a follower's high watermark (KIP-1166, tagged; the answer
 is v17's). Records are file regions sent with sendfile; long polling waits on partition appends
-until min_bytes or max_wait_ms."""
+until min_bytes or max_wait_ms.
+
+A consumer's consumer_byte_rate quota (quotas.py), as Kafka's KafkaApis.handleFetchRequest: the
+response is capped at what the quota allows in one window (quota x (num - 1) x window size);
+its size is recorded, and a client over its quota gets an empty answer with throttle_time_ms
+(the size recorded is taken back) and its connection muted for that long. Followers are never
+throttled by client quotas."""
 
 from __future__ import annotations
 
@@ -13,6 +19,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from odradek.broker.network import authz
+from odradek.broker.network import quotas as q
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions import leader_discovery
@@ -41,6 +49,7 @@ class FetchParams:
     isolation_level: int
     max_bytes: int
     version: int
+    denied: frozenset[str] = frozenset()  # topics this client may not read (authz.py)
 
 
 def _sessions(broker: Broker) -> FetchSessionCache:
@@ -53,6 +62,9 @@ def read_partition(
 ) -> PartitionData:
     """One partition's answer: offsets, error, and the records as a file region."""
     out = PartitionData(sp.partition)
+    if params.denied and sp.topic in params.denied:  # checked first: existence not revealed
+        out.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        return out
     part = broker.topics.get(sp.topic, sp.partition)
     if part is None:
         info = broker.topics.info(sp.topic)
@@ -193,6 +205,12 @@ async def fetch(ctx: RequestContext, req: protocol.FetchRequest) -> list:
     else:
         replica_id = req.replica_state.replica_id if req.replica_state is not None else -1
     params = FetchParams(replica_id, req.isolation_level, req.max_bytes, version)
+    quota = broker.quotas.fetch if replica_id < 0 and broker.quotas.fetch.enabled else None
+    if quota is not None:
+        user, client_id = q.tags_of(ctx)
+        window_max = quota.max_value_in_window(user, client_id)
+        if window_max is not None:
+            params.max_bytes = max(1, min(params.max_bytes, int(window_max)))
     requested = _resolve(broker, req, version)
     cache = _sessions(broker)
     session = None
@@ -232,6 +250,8 @@ async def fetch(ctx: RequestContext, req: protocol.FetchRequest) -> list:
             wanted = list(session.partitions.values())
     else:
         wanted = requested
+    if broker.authorizer is not None:
+        params.denied = authz.fetch_denied(ctx, replica_id, wanted)
     deadline = time.monotonic() + req.max_wait_ms / 1000
     while True:
         results, total, errors = read_all(broker, wanted, params)
@@ -239,6 +259,21 @@ async def fetch(ctx: RequestContext, req: protocol.FetchRequest) -> list:
         if total >= req.min_bytes or errors or remaining <= 0 or not wanted:
             break
         await wait_for_data(broker, wanted, remaining)
+    if quota is not None:
+        throttle_ms = quota.record(user, client_id, total)
+        if throttle_ms > 0:  # over quota: an empty answer, the bytes taken back (KIP-219)
+            quota.unrecord(user, client_id, total)
+            q.throttle(ctx, throttle_ms)
+            if session is not None and not incremental:
+                cache.remove(session.session_id)  # Kafka's full context answers without one
+                session_id = 0
+            return encode_fetch_response(
+                version,
+                ctx.header.correlation_id,
+                [],
+                throttle_time_ms=throttle_ms,
+                session_id=session_id,
+            )
     metrics = broker.metrics
     topics: dict[str, TopicData] = {}
     for sp, pd in results:

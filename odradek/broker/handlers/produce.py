@@ -19,6 +19,8 @@ from __future__ import annotations
 import logging
 from typing import TypeAlias
 
+from odradek.broker.network import authz
+from odradek.broker.network import quotas as q
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions import leader_discovery
@@ -26,6 +28,7 @@ from odradek.broker.partitions.partition import AppendResult
 from odradek.broker.partitions.topics import INTERNAL_TOPICS, TopicError, check_topic_name
 from odradek.clock import now_ms
 from odradek.log.validator import ValidationError, validate
+from odradek.security.acl_types import AclOperation
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
@@ -112,6 +115,7 @@ async def produce(
     version = ctx.api_version
     responses = []
     waits = []
+    denied = None if broker.authorizer is None else authz.produce_denied(ctx, req)
     for td in req.topic_data:
         name = td.name
         if version >= 13:
@@ -121,7 +125,12 @@ async def produce(
                 responses.append((name, td, [(pd.index, unknown) for pd in td.partition_data]))
                 continue
         parts = []
+        if denied is not None:
+            refused = denied or authz.topic_denied(ctx, AclOperation.WRITE, name)
         for pd in td.partition_data:
+            if denied is not None and refused:
+                parts.append((pd.index, AppendResult(refused)))
+                continue
             res = _produce_one(ctx, name, pd.index, pd.records, req.acks, req.transactional_id)
             if res.error == ErrorCode.NONE and req.acks == -1:
                 part = broker.topics.get(name, pd.index)
@@ -131,6 +140,10 @@ async def produce(
         responses.append((name, td, parts))
     if waits:
         await broker.replicas.wait_for_acks(waits, req.timeout_ms)
+    throttle_ms = 0
+    if broker.quotas.produce.enabled:  # producer_byte_rate: throttle after answering (KIP-219)
+        user, client_id = q.tags_of(ctx)
+        throttle_ms = q.throttle(ctx, broker.quotas.produce.record(user, client_id, ctx.size))
     if req.acks == 0:
         return None
     out = []
@@ -153,4 +166,4 @@ async def produce(
                 ],
             )
         )
-    return leader_discovery.annotate_produce(ctx, Resp(responses=out, throttle_time_ms=0))
+    return leader_discovery.annotate_produce(ctx, Resp(responses=out, throttle_time_ms=throttle_ms))
