@@ -91,6 +91,8 @@ def test_an_in_process_cluster_sees_acls_created_on_one_broker():
         # a restarted broker reads them back
         cluster.restart(1)
         assert cluster.call(lambda c: alice_may_read(c.brokers[1]))
+        # the killed broker's authorizer no longer follows the shared backend
+        assert cluster.call(lambda c: len(c.store._acl_backend._listeners)) == 3
 
 
 zookeeper_mod = pytest.importorskip("odradek.testing.zookeeper")

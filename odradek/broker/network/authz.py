@@ -85,6 +85,10 @@ class BrokerAuthorizer(Authorizer):
     async def stop(self) -> None:
         self.backend.unsubscribe(self._reload)
 
+    def abandon(self) -> None:
+        """An unclean stop: a restarted broker of a shared store subscribes afresh."""
+        self.backend.unsubscribe(self._reload)
+
 
 def build(config: BrokerConfig, store: MetadataStore) -> BrokerAuthorizer | None:
     """The broker's authorizer, None when `authorizer.class.name` is empty."""
