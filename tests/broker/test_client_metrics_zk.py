@@ -1,13 +1,18 @@
 """KIP-714 client metrics subscriptions in the metadata store: ZooKeeper in Kafka 3.7+'s layout
 (/config/client-metrics/<name> {"version":1,"config":{...}} and a config_change_ notification),
 seen by another broker's store through the watch, a subscription written as Kafka writes it
-picked up, deletion; and the local store keeping them across a restart."""
+picked up, deletion; two ZooKeeper-mode brokers: a subscription made with `odradek
+client-metrics` on one is what a client of the other is told; and the local store keeping them
+across a restart."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -16,9 +21,14 @@ import pytest
 
 from odradek.broker.cluster.metadata_store import LocalMetadataStore, MetadataChange
 from odradek.broker.cluster.zk_store import ZooKeeperMetadataStore
+from odradek.broker.telemetry import manager as tm
+from odradek.testing import Broker
+from odradek.testing.raw import RawClient
 from odradek.testing.zookeeper import ZooKeeperServer
+from odradek.wire import protocol
 
 _chroots = itertools.count()
+REPO = Path(__file__).resolve().parents[2]
 WAIT_S = 15.0
 
 
@@ -94,3 +104,36 @@ def test_local_store_keeps_subscriptions(tmp_path: Path) -> None:
     assert again.client_metrics == {
         "s": {"metrics": "org.apache.kafka.producer.", "interval.ms": "500"}
     }
+
+
+def test_two_zookeeper_brokers_share_subscriptions(zookeeper: ZooKeeperServer) -> None:
+    connect = zookeeper.connect(f"/client-metrics-test-{next(_chroots)}")
+
+    def broker(node_id: int) -> Broker:
+        return Broker(
+            config={
+                "zookeeper.connect": connect,
+                "node.id": str(node_id),
+                "zookeeper.session.timeout.ms": "2000",
+            }
+        )
+
+    def told(b: Broker) -> list[str]:
+        with RawClient(b.bootstrap) as raw:
+            req = protocol.GetTelemetrySubscriptionsRequest(client_instance_id=tm.ZERO_UUID)
+            return list(raw.request(req, 0).requested_metrics)
+
+    with broker(0) as b0, broker(1) as b1:
+        env = {**os.environ, "PYTHONPATH": str(REPO), "ODRADEK_BOOTSTRAP": b0.bootstrap}
+        subprocess.run(
+            [sys.executable, "-m", "odradek", "client-metrics", "--alter", "--name", "all"]
+            + ["--metrics", "org.apache.kafka.", "--interval", "1000"],
+            check=True,
+            capture_output=True,
+            timeout=60,
+            env=env,
+        )
+        deadline = time.monotonic() + WAIT_S
+        while told(b1) != ["org.apache.kafka."]:
+            assert time.monotonic() < deadline, "broker 1 never saw the subscription"
+            time.sleep(0.05)
