@@ -281,6 +281,7 @@ class ClientMetricsManager:
         self.throttled_requests = 0
         self.pushes = 0
         self.push_errors = 0
+        self._next_expiry_scan = 0.0
 
     # -- subscriptions ----------------------------------------------------------------------
 
@@ -347,6 +348,10 @@ class ClientMetricsManager:
         return inst
 
     def _expire(self, now: float) -> None:
+        """Drop instances idle past their expiry (looked for at most once a second)."""
+        if now < self._next_expiry_scan:
+            return
+        self._next_expiry_scan = now + 1000
         with self.lock:
             dead = [i for i, inst in self.instances.items() if inst.expires_ms <= now]
             for i in dead:
