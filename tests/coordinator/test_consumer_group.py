@@ -486,3 +486,54 @@ def test_coordinator_counts_consumer_groups_and_their_rebalances() -> None:
             )
         )
     assert (coord.group_count, coord.rebalances) == (1, 2)
+
+
+@pytest.mark.parametrize(
+    ("policy", "upgrade", "downgrade"),
+    [("disabled", False, False), ("upgrade", True, False), ("bidirectional", True, True)],
+)
+def test_migration_policy(policy: str, upgrade: bool, downgrade: bool) -> None:
+    """group.consumer.migration.policy: an empty classic group taken over by a consumer-protocol
+    member (upgrade), an empty consumer group by a classic member (downgrade)."""
+    from odradek.coordinator.group.coordinator import GroupCoordinator, GroupCoordinatorConfig
+    from odradek.coordinator.group.metadata import OffsetAndMetadata
+
+    class Part:
+        is_leader = True
+
+    coord = GroupCoordinator(
+        GroupCoordinatorConfig(
+            num_partitions=1, consumer=ConsumerGroupConfig(migration_policy=policy)
+        ),
+        get_partition=lambda _i: Part(),
+        partition_count=lambda: 1,
+        scheduler=ManualScheduler(),
+        topics=lambda: {"t1": (T1, 2)},
+    )
+    coord.active = True
+    coord.loaded.add(0)
+    coord.consumer.append = lambda _g, _r: ErrorCode.NONE
+    coord._append = lambda _g, _r, **_kw: ErrorCode.NONE  # type: ignore[method-assign]
+    coord.machine.append = lambda _g, _r, **_kw: ErrorCode.NONE  # type: ignore[method-assign]
+    # an empty classic group (committed offsets only)
+    om = {("t1", 0): OffsetAndMetadata(5, -1, "", 0, -1)}
+    assert coord.commit_offsets("old", "", None, -1, om, 9) == {("t1", 0): ErrorCode.NONE}
+
+    def join(group: str, member: str) -> ErrorCode:
+        return coord.consumer_heartbeat(
+            HeartbeatRequest(
+                group, member, 0, rebalance_timeout_ms=1000, subscribed_topic_names=["t1"], owned=[]
+            )
+        ).error
+
+    assert join("old", "m") == (ErrorCode.NONE if upgrade else ErrorCode.GROUP_ID_NOT_FOUND)
+    # an empty consumer group, then a classic JoinGroup
+    assert join("new", "m") == ErrorCode.NONE
+    coord.consumer_heartbeat(HeartbeatRequest("new", "m", -1))
+    # (JoinGroup's first check; the join itself waits for the rebalance, not run here)
+    allowed = coord._classic_allowed("new")
+    if downgrade:
+        assert allowed is None
+        assert coord.consumer.get("new") is None
+    else:
+        assert allowed == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
