@@ -1,19 +1,19 @@
 """`odradek groups list|describe|delete|delete-offsets|reset-offsets`, as kafka-consumer-groups.sh.
 
-ListGroups (key 16) lists (with each group's type: classic or consumer), DescribeGroups (15)
-gives state, protocol and members (their subscription and assignment decoded from the consumer
-protocol), ConsumerGroupDescribe (69) the same for KIP-848 consumer-protocol groups, OffsetFetch (9) the committed
-offsets and ListOffsets (2) the log end offsets, hence the lag per partition and in total;
-FindCoordinator (10) the coordinator. `describe --offsets|--members [--verbose]|--state` print
-the views of Kafka's tool; without them one view shows it all. DeleteGroups (42) deletes empty
-groups, OffsetDelete (47) some of a group's committed offsets (refused per partition with
-GROUP_SUBSCRIBED_TO_TOPIC while live members consume the topic). reset-offsets commits new
-offsets with OffsetCommit (8) as the admin client does (generation -1, no member id), which the
-coordinator only accepts for a group without members: like Kafka's tool it refuses a group that
-is not Empty (or Dead, i.e. unknown), and without `--execute` only shows what it would do. The
-targets: --to-earliest/--to-latest/--to-current/--to-offset/--shift-by, --to-datetime and
---by-duration (ListOffsets by timestamp), --from-file (the topic,partition,offset CSV that
-`--export` prints); every target is kept within the log's start and end, as Kafka does.
+ListGroups (key 16) lists (with each group's type: classic or consumer), DescribeGroups (15) gives
+state, protocol and members (their subscription and assignment decoded from the consumer protocol),
+ConsumerGroupDescribe (69) the same for KIP-848 consumer-protocol groups, OffsetFetch (9) the
+committed offsets and ListOffsets (2) the log end offsets, hence the lag per partition and in
+total; FindCoordinator (10) the coordinator. `describe --offsets|--members [--verbose]|--state`
+print the views of Kafka's tool; without them one view shows it all. DeleteGroups (42) deletes
+empty groups, OffsetDelete (47) some of a group's committed offsets (refused per partition with
+GROUP_SUBSCRIBED_TO_TOPIC while live members consume the topic). reset-offsets commits new offsets
+with OffsetCommit (8) as the admin client does (generation -1, no member id), which the coordinator
+only accepts for a group without members: like Kafka's tool it refuses a group that is not Empty
+(or Dead, i.e. unknown), and without `--execute` only shows what it would do. The targets:
+--to-earliest/--to-latest/--to-current/--to-offset/--shift-by, --to-datetime and --by-duration
+(ListOffsets by timestamp), --from-file (the topic,partition,offset CSV that `--export` prints);
+every target is kept within the log's start and end, as Kafka does.
 """
 
 from __future__ import annotations
