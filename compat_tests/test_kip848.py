@@ -263,6 +263,10 @@ def test_regex_subscription_picks_up_a_new_topic(kbroker: BrokerProcess) -> None
         g = describe(kbroker, prefix + "-g")
         topics = {t.topic_name for m in g.members for t in m.assignment.topic_partitions}
         assert topics == {prefix + "-one", prefix + "-two"}
+        # librdkafka sends the pattern itself (SubscribedTopicRegex, v1): the broker resolves it
+        [member] = g.members
+        assert member.subscribed_topic_regex is not None
+        assert prefix in member.subscribed_topic_regex
     finally:
         consumer.close()
 
