@@ -364,7 +364,9 @@ def test_groups_list_describe_reset_delete(broker: Broker, name: str) -> None:
             "state": "Stable",
             "type": "classic",
         } in listed
-        assert [group, "consumer", "Stable", "classic"] in rows(cli(broker, "groups", "list").stdout)
+        assert [group, "consumer", "Stable", "classic"] in rows(
+            cli(broker, "groups", "list").stdout
+        )
 
         desc = json.loads(cli(broker, "groups", "describe", group, "--json").stdout)
         assert desc["state"] == "Stable" and desc["protocol"] == "range"

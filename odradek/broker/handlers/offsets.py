@@ -4,7 +4,8 @@ OffsetCommit (key 8), v2-9: v2-4 retention_time_ms (KIP-211: a commit with a ret
 on its own); v3 throttle time; v5 drops retention; v6 committed_leader_epoch (KIP-320);
 v7 group_instance_id (KIP-345); v8 flexible; v9 GROUP_ID_NOT_FOUND for an unknown group with a
 generation (KIP-848); a consumer-protocol group checks the member id and epoch
-(STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID; UNSUPPORTED_VERSION below v9). Commits to unknown topics or partitions get UNKNOWN_TOPIC_OR_PARTITION.
+(STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID; UNSUPPORTED_VERSION below v9). Commits to unknown
+topics or partitions get UNKNOWN_TOPIC_OR_PARTITION.
 OffsetFetch (key 9), v1-9: v2 null topics = every committed offset, top-level error; v3 throttle
 time; v5 leader epoch; v6 flexible; v7 require_stable (KIP-447); v8 several groups (KIP-709);
 v9 member id and epoch (KIP-848: checked for consumer-protocol groups, ignored by classic ones).
