@@ -191,16 +191,18 @@ def test_malformed_client_first(message: bytes) -> None:
 
 
 def test_client_final_with_a_wrong_nonce_or_bad_format() -> None:
-    for tamper in (
-        lambda final: final.replace(b",r=", b",r=x"),  # still ends with the nonce, as Kafka checks
-        lambda final: final.replace(b",p=", b"zz,p="),
-        lambda final: final[: final.index(b",p=")],
+    for case, tamper in enumerate(
+        (
+            lambda final: final.replace(b",r=", b",r=x"),  # still ends with the nonce
+            lambda final: final.replace(b",p=", b"zz,p="),
+            lambda final: final[: final.index(b",p=")],
+        )
     ):
         store = store_with("u", "p")
         server = ScramServer(SHA256, store.get)
         client = ScramClient(SHA256, "u", "p")
         final = tamper(client.final(server.step(client.first())))
-        if final.startswith(b"c=biws,r=x"):
+        if case == 0:  # (a random nonce may itself start with "x": tell the cases by index)
             # Kafka checks that the nonce ends with the combined nonce; the auth message then
             # differs, so the proof fails.
             with pytest.raises(AuthenticationError, match="Invalid client credentials"):
