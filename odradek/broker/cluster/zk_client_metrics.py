@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from odradek.broker.cluster.zk_config import node_config, notify_change, read_children
 from odradek.broker.cluster.zk_quotas import desanitize, sanitize
 
 if TYPE_CHECKING:
@@ -24,38 +25,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CONFIG_CLIENT_METRICS = "/config/client-metrics"
-CONFIG_CHANGES = "/config/changes"
-CHANGE_PREFIX = f"{CONFIG_CHANGES}/config_change_"
-
-
-def _configs(data: bytes | None) -> dict[str, str]:
-    if not data:
-        return {}
-    try:
-        config = json.loads(data).get("config", {})
-    except (ValueError, AttributeError):
-        return {}
-    return {str(k): str(v) for k, v in config.items()} if isinstance(config, dict) else {}
 
 
 def read_all(zk: KazooClient) -> dict[str, dict[str, str]]:
     """Every subscription in ZooKeeper (any thread)."""
-    from kazoo.exceptions import NoNodeError
-
-    try:
-        names = list(zk.get_children(CONFIG_CLIENT_METRICS))
-    except NoNodeError:
-        return {}
-    pending: list[tuple[str, Any]] = [
-        (name, zk.get_async(f"{CONFIG_CLIENT_METRICS}/{name}")) for name in names
-    ]
     out: dict[str, dict[str, str]] = {}
-    for name, result in pending:
-        try:
-            data, _ = result.get(timeout=30)
-        except NoNodeError:
-            continue
-        configs = _configs(data)
+    for name, data in read_children(zk, CONFIG_CLIENT_METRICS):
+        configs = {str(k): str(v) for k, v in node_config(data).items()}
         if configs:
             out[desanitize(name) or name] = configs
     return out
@@ -81,9 +57,4 @@ def write(zk: KazooClient, name: str, configs: dict[str, str]) -> None:
             zk.delete(path)
         except NoNodeError:
             pass
-    zk.create(
-        CHANGE_PREFIX,
-        json.dumps({"version": 2, "entity_path": rel}, separators=(",", ":")).encode(),
-        sequence=True,
-        makepath=True,
-    )
+    notify_change(zk, rel)

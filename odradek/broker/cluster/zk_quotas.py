@@ -15,12 +15,17 @@ on the same ZooKeeper is seen too).
 
 from __future__ import annotations
 
-import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote
 
 from odradek.broker.cluster.metadata_store import QuotaChanges, QuotaEntity
+from odradek.broker.cluster.zk_config import (
+    node_config,
+    notify_change,
+    read_children,
+    update_config,
+)
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient  # untyped (Any) in kazoo
@@ -29,8 +34,6 @@ log = logging.getLogger(__name__)
 
 CONFIG_CLIENTS = "/config/clients"
 CONFIG_USERS = "/config/users"
-CONFIG_CHANGES = "/config/changes"
-CHANGE_PREFIX = f"{CONFIG_CHANGES}/config_change_"
 DEFAULT = "<default>"
 QUOTA_KEYS = frozenset(
     {
@@ -70,14 +73,8 @@ def _value(key: str, value: float) -> str:
 
 
 def _quota_values(data: bytes | None) -> dict[str, float]:
-    if not data:
-        return {}
-    try:
-        config = json.loads(data).get("config", {})
-    except (ValueError, AttributeError):
-        return {}
     out: dict[str, float] = {}
-    for key, value in config.items():
+    for key, value in node_config(data).items():
         if key in QUOTA_KEYS:
             try:
                 out[key] = float(value)
@@ -88,67 +85,30 @@ def _quota_values(data: bytes | None) -> dict[str, float]:
 
 def read_all(zk: KazooClient) -> dict[QuotaEntity, dict[str, float]]:
     """Every quota entity in ZooKeeper (any thread)."""
-    from kazoo.exceptions import NoNodeError
-
-    def children(path: str) -> list[str]:
-        try:
-            return list(zk.get_children(path))
-        except NoNodeError:
-            return []
-
-    pending: list[tuple[QuotaEntity, Any]] = []
-    for client in children(CONFIG_CLIENTS):
-        ent: QuotaEntity = (("client-id", desanitize(client)),)
-        pending.append((ent, zk.get_async(f"{CONFIG_CLIENTS}/{client}")))
-    for user in children(CONFIG_USERS):
-        pending.append(((("user", desanitize(user)),), zk.get_async(f"{CONFIG_USERS}/{user}")))
-        for client in children(f"{CONFIG_USERS}/{user}/clients"):
-            ent = (("client-id", desanitize(client)), ("user", desanitize(user)))
-            pending.append((ent, zk.get_async(f"{CONFIG_USERS}/{user}/clients/{client}")))
     out: dict[QuotaEntity, dict[str, float]] = {}
-    for ent, result in pending:
-        try:
-            data, _ = result.get(timeout=30)
-        except NoNodeError:
-            continue
+
+    def keep(ent: QuotaEntity, data: bytes) -> None:
         values = _quota_values(data)
         if values:
             out[ent] = values
+
+    for client, data in read_children(zk, CONFIG_CLIENTS):
+        keep((("client-id", desanitize(client)),), data)
+    for user, data in read_children(zk, CONFIG_USERS):
+        keep((("user", desanitize(user)),), data)
+        for client, cdata in read_children(zk, f"{CONFIG_USERS}/{user}/clients"):
+            keep((("client-id", desanitize(client)), ("user", desanitize(user))), cdata)
     return out
 
 
 def write(zk: KazooClient, changes: QuotaChanges) -> dict[QuotaEntity, dict[str, float]]:
     """Apply quota changes, notify every broker; returns the entities' new values."""
-    from kazoo.exceptions import NoNodeError
-
     written: dict[QuotaEntity, dict[str, float]] = {}
     for ent, ops in changes:
         rel = entity_path(ent)
         if rel is None:
             raise ValueError(f"quota entity {ent} cannot be stored in ZooKeeper")
-        path = f"/config/{rel}"
-        try:
-            data, stat = zk.get(path)
-            doc = json.loads(data) if data else {}
-            version = stat.version
-        except NoNodeError:
-            doc, version = {}, -1
-        config = dict(doc.get("config", {}))
-        for key, value in ops.items():
-            if value is None:
-                config.pop(key, None)
-            else:
-                config[key] = _value(key, value)
-        encoded = json.dumps({"version": 1, "config": config}, separators=(",", ":")).encode()
-        if version < 0:
-            zk.create(path, encoded, makepath=True)
-        else:
-            zk.set(path, encoded, version=version)
-        zk.create(
-            CHANGE_PREFIX,
-            json.dumps({"version": 2, "entity_path": rel}, separators=(",", ":")).encode(),
-            sequence=True,
-            makepath=True,
-        )
-        written[ent] = _quota_values(encoded)
+        values = {k: None if v is None else _value(k, v) for k, v in ops.items()}
+        written[ent] = _quota_values(update_config(zk, f"/config/{rel}", values))
+        notify_change(zk, rel)
     return written

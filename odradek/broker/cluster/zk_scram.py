@@ -16,11 +16,16 @@ strings are kept as written; they are parsed where they are used
 
 from __future__ import annotations
 
-import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from odradek.broker.cluster.metadata_store import ScramChanges
+from odradek.broker.cluster.zk_config import (
+    node_config,
+    notify_change,
+    read_children,
+    update_config,
+)
 from odradek.security.scram import ScramMechanism, desanitize_user, sanitize_user
 
 if TYPE_CHECKING:
@@ -29,10 +34,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CONFIG_USERS = "/config/users"
-CONFIG_CHANGES = "/config/changes"
-CHANGE_PREFIX = f"{CONFIG_CHANGES}/config_change_"
 MECHANISMS = frozenset(m.mechanism_name for m in ScramMechanism)
-RETRIES = 20
 
 
 def user_path(user: str) -> str:
@@ -40,34 +42,14 @@ def user_path(user: str) -> str:
 
 
 def _scram_values(data: bytes | None) -> dict[str, str]:
-    if not data:
-        return {}
-    try:
-        config = json.loads(data).get("config", {})
-    except (ValueError, AttributeError):
-        return {}
-    if not isinstance(config, dict):
-        return {}
+    config = node_config(data)
     return {k: str(v) for k, v in config.items() if k in MECHANISMS and v is not None}
 
 
 def read_all(zk: KazooClient) -> dict[str, dict[str, str]]:
     """Every user's SCRAM credentials in ZooKeeper (any thread)."""
-    from kazoo.exceptions import NoNodeError
-
-    try:
-        users = list(zk.get_children(CONFIG_USERS))
-    except NoNodeError:
-        return {}
-    pending: list[tuple[str, Any]] = [
-        (node, zk.get_async(f"{CONFIG_USERS}/{node}")) for node in users
-    ]
     out: dict[str, dict[str, str]] = {}
-    for node, result in pending:
-        try:
-            data, _ = result.get(timeout=30)
-        except NoNodeError:
-            continue
+    for node, data in read_children(zk, CONFIG_USERS):
         values = _scram_values(data)
         if not values:
             continue
@@ -85,43 +67,6 @@ def write(zk: KazooClient, changes: ScramChanges) -> dict[str, dict[str, str]]:
     notify every broker; returns the users' SCRAM credentials as written."""
     written: dict[str, dict[str, str]] = {}
     for user, ops in changes:
-        written[user] = _write_user(zk, user, ops)
-        zk.create(
-            CHANGE_PREFIX,
-            json.dumps(
-                {"version": 2, "entity_path": f"users/{sanitize_user(user)}"},
-                separators=(",", ":"),
-            ).encode(),
-            sequence=True,
-            makepath=True,
-        )
+        written[user] = _scram_values(update_config(zk, user_path(user), ops))
+        notify_change(zk, f"users/{sanitize_user(user)}")
     return written
-
-
-def _write_user(zk: KazooClient, user: str, ops: dict[str, str | None]) -> dict[str, str]:
-    from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
-
-    path = user_path(user)
-    for _ in range(RETRIES):
-        try:
-            data, stat = zk.get(path)
-            doc = json.loads(data) if data else {}
-            version = stat.version
-        except NoNodeError:
-            doc, version = {}, -1
-        config = dict(doc.get("config", {})) if isinstance(doc, dict) else {}
-        for mechanism, value in ops.items():
-            if value is None:
-                config.pop(mechanism, None)
-            else:
-                config[mechanism] = value
-        encoded = json.dumps({"version": 1, "config": config}, separators=(",", ":")).encode()
-        try:
-            if version < 0:
-                zk.create(path, encoded, makepath=True)
-            else:
-                zk.set(path, encoded, version=version)
-        except (BadVersionError, NodeExistsError, NoNodeError):
-            continue  # someone else wrote the node meanwhile (a quota change): read it again
-        return _scram_values(encoded)
-    raise RuntimeError(f"{path} kept changing under this write; gave up after {RETRIES} tries")

@@ -28,7 +28,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from odradek.broker.cluster import zk_client_metrics, zk_quotas, zk_scram
+from odradek.broker.cluster import zk_client_metrics, zk_config, zk_quotas, zk_scram
 from odradek.broker.cluster import zk_layout as zl
 from odradek.broker.cluster.metadata_store import (
     BrokerRegistration,
@@ -113,16 +113,16 @@ class ZooKeeperMetadataStore(MetadataStore):
         self.cache.start_watches()
         if not self._watching_quotas:  # client quotas: re-read on every change notification
             self._watching_quotas = True
-            self.zk.ensure_path(zk_quotas.CONFIG_CHANGES)
-            self.zk.ChildrenWatch(zk_quotas.CONFIG_CHANGES, self._on_config_changes)
+            self.zk.ensure_path(zk_config.CONFIG_CHANGES)
+            self.zk.ChildrenWatch(zk_config.CONFIG_CHANGES, self._on_config_changes)
         if not self._watching_scram:  # SCRAM credentials: the same notifications
             self._watching_scram = True
-            self.zk.ensure_path(zk_scram.CONFIG_CHANGES)
-            self.zk.ChildrenWatch(zk_scram.CONFIG_CHANGES, self._on_scram_changes)
+            self.zk.ensure_path(zk_config.CONFIG_CHANGES)
+            self.zk.ChildrenWatch(zk_config.CONFIG_CHANGES, self._on_scram_changes)
         if not self._watching_client_metrics:  # KIP-714 subscriptions: the same notifications
             self._watching_client_metrics = True
-            self.zk.ensure_path(zk_client_metrics.CONFIG_CHANGES)
-            self.zk.ChildrenWatch(zk_client_metrics.CONFIG_CHANGES, self._on_client_metrics)
+            self.zk.ensure_path(zk_config.CONFIG_CHANGES)
+            self.zk.ChildrenWatch(zk_config.CONFIG_CHANGES, self._on_client_metrics)
 
     # -- MetadataStore: SCRAM credentials ---------------------------------------------------
 
