@@ -19,7 +19,6 @@ sasl.jaas.config with username/password, ssl.truststore.location of a PEM file).
 from __future__ import annotations
 
 import argparse
-import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -29,9 +28,9 @@ from odradek.cli_commands.common import (
     Closing,
     add_client_options,
     bootstrap,
+    command_config,
     connect_timeout_ms,
     error_name,
-    read_properties,
     run_command,
     want_json,
 )
@@ -92,7 +91,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--consumer", action="store_true", help="the ACLs a consumer needs")
     p.add_argument("--idempotent", action="store_true", help="with --producer: IdempotentWrite")
     p.add_argument("--force", action="store_true", help="accepted: --remove never asks")
-    p.add_argument("--command-config", metavar="FILE", help="client properties (security settings)")
     p.set_defaults(func=run_command(cmd_acls))
 
 
@@ -221,36 +219,6 @@ def filters(args: argparse.Namespace, remove: bool) -> list[AclBindingFilter]:
 # -- the client ---------------------------------------------------------------------------------
 
 
-def _jaas_credentials(jaas: str) -> tuple[str | None, str | None]:
-    def value(key: str) -> str | None:
-        m = re.search(rf'\b{key}\s*=\s*"([^"]*)"', jaas)
-        return m.group(1) if m else None
-
-    return value("username"), value("password")
-
-
-def client_settings(path: str | None) -> dict[str, Any]:
-    """kafka-python settings from Kafka client properties (--command-config)."""
-    if not path:
-        return {}
-    try:
-        props = read_properties(path)
-    except OSError as exc:
-        raise CliError(f"cannot read --command-config {path}: {exc.strerror or exc}") from None
-    out: dict[str, Any] = {}
-    if props.get("security.protocol"):
-        out["security_protocol"] = props["security.protocol"].strip().upper()
-    if props.get("sasl.mechanism"):
-        out["sasl_mechanism"] = props["sasl.mechanism"].strip()
-    if props.get("sasl.jaas.config"):
-        user, password = _jaas_credentials(props["sasl.jaas.config"])
-        out["sasl_plain_username"], out["sasl_plain_password"] = user, password
-    ca = props.get("ssl.truststore.location") or props.get("ssl.ca.location")
-    if ca:
-        out["ssl_cafile"] = ca.strip()
-    return out
-
-
 def admin(args: argparse.Namespace) -> Any:
     from kafka.admin import KafkaAdminClient
 
@@ -259,7 +227,7 @@ def admin(args: argparse.Namespace) -> Any:
         client_id="odradek-cli",
         bootstrap_timeout_ms=connect_timeout_ms(args) or BOOTSTRAP_TIMEOUT_MS,
         request_timeout_ms=REQUEST_TIMEOUT_MS,
-        **client_settings(args.command_config),
+        **command_config(args),
     )
 
 

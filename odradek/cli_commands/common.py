@@ -45,6 +45,13 @@ def add_client_options(parser: argparse.ArgumentParser) -> None:
         metavar="MS",
         help=f"give up reaching the cluster after this long (default {BOOTSTRAP_TIMEOUT_MS})",
     )
+    parser.add_argument(
+        "--command-config",
+        default=argparse.SUPPRESS,
+        metavar="FILE",
+        help="client properties for a secured cluster, as Kafka's tools take them "
+        "(security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ...)",
+    )
 
 
 def bootstrap(args: argparse.Namespace) -> str:
@@ -166,10 +173,105 @@ def run_command(
     return wrapper
 
 
+def _jaas_option(jaas: str, key: str) -> str | None:
+    m = re.search(rf'\b{key}\s*=\s*"([^"]*)"', jaas)
+    return m.group(1) if m else None
+
+
+def _pem_file(text: str) -> str:
+    """An inline PEM (ssl.keystore.certificate.chain / ssl.keystore.key) as a private file:
+    kafka-python reads certificates from files."""
+    import os
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix="odradek-cli-", suffix=".pem")
+    with os.fdopen(fd, "w", encoding="ascii") as f:
+        f.write(text.replace("\\n", "\n"))
+    return path
+
+
+SECURITY_KEYS = frozenset(
+    {
+        "security.protocol",
+        "sasl.mechanism",
+        "sasl.jaas.config",
+        "sasl.username",
+        "sasl.password",
+        "ssl.truststore.location",
+        "ssl.truststore.type",
+        "ssl.truststore.password",
+        "ssl.ca.location",
+        "ssl.keystore.location",
+        "ssl.keystore.type",
+        "ssl.keystore.password",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.certificate.location",
+        "ssl.key.location",
+        "ssl.key.password",
+        "ssl.endpoint.identification.algorithm",
+    }
+)
+
+
+def security_settings(props: dict[str, str]) -> dict[str, Any]:
+    """kafka-python settings from Kafka (or librdkafka) client security properties: the
+    protocol, the SASL mechanism and credentials (sasl.jaas.config's username/password, or
+    sasl.username/sasl.password), the CA and, for mutual TLS, the client certificate (PEM
+    files, or Kafka's inline PEM keystore)."""
+    out: dict[str, Any] = {}
+    if props.get("security.protocol"):
+        out["security_protocol"] = props["security.protocol"].strip().upper()
+    if props.get("sasl.mechanism"):
+        out["sasl_mechanism"] = props["sasl.mechanism"].strip().upper()
+    jaas = props.get("sasl.jaas.config") or ""
+    user = props.get("sasl.username") or _jaas_option(jaas, "username")
+    password = props.get("sasl.password") or _jaas_option(jaas, "password")
+    if user is not None and password is not None:
+        out["sasl_plain_username"], out["sasl_plain_password"] = user, password
+    ca = props.get("ssl.truststore.location") or props.get("ssl.ca.location")
+    if ca:
+        if (props.get("ssl.truststore.type") or "PEM").upper() != "PEM" and not props.get(
+            "ssl.ca.location"
+        ):
+            raise CliError("--command-config: only PEM truststores (ssl.truststore.type=PEM)")
+        out["ssl_cafile"] = ca.strip()
+    cert = props.get("ssl.certificate.location")
+    key = props.get("ssl.key.location")
+    if props.get("ssl.keystore.certificate.chain") and props.get("ssl.keystore.key"):
+        cert = _pem_file(props["ssl.keystore.certificate.chain"])
+        key = _pem_file(props["ssl.keystore.key"])
+    elif props.get("ssl.keystore.location") and not cert:
+        if (props.get("ssl.keystore.type") or "PEM").upper() != "PEM":
+            raise CliError("--command-config: only PEM keystores (ssl.keystore.type=PEM)")
+        cert = key = props["ssl.keystore.location"].strip()
+    if cert:
+        out["ssl_certfile"] = cert
+        out["ssl_keyfile"] = key or cert
+    if props.get("ssl.key.password"):
+        out["ssl_password"] = props["ssl.key.password"]
+    if (props.get("ssl.endpoint.identification.algorithm") or "https").strip() == "":
+        out["ssl_check_hostname"] = False
+    return out
+
+
+def command_config(args: argparse.Namespace) -> dict[str, Any]:
+    """The kafka-python security settings of --command-config (empty without it)."""
+    path = getattr(args, "command_config", None)
+    if not path:
+        return {}
+    try:
+        props = read_properties(path)
+    except OSError as exc:
+        raise CliError(f"cannot read --command-config {path}: {exc.strerror or exc}") from None
+    return security_settings(props)
+
+
 def admin_client(args: argparse.Namespace) -> Any:
     from kafka.admin import KafkaAdminClient
 
     return KafkaAdminClient(
+        **command_config(args),
         bootstrap_servers=bootstrap(args),
         client_id="odradek-cli",
         bootstrap_timeout_ms=connect_timeout_ms(args),

@@ -29,13 +29,16 @@ from typing import Any
 
 from odradek.cli_commands.common import (
     REQUEST_TIMEOUT_MS,
+    SECURITY_KEYS,
     Closing,
     add_client_options,
     bootstrap,
+    command_config,
     connect_timeout_ms,
     parse_key_values,
     read_properties,
     run_command,
+    security_settings,
     want_json,
 )
 from odradek.cli_commands.output import CliError, Progress, print_json_line, text
@@ -126,10 +129,10 @@ def _consumer_properties(args: argparse.Namespace) -> dict[str, Any]:
     props.update(parse_key_values(args.consumer_property, "--consumer-property"))
     if "group.id" in props and args.group is None:
         args.group = props["group.id"]
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = security_settings({k: v for k, v in props.items() if k in SECURITY_KEYS})
     defaults = KafkaConsumer.DEFAULT_CONFIG
     for key, raw in props.items():
-        if key in _FIXED:
+        if key in _FIXED or key in SECURITY_KEYS:
             continue
         name = key.replace(".", "_").replace("-", "_")
         if key in _NOT_MAPPED or name not in defaults:
@@ -169,6 +172,7 @@ def _consumer(args: argparse.Namespace, props: dict[str, Any]) -> Any:
         "isolation_level": "read_uncommitted",
         "allow_auto_create_topics": False,
         "request_timeout_ms": REQUEST_TIMEOUT_MS + 5000,
+        **command_config(args),
         **props,
         "bootstrap_servers": bootstrap(args),
         "group_id": args.group,

@@ -281,6 +281,14 @@ def cmd_produce(args: argparse.Namespace) -> int:
         reader_props["key.separator"] = args.key_separator
     reader = LineReader(reader_props, _static_headers(args.header))
     props = _producer_properties(args)
+    protocol = (props.get("security.protocol") or "PLAINTEXT").strip().upper()
+    if protocol != "PLAINTEXT" or getattr(args, "command_config", None):
+        # the batching producer (producer_client.py) speaks PLAINTEXT only
+        raise CliError(
+            "odradek produce speaks PLAINTEXT only; for a secured listener use kcat -F with "
+            "the librdkafka properties (odradek dev --security prints them) or a PLAINTEXT "
+            "listener beside it"
+        )
     try:
         cfg = pc.ProducerConfig.from_properties(props)
         servers = pc.parse_bootstrap(_bootstrap(args, props))
