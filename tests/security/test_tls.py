@@ -11,6 +11,7 @@ import socket
 import ssl
 
 import confluent_kafka as ck
+import confluent_kafka.admin
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 
@@ -182,3 +183,24 @@ def test_principal_mapping_rules_shorten_the_subject(tls):
                 assert s.recv(4096)
                 principals = broker.call(lambda b: sorted(c.principal for c in b.connections))
     assert principals == ["User:alice"]
+
+
+def test_several_listeners_each_answer_with_their_own_endpoints(tls):
+    """Metadata names the brokers by the listener the client came in on (Kafka's
+    listener-name routing): a TLS client is never sent to the plaintext port, nor back."""
+    config = {
+        "listeners": "INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
+        "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:SSL",
+        "inter.broker.listener.name": "INTERNAL",
+        **tls.broker_config(),
+    }
+    with Broker(topics={"t": 1}, config=config) as broker:
+        bound = broker.call(lambda b: {x.name: x.port for x in b.bound})
+        assert set(bound) == {"INTERNAL", "EXTERNAL"}
+        for name, extra in (
+            ("INTERNAL", {}),
+            ("EXTERNAL", {"security.protocol": "SSL", "ssl.ca.location": tls.ca}),
+        ):
+            admin = ck.admin.AdminClient({"bootstrap.servers": f"127.0.0.1:{bound[name]}", **extra})
+            brokers = admin.list_topics(timeout=TIMEOUT_S).brokers
+            assert [(b.host, b.port) for b in brokers.values()] == [("127.0.0.1", bound[name])]
