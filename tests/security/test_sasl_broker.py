@@ -205,3 +205,17 @@ def test_sessions_expire_and_clients_reauthenticate_kip_368(tmp_path):
         _cid, data = raw.encode(MetadataRequest(topics=[]), 4)
         raw.send(data)
         assert raw.outcome(5.0) == "closed"
+
+
+def test_a_v0_handshake_takes_bare_sasl_tokens(broker):
+    """SaslHandshake v0 (Kafka before 1.0): the token that follows is a size-prefixed frame
+    without a request header, and so is the answer; the connection is then authenticated."""
+    import struct
+
+    with RawClient(broker.bootstrap) as raw:
+        hs = raw.request(protocol.SaslHandshakeRequest(mechanism="PLAIN"), 0)
+        assert hs.error_code == ErrorCode.NONE
+        token = b"\x00alice\x00alice-secret"
+        raw.send(struct.pack(">i", len(token)) + token)
+        assert raw.read_frame(5.0) == b""  # PLAIN's (empty) server token
+        assert raw.request(MetadataRequest(topics=[]), 4).brokers

@@ -204,3 +204,32 @@ def test_several_listeners_each_answer_with_their_own_endpoints(tls):
             admin = ck.admin.AdminClient({"bootstrap.servers": f"127.0.0.1:{bound[name]}", **extra})
             brokers = admin.list_topics(timeout=TIMEOUT_S).brokers
             assert [(b.host, b.port) for b in brokers.values()] == [("127.0.0.1", bound[name])]
+
+
+def test_a_pkcs12_keystore_serves_tls(tls, tmp_path):
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import (
+        BestAvailableEncryption,
+        load_pem_private_key,
+        pkcs12,
+    )
+
+    key = load_pem_private_key(tls.server_key_pem.encode(), None)
+    cert = x509.load_pem_x509_certificate(tls.server_cert_pem.encode())
+    store = tmp_path / "server.p12"
+    store.write_bytes(
+        pkcs12.serialize_key_and_certificates(
+            b"broker", key, cert, None, BestAvailableEncryption(b"store-secret")
+        )
+    )
+    config = {
+        "listeners": "SSL://127.0.0.1:0",
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.location": str(store),
+        "ssl.keystore.password": "store-secret",
+    }
+    with Broker(topics={"t": 1}, config=config) as broker:
+        assert len(ck_round_trip(broker.bootstrap, {"ssl.ca.location": tls.ca})) == 5
+    bad = {**config, "ssl.keystore.password": "wrong"}
+    with pytest.raises(Exception, match="wrong password"):
+        Broker(config=bad).start()
