@@ -18,6 +18,7 @@ import re
 import shutil
 import uuid
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from odradek.log.checkpoints import (
     HIGH_WATERMARK,
@@ -29,6 +30,9 @@ from odradek.log.checkpoints import (
 from odradek.log.config import LogConfig
 from odradek.log.disk_faults import FSYNC, WRITE, LogDir
 from odradek.log.log import Log, read_partition_metadata, write_partition_metadata
+
+if TYPE_CHECKING:
+    from odradek.log.dir_move import FutureReplica
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +64,7 @@ class LogManager:
                 raise DataDirError(f"data dir {d} is not usable: {exc.strerror}") from None
             self._lock(d)
         self.high_watermarks: dict[tuple[str, int], int] = {}
+        self.moves: dict[tuple[str, int], FutureReplica] = {}  # replicas moving between dirs
 
     def _lock(self, d: str) -> None:
         import fcntl
@@ -78,7 +83,8 @@ class LogManager:
         for d in self.dirs:
             for name in sorted(os.listdir(d)):
                 path = os.path.join(d, name)
-                if name.endswith("-delete") and os.path.isdir(path):
+                if name.endswith(("-delete", "-future")) and os.path.isdir(path):
+                    # a deleted replica, or a move between dirs cut short (log/dir_move.py)
                     shutil.rmtree(path, ignore_errors=True)
                     continue
                 m = _DIR_RE.match(name)
@@ -130,7 +136,19 @@ class LogManager:
         self._dir_of[key] = d
         return lg
 
+    def dir_of(self, topic: str, partition: int) -> str | None:
+        return self._dir_of.get((topic, partition))
+
+    def replace(self, key: tuple[str, int], lg: Log, d: str) -> None:
+        """A moved replica's log, now in dir `d` (log/dir_move.py)."""
+        self.logs[key] = lg
+        self._dir_of[key] = d
+        self.moves.pop(key, None)
+
     def delete(self, topic: str, partition: int) -> None:
+        move = self.moves.pop((topic, partition), None)
+        if move is not None:
+            move.abort()
         lg = self.logs.pop((topic, partition), None)
         self._dir_of.pop((topic, partition), None)
         self.high_watermarks.pop((topic, partition), None)
@@ -207,7 +225,10 @@ class LogManager:
     def close(self) -> None:
         """Clean shutdown: close every log, write checkpoints and the clean-shutdown marker.
         Logs of an offline dir (or one failing now) are only let go: the next start recovers
-        them."""
+        them. Moves between dirs not yet swapped are dropped."""
+        for move in list(self.moves.values()):
+            move.abort()
+        self.moves.clear()
         for lg in self.logs.values():
             if lg.offline:
                 _release(lg)

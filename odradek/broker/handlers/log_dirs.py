@@ -3,8 +3,10 @@
 As Kafka's ReplicaManager.describeLogDirs: one result per data dir (an offline dir answers
 KAFKA_STORAGE_ERROR and no topics), each partition replica hosted here with its size on disk
 (the sum of its segments) and its offset lag (the high watermark's lead over the log end offset,
-0 when caught up). A null topic list means every replica. v4 adds the volume's total and usable
-bytes. Partitions named in the request but not hosted here are left out, as Kafka does.
+0 when caught up); a replica moving to another dir (AlterReplicaLogDirs) is also listed in its
+destination with IsFutureKey and the lag of its copy behind the current log. A null topic
+list means every replica. v4 adds the volume's total and usable bytes. Partitions named in the
+request but not hosted here are left out, as Kafka does.
 `odradek topics describe` reads the sizes from here, as `rpk topic describe -p` does.
 """
 
@@ -62,6 +64,17 @@ async def describe_log_dirs(
                 partition_size=lg.size_bytes,
                 offset_lag=max(part.high_watermark - lg.log_end_offset, 0),
                 is_future_key=False,
+            )
+        )
+    for (topic, index), move in sorted(logs.moves.items()):  # replicas moving (dir_move.py)
+        if wanted is not None and (topic, index) not in wanted:
+            continue
+        by_dir.setdefault(move.dest, {}).setdefault(topic, []).append(
+            PartResult(
+                partition_index=index,
+                partition_size=move.future.size_bytes,
+                offset_lag=move.offset_lag,
+                is_future_key=True,
             )
         )
     offline = set(logs.offline_dirs)

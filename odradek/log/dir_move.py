@@ -1,0 +1,145 @@
+"""Moving a replica between the data dirs of one broker, as Kafka's AlterReplicaLogDirs does.
+
+A future log (`<topic>-<partition>.<id>-future` in the destination dir) copies the current log
+batch by batch, offsets, epochs, producer state and transaction markers included (Kafka's
+ReplicaAlterLogDirsThread fetching from the local replica). Meanwhile the partition keeps
+serving from its current log. Once the future log has caught up, the swap happens without an
+await (so no append, fetch or follower write falls in between): the last batches are copied,
+the future dir is renamed to `<topic>-<partition>`, reopened as the partition's log, and the
+old dir is renamed to `....<id>-delete` and removed a little later (readers still sending from
+its files keep their descriptors, as Kafka's file.delete.delay.ms). A move cut short by a stop
+leaves a `-future` dir that the next start removes: the replica stays in its old dir.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from odradek.log.log import Log, read_partition_metadata, write_partition_metadata
+from odradek.wire.batch import iter_batches
+
+if TYPE_CHECKING:
+    from odradek.log.manager import LogManager
+
+log = logging.getLogger(__name__)
+
+COPY_CHUNK_BYTES = 4 * 1024 * 1024  # copied per turn before letting others run
+DELETE_DELAY_S = 5.0
+
+
+class FutureReplica:
+    """One replica's move to `dest`: `run()` copies and swaps; `future` is the log being built."""
+
+    def __init__(self, logs: LogManager, topic: str, partition: int, dest: str) -> None:
+        self.logs = logs
+        self.key = (topic, partition)
+        self.dest = dest
+        src = logs.logs[self.key]
+        name = f"{topic}-{partition}.{uuid.uuid4().hex}-future"
+        path = os.path.join(dest, name)
+        start = src.segments[0].base_offset
+        self.future = Log(
+            path,
+            topic,
+            partition,
+            src.config,
+            recovery_point=start,
+            log_start_offset=start,
+            log_dir=logs.log_dirs[dest],
+        )
+        topic_id = read_partition_metadata(src.dir)
+        if topic_id is not None:
+            write_partition_metadata(path, topic_id)
+        self.cancelled = False
+        self.done = False
+
+    @property
+    def source(self) -> Log:
+        return self.logs.logs[self.key]
+
+    @property
+    def offset_lag(self) -> int:
+        return max(self.source.log_end_offset - self.future.log_end_offset, 0)
+
+    def _copy(self, budget: int | None) -> int:
+        """Copy batches from the current log's end of the future log on (`budget` bytes, or
+        everything when None)."""
+        src, fut = self.source, self.future
+        copied = 0
+        for b in src.batches(fut.log_end_offset):
+            if b.last_offset < fut.log_end_offset:
+                continue
+            buf = b.read()
+            fut.append_as_follower(buf, list(iter_batches(buf)))
+            copied += len(buf)
+            if budget is not None and copied >= budget:
+                break
+        return copied
+
+    async def run(self, on_swap: Callable[[Log], None]) -> None:
+        """Copy until caught up, then swap; `on_swap(new log)` points the partition at it."""
+        try:
+            while not self.cancelled and self.key in self.logs.logs:
+                if self.offset_lag <= 0 or not self._copy(COPY_CHUNK_BYTES):
+                    break
+                await asyncio.sleep(0)
+            if self.cancelled or self.key not in self.logs.logs:
+                self.abort()
+                return
+            self._swap(on_swap)
+        except Exception:
+            log.exception("moving %s-%d to %s failed", *self.key, self.dest)
+            self.abort()
+            raise
+
+    def _swap(self, on_swap: Callable[[Log], None]) -> None:
+        src = self.source
+        self._copy(None)  # no await from here on
+        src.flush()
+        self.future.close()
+        final = os.path.join(self.dest, f"{self.key[0]}-{self.key[1]}")
+        os.rename(self.future.dir, final)
+        new = Log(
+            final,
+            self.key[0],
+            self.key[1],
+            src.config,
+            recovery_point=self.future.log_end_offset,
+            log_start_offset=src.log_start_offset,
+            log_dir=self.logs.log_dirs[self.dest],
+        )
+        gone = f"{src.dir}.{uuid.uuid4().hex}-delete"
+        os.rename(src.dir, gone)
+        self.logs.replace(self.key, new, self.dest)
+        on_swap(new)
+        self.done = True
+        log.info("%s-%d moved to %s", *self.key, self.dest)
+
+        def remove() -> None:
+            _release(src)
+            shutil.rmtree(gone, ignore_errors=True)
+
+        try:
+            asyncio.get_running_loop().call_later(DELETE_DELAY_S, remove)
+        except RuntimeError:
+            remove()
+
+    def abort(self) -> None:
+        """Drop the future log (a newer move, a topic deletion, a stop)."""
+        self.cancelled = True
+        if not self.done:
+            _release(self.future)
+            shutil.rmtree(self.future.dir, ignore_errors=True)
+
+
+def _release(lg: Log) -> None:
+    for seg in lg.segments:
+        seg.index.close()
+        seg.time_index.close()
+        seg.file.close()

@@ -1,0 +1,150 @@
+"""Several log.dirs: placement, DescribeLogDirs, AlterReplicaLogDirs moving a replica between
+dirs while it serves (kafka-python's admin client), and DescribeQuorum."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+from kafka.errors import NoError
+
+from odradek.log import dir_move
+from odradek.testing import Broker
+
+DEADLINE_S = 30.0
+
+
+def _dirs(admin: KafkaAdminClient, topic: str) -> dict[str, dict[int, dict]]:
+    """{log dir: {partition: partition entry}} of one topic on the only broker."""
+    out: dict[str, dict[int, dict]] = {}
+    for answer in admin.describe_log_dirs():
+        for d in answer["log_dirs"]:
+            parts = out.setdefault(d["log_dir"], {})
+            for t in d["topics"]:
+                if t["name"] == topic:
+                    for p in t["partitions"]:
+                        parts[p["partition_index"]] = p
+    return out
+
+
+@pytest.fixture
+def two_dirs(tmp_path):
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    broker = Broker(config={"log.dirs": f"{a},{b}"}, data_dir=str(tmp_path)).start()
+    try:
+        yield broker, a, b
+    finally:
+        broker.stop()
+
+
+def test_partitions_spread_and_move_keeps_serving(two_dirs, monkeypatch):
+    broker, a, b = two_dirs
+    monkeypatch.setattr(dir_move, "COPY_CHUNK_BYTES", 2048)  # many turns: the move interleaves
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        admin.create_topics([NewTopic("moving", 4, 1)])
+        dirs = _dirs(admin, "moving")
+        assert sorted(dirs) == [a, b]
+        assert len(dirs[a]) == 2 and len(dirs[b]) == 2  # fewest partitions first
+        src = a if 0 in dirs[a] else b
+        dest = b if src == a else a
+
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=0)
+        for i in range(2000):
+            producer.send("moving", value=b"v%d" % i + b"x" * 200, partition=0)
+        producer.flush()
+        assert _dirs(admin, "moving")[src][0]["partition_size"] > 400_000
+
+        stop = threading.Event()
+        sent = [2000]
+
+        def produce_on() -> None:
+            while not stop.is_set():
+                producer.send("moving", value=b"v%d" % sent[0], partition=0).get(timeout=10)
+                sent[0] += 1
+
+        bg = threading.Thread(target=produce_on)
+        bg.start()
+        try:
+            result = admin.alter_replica_log_dirs({("moving", 0, broker.server.node_id): dest})
+            assert list(result.values()) == [NoError]
+            deadline = time.monotonic() + DEADLINE_S
+            while True:
+                now = _dirs(admin, "moving")
+                if 0 in now[dest] and 0 not in now[src]:
+                    assert now[dest][0]["is_future_key"] is False
+                    break
+                assert time.monotonic() < deadline, now
+                time.sleep(0.05)
+        finally:
+            stop.set()
+            bg.join()
+        producer.send("moving", value=b"after", partition=0).get(timeout=10)
+        producer.close()
+        total = sent[0] + 1
+
+        def consume_all() -> list[bytes]:
+            consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, consumer_timeout_ms=3000)
+            tp = TopicPartition("moving", 0)
+            consumer.assign([tp])
+            consumer.seek_to_beginning(tp)
+            values = [m.value for m in consumer]
+            consumer.close()
+            return values
+
+        values = consume_all()
+        assert len(values) == total
+        assert [v.split(b"x")[0] for v in values[:-1]] == [b"v%d" % i for i in range(total - 1)]
+        assert values[-1] == b"after"
+        assert os.path.isdir(os.path.join(dest, "moving-0"))
+
+        admin.close()
+        broker.restart()
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        after = _dirs(admin, "moving")
+        assert 0 in after[dest] and 0 not in after[src]
+        assert not os.path.exists(os.path.join(src, "moving-0"))
+        assert consume_all() == values
+    finally:
+        admin.close()
+
+
+def test_alter_replica_log_dirs_errors(two_dirs, tmp_path):
+    broker, a, b = two_dirs
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        admin.create_topics([NewTopic("t", 1, 1)])
+        node = broker.server.node_id
+        result = admin.alter_replica_log_dirs(
+            {
+                ("t", 0, node): str(tmp_path / "nowhere"),
+            }
+        )
+        assert [e.__name__ for e in result.values()] == ["LogDirNotFoundError"]
+        result = admin.alter_replica_log_dirs({("t", 7, node): a})
+        assert [e.__name__ for e in result.values()] == ["NotLeaderForPartitionError"]
+        where = [d for d, ps in _dirs(admin, "t").items() if 0 in ps][0]
+        assert admin.alter_replica_log_dirs({("t", 0, node): where}) == {
+            k: NoError for k in admin.alter_replica_log_dirs({("t", 0, node): where})
+        }
+        assert 0 in _dirs(admin, "t")[where]
+    finally:
+        admin.close()
+
+
+def test_describe_quorum_single_voter():
+    with Broker() as broker:
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        try:
+            q = admin.describe_metadata_quorum()
+        finally:
+            admin.close()
+        part = q["topics"][0]["partitions"][0]
+        assert part["error"] is None
+        assert part["leader_id"] == broker.server.node_id
+        assert [v["replica_id"] for v in part["current_voters"]] == [broker.server.node_id]
+        assert part["observers"] == []
