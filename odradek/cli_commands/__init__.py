@@ -23,3 +23,4 @@ def register_all(sub: argparse._SubParsersAction) -> None:
     import_module("odradek.cli_commands.users").register(sub)
     import_module("odradek.cli_commands.acls").register(sub)
     import_module("odradek.cli_commands.client_metrics").register(sub)
+    import_module("odradek.cli_commands.log_dirs").register(sub)

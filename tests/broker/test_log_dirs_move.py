@@ -3,7 +3,10 @@ dirs while it serves (kafka-python's admin client), and DescribeQuorum."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -148,3 +151,66 @@ def test_describe_quorum_single_voter():
         assert part["leader_id"] == broker.server.node_id
         assert [v["replica_id"] for v in part["current_voters"]] == [broker.server.node_id]
         assert part["observers"] == []
+
+
+def _cli(bootstrap: str, *args: str, status: int = 0) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "odradek", *args, "--bootstrap-server", bootstrap],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == status, proc.stderr
+    return proc
+
+
+def test_cli_log_dirs_describe_and_move(two_dirs):
+    broker, a, b = two_dirs
+    with KafkaAdminClient(bootstrap_servers=broker.bootstrap) as admin:
+        admin.create_topics([NewTopic("cli-t", 2, 1), NewTopic("other", 1, 1)])
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+    for i in range(50):
+        producer.send("cli-t", value=b"r%d" % i, partition=0)
+    producer.close()
+
+    doc = json.loads(
+        _cli(broker.bootstrap, "log-dirs", "--describe", "--topic-list", "cli-t", "--json").stdout
+    )
+    [entry] = doc["brokers"]
+    where = {p["partition"]: d["logDir"] for d in entry["logDirs"] for p in d["partitions"]}
+    assert sorted(where) == ["cli-t-0", "cli-t-1"]  # --topic-list leaves "other" out
+    assert {d["logDir"] for d in entry["logDirs"]} == {a, b}
+    sizes = {p["partition"]: p["size"] for d in entry["logDirs"] for p in d["partitions"]}
+    assert sizes["cli-t-0"] > 0 and sizes["cli-t-1"] == 0
+
+    dest = b if where["cli-t-0"] == a else a
+    out = _cli(
+        broker.bootstrap,
+        "log-dirs",
+        "move",
+        "--topic",
+        "cli-t",
+        "--partition",
+        "0",
+        "--dir",
+        dest,
+        "--wait",
+    ).stdout
+    assert f"Moved cli-t-0 on broker {broker.server.node_id} to {dest}" in out
+    table = _cli(broker.bootstrap, "log-dirs").stdout
+    row = [line.split() for line in table.splitlines() if "cli-t-0" in line]
+    assert row and row[0][1] == dest and row[0][-1] == "no", table
+
+    bad = _cli(
+        broker.bootstrap,
+        "log-dirs",
+        "move",
+        "--topic",
+        "cli-t",
+        "--partition",
+        "0",
+        "--dir",
+        "/nowhere",
+        status=1,
+    )
+    assert "LogDirNotFoundError" in bad.stderr
