@@ -203,7 +203,13 @@ class Cluster:
         def read(c: LocalCluster) -> PartitionState:
             st = c.partition_state(topic, index)
             return PartitionState(
-                list(st.replicas), st.leader, st.leader_epoch, list(st.isr), st.partition_epoch
+                list(st.replicas),
+                st.leader,
+                st.leader_epoch,
+                list(st.isr),
+                st.partition_epoch,
+                list(st.adding_replicas),
+                list(st.removing_replicas),
             )
 
         return self.call(read)

@@ -66,6 +66,8 @@ def _simple_value(f: Any) -> Any:
         return b"fuzz"
     if kind == "uuid":
         return uuid.UUID(int=0x0DDBA11)
+    if kind in ("int8", "int16", "int32", "int64") and f._json.get("default") == "null":
+        return 0  # an element of a nullable array whose default is null (Replicas of key 45)
     return f.default
 
 

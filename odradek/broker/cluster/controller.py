@@ -23,6 +23,15 @@ ElectLeaders), which are conditional updates on the store and so safe from any b
   partitions.
 - ElectLeaders (KIP-460): preferred (the first assigned replica, when live and in the ISR) or
   unclean (any live replica, for a partition without a live leader).
+- Replica reassignment (KIP-455, AlterPartitionReassignments): the replicas become the target
+  followed by the original replicas not in it, with `adding_replicas` (target - original) and
+  `removing_replicas` (original - target) recorded in the partition state, in a new leader
+  epoch; the adding replicas fetch from the leader like any follower and join the ISR once
+  caught up. When every target replica is in the ISR the active controller completes it
+  (`complete_reassignments`, run on every partition change): the replicas become the target,
+  the removing ones leave the ISR, and a leader being removed hands over to the first target
+  replica in the ISR, all in a new leader epoch; the removed brokers then delete their copies.
+  A null target cancels: the adding replicas are dropped and the original set is back.
 """
 
 from __future__ import annotations
@@ -79,6 +88,7 @@ class Controller:
         self.known = current
         if self.active:
             self.elect_offline(restarted)
+            self.complete_reassignments()  # a predecessor's, or a removed leader came back
 
     def elect_offline(self, restarted: set[int] | None = None) -> int:
         """Elect leaders where the leader is gone (or came back), drop dead ISR members."""
@@ -92,7 +102,7 @@ class Controller:
                     new = self._offline_leader(info.name, idx, st, live)
                 elif any(r not in live for r in st.isr):
                     isr = [r for r in st.isr if r in live]
-                    new = PartitionState(list(st.replicas), st.leader, st.leader_epoch, isr)
+                    new = st.with_leader_isr(st.leader, st.leader_epoch, isr)
                 if new is not None:
                     updates.append((info.name, idx, new, st.leader_epoch, st.partition_epoch))
         return self._apply(updates, "offline partitions")
@@ -108,7 +118,7 @@ class Controller:
         candidates = [r for r in st.replicas if r in st.isr and self._eligible(r)]
         if candidates:
             isr = [r for r in st.isr if r in live]
-            return PartitionState(list(st.replicas), candidates[0], st.leader_epoch + 1, isr)
+            return st.with_leader_isr(candidates[0], st.leader_epoch + 1, isr)
         if self.unclean_enabled(topic):
             candidates = [r for r in st.replicas if self._eligible(r)]
             if candidates:
@@ -120,9 +130,7 @@ class Controller:
                     candidates[0],
                     st.isr,
                 )
-                return PartitionState(
-                    list(st.replicas), candidates[0], st.leader_epoch + 1, [candidates[0]]
-                )
+                return st.with_leader_isr(candidates[0], st.leader_epoch + 1, [candidates[0]])
         if st.leader in live:  # the returning leader is not in the ISR: nothing to do
             return None
         log.warning("%s-%d is offline: no live replica in the ISR %s", topic, idx, st.isr)
@@ -145,9 +153,9 @@ class Controller:
                     if not candidates:
                         stuck += 1
                         continue
-                    new = PartitionState(list(st.replicas), candidates[0], st.leader_epoch + 1, isr)
+                    new = st.with_leader_isr(candidates[0], st.leader_epoch + 1, isr)
                 elif node_id in st.isr and isr:
-                    new = PartitionState(list(st.replicas), st.leader, st.leader_epoch, isr)
+                    new = st.with_leader_isr(st.leader, st.leader_epoch, isr)
                 else:
                     continue
                 updates.append((info.name, idx, new, st.leader_epoch, st.partition_epoch))
@@ -197,7 +205,7 @@ class Controller:
             return ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
         if preferred in st.isr and self._eligible(preferred):
             log.info("preferred leader election: %d leads %s-%d", preferred, topic, idx)
-            return PartitionState(list(st.replicas), preferred, st.leader_epoch + 1, list(st.isr))
+            return st.with_leader_isr(preferred, st.leader_epoch + 1, st.isr)
         return (
             ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
             f"Failed to elect leader for partition {topic}-{idx} under strategy "
@@ -223,7 +231,104 @@ class Controller:
         log.warning(
             "unclean leader election (requested): %d leads %s-%d", candidates[0], topic, idx
         )
-        return PartitionState(list(st.replicas), candidates[0], st.leader_epoch + 1, isr)
+        return st.with_leader_isr(candidates[0], st.leader_epoch + 1, isr)
+
+    # -- reassignment (KIP-455) -------------------------------------------------------------
+
+    def reassign(
+        self, topic: str, idx: int, target: list[int] | None
+    ) -> tuple[ErrorCode, str | None]:
+        """Start (or replace, or with None cancel) the reassignment of one partition."""
+        info = self.store.topics.get(topic)
+        if info is None or not 0 <= idx < len(info.partitions):
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
+        st = info.partitions[idx]
+        original = [r for r in st.replicas if r not in st.adding_replicas]
+        if target is None:
+            if not st.adding_replicas and not st.removing_replicas:
+                return (
+                    ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                    f"No reassignment in progress for {topic}-{idx}.",
+                )
+            new = self._settle(st, original)
+            why = "reassignment cancelled"
+        else:
+            if not target:
+                return ErrorCode.INVALID_REPLICATION_ASSIGNMENT, "Empty replica list."
+            if len(set(target)) != len(target):
+                return (
+                    ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                    f"The proposed assignment {target} has duplicate replicas.",
+                )
+            live = set(self.store.live_brokers())
+            if any(r not in live for r in target):
+                return (
+                    ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                    f"The proposed assignment {target} contains brokers that are not alive.",
+                )
+            if target == original and not st.adding_replicas and not st.removing_replicas:
+                return ErrorCode.NONE, None
+            adding = [r for r in target if r not in original]
+            removing = [r for r in original if r not in target]
+            merged = list(target) + removing
+            # replicas being cancelled (an earlier target's adding ones) leave the ISR
+            isr = [r for r in st.isr if r in merged]
+            new = PartitionState(
+                merged,
+                st.leader,
+                st.leader_epoch + 1,
+                isr or list(st.isr),
+                adding_replicas=adding,
+                removing_replicas=removing,
+            )
+            if st.leader not in merged:  # the leader was an adding replica now cancelled
+                new = self._settle(new, merged)
+                new.adding_replicas, new.removing_replicas = adding, removing
+            why = f"reassignment to {target} started"
+        (ok,) = self.store.update_partitions(
+            [(topic, idx, new, st.leader_epoch, st.partition_epoch)]
+        )
+        if not ok:
+            return ErrorCode.REASSIGNMENT_IN_PROGRESS, "The partition changed meanwhile; retry."
+        log.info("%s-%d: %s, replicas %s ISR %s", topic, idx, why, new.replicas, new.isr)
+        if self.active:
+            self.complete_reassignments(topic, idx)
+        return ErrorCode.NONE, None
+
+    def _settle(self, st: PartitionState, replicas: list[int]) -> PartitionState:
+        """`st` with exactly `replicas`: the others leave the ISR, and a leader that is not
+        among them hands over to the first of them that is live and in the ISR."""
+        isr = [r for r in st.isr if r in replicas]
+        leader = st.leader
+        if leader not in replicas or not self._eligible(leader):
+            candidates = [r for r in replicas if r in isr and self._eligible(r)]
+            leader = candidates[0] if candidates else -1
+        if not isr and leader >= 0:
+            isr = [leader]
+        return PartitionState(list(replicas), leader, st.leader_epoch + 1, isr)
+
+    def reassignments(self) -> list[tuple[str, int, PartitionState]]:
+        return [
+            (info.name, idx, st)
+            for info in list(self.store.topics.values())
+            for idx, st in enumerate(info.partitions)
+            if st.adding_replicas or st.removing_replicas
+        ]
+
+    def complete_reassignments(self, topic: str | None = None, idx: int | None = None) -> int:
+        """Finish the reassignments whose target replicas are all in the ISR."""
+        updates: list[Update] = []
+        for name, i, st in self.reassignments():
+            if (topic is not None and name != topic) or (idx is not None and i != idx):
+                continue
+            target = [r for r in st.replicas if r not in st.removing_replicas]
+            if not all(r in st.isr for r in target):
+                continue
+            new = self._settle(st, target)
+            if new.leader < 0:
+                continue
+            updates.append((name, i, new, st.leader_epoch, st.partition_epoch))
+        return self._apply(updates, "reassignment completed")
 
     # -- applying ---------------------------------------------------------------------------
 

@@ -44,6 +44,22 @@ class PartitionState:
     # bumped on every change of this state (ISR changes included): the version a conditional
     # update names, as Kafka's partition epoch (KRaft) or znode version (ZooKeeper)
     partition_epoch: int = 0
+    # an ongoing reassignment (KIP-455), as Kafka's PartitionRegistration: `replicas` is the
+    # original set plus the adding ones; once every adding replica is in the ISR the removing
+    # ones are dropped (controller.py)
+    adding_replicas: list[int] = field(default_factory=list)
+    removing_replicas: list[int] = field(default_factory=list)
+
+    def with_leader_isr(self, leader: int, leader_epoch: int, isr: list[int]) -> PartitionState:
+        """The same assignment (and reassignment) with another leader, epoch or ISR."""
+        return PartitionState(
+            list(self.replicas),
+            leader,
+            leader_epoch,
+            list(isr),
+            adding_replicas=list(self.adding_replicas),
+            removing_replicas=list(self.removing_replicas),
+        )
 
 
 @dataclass(slots=True)
@@ -109,6 +125,7 @@ class MetadataStore:
     cluster_id: str
     topics: dict[str, TopicInfo]
     clustered: bool = False  # True: brokers replicate through it (registrations, controller)
+    reassignable: bool = False  # True: partition replica sets can change (KIP-455)
     _subscribers: list[Subscriber]
 
     def create_topic(self, info: TopicInfo) -> None:
@@ -235,6 +252,8 @@ def _load_or_create_cluster_id(data_dir: str, configured: str | None, node_id: i
 class LocalMetadataStore(MetadataStore):
     """In-process store for one broker (or several in one process), kept in a JSON file."""
 
+    reassignable = True
+
     def __init__(self, data_dir: str, node_id: int | None, cluster_id: str | None = None) -> None:
         self.path = os.path.join(data_dir, STATE_FILE)
         self.cluster_id = _load_or_create_cluster_id(data_dir, cluster_id, node_id)
@@ -283,6 +302,14 @@ class LocalMetadataStore(MetadataStore):
                             "leader_epoch": p.leader_epoch,
                             "isr": p.isr,
                             "partition_epoch": p.partition_epoch,
+                            **(
+                                {
+                                    "adding_replicas": p.adding_replicas,
+                                    "removing_replicas": p.removing_replicas,
+                                }
+                                if p.adding_replicas or p.removing_replicas
+                                else {}
+                            ),
                         }
                         for p in t.partitions
                     ],

@@ -19,6 +19,7 @@ from odradek.broker.handlers import (  # noqa: F401
     offsets,
     produce,
     quotas,
+    reassignments,
     replica_log_dirs,
     sasl,
     scram,

@@ -211,6 +211,8 @@ class ReplicaManager:
                 self.controller.elect_offline()
         elif change.kind == "partition" and change.topic is not None:
             self.reconcile_partition(change.topic, change.partition or 0)
+            if self.controller.active:  # an adding replica joined the ISR: done?
+                self.controller.complete_reassignments(change.topic, change.partition or 0)
 
     def reconcile_all(self) -> None:
         names = set(self.store.topics) | {t for t, _ in self.broker.topics.partitions}
@@ -236,9 +238,20 @@ class ReplicaManager:
         if info is None or not 0 <= idx < len(info.partitions):
             return
         st = info.partitions[idx]
-        if self.node_id not in st.replicas:
-            return  # replica reassignment is not supported yet
         key = (topic, idx)
+        if self.node_id not in st.replicas:
+            # reassigned away (or never here): stop following and delete the copy, as Kafka's
+            # StopReplica with deletePartition
+            if key in self.applied or key in self.broker.topics.partitions:
+                log.info(
+                    "%s-%d: replica moved off broker %d, deleting it", topic, idx, self.node_id
+                )
+                self._forget(key)
+                part = self.broker.topics.partitions.get(key)
+                if part is not None:  # acks=all waits and fetches answer NOT_LEADER_OR_FOLLOWER
+                    part.leader, part.leader_epoch = st.leader, st.leader_epoch
+                self.broker.topics.remove_local(topic, idx)
+            return
         part = self.broker.topics.open_partition(info, idx)
         if part is None:
             return
@@ -361,7 +374,7 @@ class ReplicaManager:
         cur = info.partitions[part.index]
         if cur.leader != self.node_id or cur.leader_epoch != part.leader_epoch:
             return False  # deposed: the change notification is on its way
-        new = PartitionState(list(cur.replicas), self.node_id, cur.leader_epoch, list(isr))
+        new = cur.with_leader_isr(self.node_id, cur.leader_epoch, isr)
         (ok,) = self.store.update_partitions(
             [(part.topic, part.index, new, cur.leader_epoch, cur.partition_epoch)]
         )

@@ -1,0 +1,182 @@
+"""Partition reassignment (KIP-455) on a three-broker cluster, driven by kafka-python's admin
+client: data moves to the new replicas through replication while a producer and a consumer
+run, the old replicas are dropped (and their copies deleted), leadership follows, and a
+cancellation puts the original replicas back."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.errors import (
+    InvalidReplicationAssignmentError,
+    NoReassignmentInProgressError,
+    UnknownTopicOrPartitionError,
+)
+
+from odradek.testing import Cluster
+
+DEADLINE_S = 30.0
+
+
+class Producing(threading.Thread):
+    """acks=all production of numbered values to `topic` until stopped; keeps the acked ones."""
+
+    def __init__(self, cluster: Cluster, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.producer = KafkaProducer(
+            bootstrap_servers=cluster.bootstrap, acks="all", retries=20, linger_ms=5
+        )
+        self.topic = topic
+        self.acked: set[bytes] = set()
+        self.errors: list[BaseException] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        n = 0
+        while not self.stop.is_set():
+            futures = []
+            for _ in range(20):
+                value = b"v%d" % n
+                n += 1
+                futures.append((value, self.producer.send(self.topic, value, partition=n % 2)))
+            for value, fut in futures:
+                try:
+                    fut.get(timeout=DEADLINE_S)
+                    self.acked.add(value)
+                except Exception as exc:  # a record not acked may be lost; only count it
+                    self.errors.append(exc)
+
+    def wait_for(self, count: int) -> None:
+        deadline = time.monotonic() + DEADLINE_S
+        while len(self.acked) < count:
+            assert time.monotonic() < deadline, f"only {len(self.acked)} records acked"
+            time.sleep(0.02)
+
+    def finish(self) -> set[bytes]:
+        self.stop.set()
+        self.join(DEADLINE_S)
+        self.producer.close()
+        return set(self.acked)
+
+
+class Consuming(threading.Thread):
+    def __init__(self, cluster: Cluster, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.consumer = KafkaConsumer(
+            topic,
+            bootstrap_servers=cluster.bootstrap,
+            group_id="movers",
+            auto_offset_reset="earliest",
+        )
+        self.seen: set[bytes] = set()
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for msgs in self.consumer.poll(timeout_ms=100).values():
+                self.seen.update(m.value for m in msgs)
+
+    def until(self, wanted: set[bytes]) -> set[bytes]:
+        deadline = time.monotonic() + DEADLINE_S
+        while not wanted <= self.seen and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.stop.set()
+        self.join(DEADLINE_S)
+        self.consumer.close()
+        return set(self.seen)
+
+
+def wait_done(cluster: Cluster, admin: KafkaAdminClient, topic: str, targets: dict) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        ongoing = admin.list_partition_reassignments()
+        states = {p: cluster.partition(topic, p) for p in targets}
+        if not ongoing and all(states[p].replicas == t for p, t in targets.items()):
+            return
+        assert time.monotonic() < deadline, f"reassignment still going: {ongoing} {states}"
+        time.sleep(0.05)
+
+
+def test_reassignment_moves_data_while_producing_and_consuming(make_cluster) -> None:
+    cluster = make_cluster(3, topics={"moves": (2, 2)})
+    assert cluster.partition("moves", 0).replicas == [0, 1]
+    assert cluster.partition("moves", 1).replicas == [1, 2]
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    producing = Producing(cluster, "moves")
+    consuming = Consuming(cluster, "moves")
+    producing.start()
+    consuming.start()
+    try:
+        producing.wait_for(200)
+        # partition 0 leaves broker 0, its leader; partition 1 moves from 1 to 0 and grows
+        targets = {0: [2, 1], 1: [0, 2, 1]}
+        result = admin.alter_partition_reassignments(
+            {TopicPartition("moves", p): t for p, t in targets.items()}
+        )
+        assert result == {TopicPartition("moves", 0): None, TopicPartition("moves", 1): None}
+        wait_done(cluster, admin, "moves", targets)
+        moved_at = len(producing.acked)
+        producing.wait_for(moved_at + 200)
+    finally:
+        acked = producing.finish()
+    seen = consuming.until(acked)
+    assert acked - seen == set(), f"{len(acked - seen)} acked records never consumed"
+
+    p0, p1 = cluster.partition("moves", 0), cluster.partition("moves", 1)
+    assert (p0.replicas, p0.adding_replicas, p0.removing_replicas) == ([2, 1], [], [])
+    assert p0.leader in (1, 2) and set(p0.isr) <= {1, 2}
+    assert p1.replicas == [0, 2, 1]
+    for p, st in ((0, p0), (1, p1)):
+        cluster.wait_for_isr("moves", p, members=set(st.replicas))
+        cluster.wait_for_replication("moves", p)
+    # every new replica holds the whole log, from offset 0
+    assert cluster.log_end_offset(2, "moves", 0) == cluster.log_end_offset(1, "moves", 0) > 0
+    assert cluster.log_end_offset(0, "moves", 1) == cluster.log_end_offset(2, "moves", 1) > 0
+    # the removed replica is gone from broker 0, with its files
+    assert cluster.log_end_offset(0, "moves", 0) == -1
+    assert not (Path(cluster.data_dir) / "broker-0" / "moves-0").exists()
+    every = consume_all(cluster, "moves")
+    assert acked <= every
+    admin.close()
+
+
+def consume_all(cluster: Cluster, topic: str) -> set[bytes]:
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, auto_offset_reset="earliest")
+    tps = [TopicPartition(topic, p) for p in (0, 1)]
+    consumer.assign(tps)
+    ends = consumer.end_offsets(tps)
+    out: set[bytes] = set()
+    deadline = time.monotonic() + DEADLINE_S
+    while any(consumer.position(tp) < ends[tp] for tp in tps) and time.monotonic() < deadline:
+        for msgs in consumer.poll(timeout_ms=200).values():
+            out.update(m.value for m in msgs)
+    consumer.close()
+    return out
+
+
+def test_cancel_and_errors(make_cluster) -> None:
+    cluster = make_cluster(3, topics={"stay": (1, 2)})
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    tp = TopicPartition("stay", 0)
+    # broker 2 cannot catch up while cut off from its peers: the reassignment stays pending
+    cluster.cut_off_peers(2)
+    assert admin.alter_partition_reassignments({tp: [0, 1, 2]}) == {tp: None}
+    listed = admin.list_partition_reassignments()
+    assert listed == {tp: {"replicas": [0, 1, 2], "adding_replicas": [2], "removing_replicas": []}}
+    assert admin.list_partition_reassignments([TopicPartition("stay", 5)]) == {}
+    assert admin.alter_partition_reassignments({tp: None}) == {tp: None}
+    assert admin.list_partition_reassignments() == {}
+    st = cluster.partition("stay", 0)
+    assert (st.replicas, st.adding_replicas) == ([0, 1], [])
+    cluster.heal()
+    assert admin.alter_partition_reassignments({tp: None}) == {tp: NoReassignmentInProgressError}
+    assert admin.alter_partition_reassignments({tp: [0, 7]}) == {
+        tp: InvalidReplicationAssignmentError
+    }
+    assert admin.alter_partition_reassignments({TopicPartition("nope", 0): [0]}) == {
+        TopicPartition("nope", 0): UnknownTopicOrPartitionError
+    }
+    admin.close()
