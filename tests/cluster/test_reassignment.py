@@ -180,3 +180,29 @@ def test_cancel_and_errors(make_cluster) -> None:
         TopicPartition("nope", 0): UnknownTopicOrPartitionError
     }
     admin.close()
+
+
+def test_manual_assignment_in_create_topics_and_partitions(make_cluster) -> None:
+    cluster = make_cluster(3)
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    # not what odradek would place ([0, 1], [1, 2]): honoured as asked, the first replica leads
+    (created,) = admin.create_topics({"placed": {"assignments": {0: [2, 0], 1: [1, 2]}}})["topics"]
+    assert created["error_code"] == 0
+    admin.create_partitions({"placed": {"count": 3, "assignments": [[0, 1]]}})
+    wanted = {0: [2, 0], 1: [1, 2], 2: [0, 1]}
+    for p, replicas in wanted.items():
+        cluster.wait_for_leader("placed", p)
+        st = cluster.partition("placed", p)
+        assert (st.replicas, st.leader) == (replicas, replicas[0])
+    (described,) = admin.describe_topics(["placed"])
+    assert {p["partition_index"]: p["replica_nodes"] for p in described["partitions"]} == wanted
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+    for p in wanted:
+        producer.send("placed", b"x%d" % p, partition=p).get(timeout=DEADLINE_S)
+    producer.close()
+    for p, replicas in wanted.items():
+        cluster.wait_for_replication("placed", p)
+        assert [cluster.log_end_offset(n, "placed", p) for n in range(3)] == [
+            1 if n in replicas else -1 for n in range(3)
+        ]
+    admin.close()

@@ -102,15 +102,6 @@ def check_replica_list(replicas: list[int], live: set[int], expected_rf: int | N
         )
 
 
-def _check_placement(wanted: list[list[int]], planned: list[list[int]]) -> None:
-    if wanted != planned:
-        raise TopicError(
-            ErrorCode.INVALID_REQUEST,
-            f"odradek places replicas itself and cannot honour the manual "
-            f"assignment {wanted}; it would place them as {planned}.",
-        )
-
-
 def _manual_assignment(broker: Broker, topic: CreatableTopic) -> list[list[int]]:
     if topic.replication_factor != -1:
         raise TopicError(
@@ -178,16 +169,18 @@ async def _create_one(
     if topic.assignments:
         wanted = _manual_assignment(broker, topic)
         num_partitions, rf = len(wanted), len(wanted[0])
-        planned = broker.topics.create_topic(name, num_partitions, rf, configs, validate_only=True)
-        _check_placement(wanted, [list(p.replicas) for p in planned.partitions])
-    info = broker.topics.create_topic(name, num_partitions, rf, configs, validate_only=True)
+    info = broker.topics.create_topic(
+        name, num_partitions, rf, configs, validate_only=True, assignment=wanted
+    )
     # Kafka charges the quota after validation, before the topic exists (validate_only too)
     if quota.enabled and quota.record(len(info.partitions)):
         raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
     if validate_only:
         return info
     # the logs open one per loop iteration: other clients are served meanwhile
-    return await broker.topics.create_topic_async(name, num_partitions, rf, configs)
+    return await broker.topics.create_topic_async(
+        name, num_partitions, rf, configs, assignment=wanted
+    )
 
 
 def _create_records(broker: Broker, topic: CreatableTopic) -> int:
@@ -527,6 +520,7 @@ async def _grow_one(
         )
     if topic.count == current:
         raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+    wanted = None
     if topic.assignments is not None:
         added = topic.count - current
         if len(topic.assignments) != added:
@@ -540,13 +534,11 @@ async def _grow_one(
         wanted = [list(a.broker_ids) for a in topic.assignments]
         for replicas in wanted:
             check_replica_list(replicas, live, rf)
-        planned = broker.topics.plan(added, rf, current)
-        _check_placement(wanted, [list(p.replicas) for p in planned])
-    broker.topics.create_partitions(name, topic.count, validate_only=True)
+    broker.topics.create_partitions(name, topic.count, validate_only=True, assignment=wanted)
     if quota.enabled and quota.record(topic.count - current):
         raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
     if not validate_only:  # the logs open one per loop iteration, as for CreateTopics
-        await broker.topics.create_partitions_async(name, topic.count)
+        await broker.topics.create_partitions_async(name, topic.count, wanted)
 
 
 def _added_partitions(broker: Broker, topic: PartitionsTopic) -> int:

@@ -168,8 +168,17 @@ class TopicManager:
 
     # -- changes --------------------------------------------------------------------------------
 
-    def plan(self, num_partitions: int, rf: int, start: int = 0) -> list[PartitionState]:
-        """Replica placement for new partitions `start..start+num_partitions-1`."""
+    def plan(
+        self,
+        num_partitions: int,
+        rf: int,
+        start: int = 0,
+        assignment: list[list[int]] | None = None,
+    ) -> list[PartitionState]:
+        """Replica placement for new partitions `start..start+num_partitions-1`, or the
+        manual `assignment` (checked by the caller), the first replica leading."""
+        if assignment is not None:
+            return [PartitionState(list(r), r[0], 0, list(r)) for r in assignment]
         brokers = sorted(self.live_brokers())
         if rf > len(brokers):
             raise TopicError(
@@ -193,6 +202,7 @@ class TopicManager:
         *,
         validate_only: bool = False,
         internal: bool = False,
+        assignment: list[list[int]] | None = None,
     ) -> TopicInfo:
         check_topic_name(name)
         if name in self.store.topics:
@@ -214,9 +224,9 @@ class TopicManager:
             validate_topic_configs(clean)
         except ConfigError as exc:
             raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
-        assignment = self.plan(num_partitions, rf)
+        placed = self.plan(num_partitions, rf, 0, assignment)
         info = TopicInfo(
-            name, uuid.uuid4(), assignment, {k: str(v) for k, v in clean.items()}, internal
+            name, uuid.uuid4(), placed, {k: str(v) for k, v in clean.items()}, internal
         )
         if validate_only:
             return info
@@ -230,6 +240,7 @@ class TopicManager:
         configs: dict[str, str] | None = None,
         *,
         internal: bool = False,
+        assignment: list[list[int]] | None = None,
     ) -> TopicInfo:
         """`create_topic` without holding the event loop for the whole topic.
 
@@ -245,7 +256,13 @@ class TopicManager:
         holds in that topic (their partition.metadata rewritten with its id), else removed.
         """
         planned = self.create_topic(
-            name, num_partitions, rf, configs, validate_only=True, internal=internal
+            name,
+            num_partitions,
+            rf,
+            configs,
+            validate_only=True,
+            internal=internal,
+            assignment=assignment,
         )
         prepared = await self._prepare_logs(
             planned, range(len(planned.partitions)), lambda: name in self.store.topics
@@ -327,7 +344,13 @@ class TopicManager:
             self.logs.delete(name, idx)
         log.info("deleted topic %s", name)
 
-    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+    def create_partitions(
+        self,
+        name: str,
+        count: int,
+        validate_only: bool = False,
+        assignment: list[list[int]] | None = None,
+    ) -> None:
         info = self.store.topics.get(name)
         if info is None:
             raise TopicError(
@@ -340,23 +363,26 @@ class TopicManager:
                 f"Topic currently has {current} partitions, which is higher than "
                 f"or equal to the requested {count}.",
             )
-        added = self.plan(count - current, len(info.partitions[0].replicas), current)
+        added = self.plan(count - current, len(info.partitions[0].replicas), current, assignment)
         if validate_only:
             return
         self._commit_partitions(info, added)
 
-    async def create_partitions_async(self, name: str, count: int) -> None:
+    async def create_partitions_async(
+        self, name: str, count: int, assignment: list[list[int]] | None = None
+    ) -> None:
         """`create_partitions` without holding the event loop: the new partitions' logs are
         opened one per loop iteration first (as `create_topic_async`), then the store is
         updated. If the topic changes meanwhile, the prepared logs go and INVALID_PARTITIONS
         (or UNKNOWN_TOPIC_OR_PARTITION) is raised as a fresh `create_partitions` would."""
-        self.create_partitions(name, count, validate_only=True)
+        self.create_partitions(name, count, validate_only=True, assignment=assignment)
         info = self.store.topics[name]
         current = len(info.partitions)
         planned = TopicInfo(
             info.name,
             info.topic_id,
-            info.partitions + self.plan(count - current, len(info.partitions[0].replicas), current),
+            info.partitions
+            + self.plan(count - current, len(info.partitions[0].replicas), current, assignment),
             info.configs,
             info.internal,
         )
@@ -370,8 +396,9 @@ class TopicManager:
             for idx in prepared:
                 if (name, idx) not in self.partitions:
                     self.logs.delete(name, idx)
-            self.create_partitions(name, count, validate_only=True)  # raises the current error
-            return await self.create_partitions_async(name, count)
+            # raises the current error
+            self.create_partitions(name, count, validate_only=True, assignment=assignment)
+            return await self.create_partitions_async(name, count, assignment)
         self._commit_partitions(info, planned.partitions[current:])
 
     def _commit_partitions(self, info: TopicInfo, added: list[PartitionState]) -> None:
