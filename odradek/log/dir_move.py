@@ -17,6 +17,7 @@ import asyncio
 import logging
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -30,6 +31,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 COPY_CHUNK_BYTES = 4 * 1024 * 1024  # copied per turn before letting others run
+# bytes per second a move may copy (Kafka's replica.alter.log.dirs.io.max.bytes.per.second);
+# None: unthrottled. Read at every turn; tests slow a move down with it to watch it run.
+COPY_RATE_BYTES_PER_S: float | None = None
+THROTTLE_POLL_S = 0.05
 DELETE_DELAY_S = 5.0
 
 
@@ -85,9 +90,22 @@ class FutureReplica:
     async def run(self, on_swap: Callable[[Log], None]) -> None:
         """Copy until caught up, then swap; `on_swap(new log)` points the partition at it."""
         try:
+            began, copied = time.monotonic(), 0
             while not self.cancelled and self.key in self.logs.logs:
-                if self.offset_lag <= 0 or not self._copy(COPY_CHUNK_BYTES):
+                if self.offset_lag <= 0:
                     break
+                budget = COPY_CHUNK_BYTES
+                rate = COPY_RATE_BYTES_PER_S
+                if rate is not None:
+                    allowed = int(rate * (time.monotonic() - began)) - copied
+                    if allowed <= 0:
+                        await asyncio.sleep(THROTTLE_POLL_S)
+                        continue
+                    budget = min(budget, allowed)
+                n = self._copy(budget)
+                if not n:
+                    break
+                copied += n
                 await asyncio.sleep(0)
             if self.cancelled or self.key not in self.logs.logs:
                 self.abort()

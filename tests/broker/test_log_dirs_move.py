@@ -44,9 +44,35 @@ def two_dirs(tmp_path):
         broker.stop()
 
 
+def _until(check, what: str):
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        got = check()
+        if got:
+            return got
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def _consume_all(broker: Broker, topic: str, partition: int, expected: int) -> list[bytes]:
+    """The partition's records from the start, once `expected` of them have come (or the
+    deadline passed: then what came, and the caller's count check fails)."""
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap)
+    tp = TopicPartition(topic, partition)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+    values: list[bytes] = []
+    deadline = time.monotonic() + DEADLINE_S
+    while len(values) < expected and time.monotonic() < deadline:
+        for batch in consumer.poll(timeout_ms=200).values():
+            values.extend(m.value for m in batch)
+    consumer.close()
+    return values
+
+
 def test_partitions_spread_and_move_keeps_serving(two_dirs, monkeypatch):
     broker, a, b = two_dirs
-    monkeypatch.setattr(dir_move, "COPY_CHUNK_BYTES", 2048)  # many turns: the move interleaves
+    monkeypatch.setattr(dir_move, "COPY_CHUNK_BYTES", 2048)
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     try:
         admin.create_topics([NewTopic("moving", 4, 1)])
@@ -62,8 +88,22 @@ def test_partitions_spread_and_move_keeps_serving(two_dirs, monkeypatch):
         producer.flush()
         assert _dirs(admin, "moving")[src][0]["partition_size"] > 400_000
 
+        # throttled to a crawl: the move is still running while we look, produce and consume
+        monkeypatch.setattr(dir_move, "COPY_RATE_BYTES_PER_S", 4096.0)
+        result = admin.alter_replica_log_dirs({("moving", 0, broker.server.node_id): dest})
+        assert list(result.values()) == [NoError]
+        during = _until(lambda: _dirs(admin, "moving"), "describe")
+        assert during[src][0]["is_future_key"] is False
+        future = during[dest][0]
+        assert future["is_future_key"] is True and future["offset_lag"] > 0
+        for i in range(2000, 2100):
+            producer.send("moving", value=b"v%d" % i, partition=0)
+        producer.flush()
+        assert len(_consume_all(broker, "moving", 0, 2100)) == 2100  # served from the current log
+
+        monkeypatch.setattr(dir_move, "COPY_RATE_BYTES_PER_S", None)
         stop = threading.Event()
-        sent = [2000]
+        sent = [2100]
 
         def produce_on() -> None:
             while not stop.is_set():
@@ -73,16 +113,13 @@ def test_partitions_spread_and_move_keeps_serving(two_dirs, monkeypatch):
         bg = threading.Thread(target=produce_on)
         bg.start()
         try:
-            result = admin.alter_replica_log_dirs({("moving", 0, broker.server.node_id): dest})
-            assert list(result.values()) == [NoError]
-            deadline = time.monotonic() + DEADLINE_S
-            while True:
+
+            def moved():
                 now = _dirs(admin, "moving")
-                if 0 in now[dest] and 0 not in now[src]:
-                    assert now[dest][0]["is_future_key"] is False
-                    break
-                assert time.monotonic() < deadline, now
-                time.sleep(0.05)
+                return 0 in now[dest] and 0 not in now[src] and now
+
+            now = _until(moved, "the move to finish")
+            assert now[dest][0]["is_future_key"] is False
         finally:
             stop.set()
             bg.join()
@@ -90,16 +127,7 @@ def test_partitions_spread_and_move_keeps_serving(two_dirs, monkeypatch):
         producer.close()
         total = sent[0] + 1
 
-        def consume_all() -> list[bytes]:
-            consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, consumer_timeout_ms=3000)
-            tp = TopicPartition("moving", 0)
-            consumer.assign([tp])
-            consumer.seek_to_beginning(tp)
-            values = [m.value for m in consumer]
-            consumer.close()
-            return values
-
-        values = consume_all()
+        values = _consume_all(broker, "moving", 0, total)
         assert len(values) == total
         assert [v.split(b"x")[0] for v in values[:-1]] == [b"v%d" % i for i in range(total - 1)]
         assert values[-1] == b"after"
@@ -111,7 +139,7 @@ def test_partitions_spread_and_move_keeps_serving(two_dirs, monkeypatch):
         after = _dirs(admin, "moving")
         assert 0 in after[dest] and 0 not in after[src]
         assert not os.path.exists(os.path.join(src, "moving-0"))
-        assert consume_all() == values
+        assert _consume_all(broker, "moving", 0, total) == values
     finally:
         admin.close()
 
@@ -214,3 +242,26 @@ def test_cli_log_dirs_describe_and_move(two_dirs):
         status=1,
     )
     assert "LogDirNotFoundError" in bad.stderr
+
+
+def test_restart_during_a_move_keeps_the_replica_where_it_was(two_dirs, monkeypatch):
+    broker, a, b = two_dirs
+    monkeypatch.setattr(dir_move, "COPY_CHUNK_BYTES", 1024)
+    monkeypatch.setattr(dir_move, "COPY_RATE_BYTES_PER_S", 1.0)  # never gets far
+    with KafkaAdminClient(bootstrap_servers=broker.bootstrap) as admin:
+        admin.create_topics([NewTopic("stay", 1, 1)])
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+        for i in range(300):
+            producer.send("stay", value=b"s%d" % i + b"y" * 100)
+        producer.close()
+        src = [d for d, ps in _dirs(admin, "stay").items() if 0 in ps][0]
+        dest = b if src == a else a
+        node = broker.server.node_id
+        assert list(admin.alter_replica_log_dirs({("stay", 0, node): dest}).values()) == [NoError]
+        assert [n for n in os.listdir(dest) if n.endswith("-future")]
+    broker.restart(abrupt=True)  # the -future dir stays on disk; the start drops it
+    assert not [n for n in os.listdir(dest) if n.endswith("-future")]
+    with KafkaAdminClient(bootstrap_servers=broker.bootstrap) as admin:
+        dirs = _dirs(admin, "stay")
+        assert 0 in dirs[src] and 0 not in dirs[dest]
+    assert len(_consume_all(broker, "stay", 0, 300)) == 300
