@@ -76,6 +76,7 @@ class FutureReplica:
         """Copy batches from the current log's end of the future log on (`budget` bytes, or
         everything when None)."""
         src, fut = self.source, self.future
+        self._reconcile(src, fut)
         copied = 0
         for b in src.batches(fut.log_end_offset):
             if b.last_offset < fut.log_end_offset:
@@ -86,6 +87,21 @@ class FutureReplica:
             if budget is not None and copied >= budget:
                 break
         return copied
+
+    @staticmethod
+    def _reconcile(src: Log, fut: Log) -> None:
+        """Cut the future log back where the current one diverged from it (a follower's
+        truncation after a leader change, as Kafka's Partition.truncateTo cuts the future
+        replica too): past its end, or past the end of the future's last epoch there."""
+        end = min(fut.log_end_offset, src.log_end_offset)
+        epoch = fut.epochs.latest_epoch
+        if epoch >= 0:
+            found, epoch_end = src.epochs.end_offset_for(epoch, src.log_end_offset)
+            if found != epoch or epoch_end < end:
+                end = min(end, max(epoch_end, fut.segments[0].base_offset))
+        if end < fut.log_end_offset:
+            log.info("%s-%d: future replica cut back to %d", src.topic, src.partition, end)
+            fut.truncate_to(end)
 
     async def run(self, on_swap: Callable[[Log], None]) -> None:
         """Copy until caught up, then swap; `on_swap(new log)` points the partition at it."""
