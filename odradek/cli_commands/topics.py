@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from odradek.cli_commands import reassign
 from odradek.cli_commands.common import (
     Closing,
     add_client_options,
@@ -114,6 +115,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--partitions", type=int, help="grow the topic to this many partitions")
     p.set_defaults(func=run_command(cmd_alter))
+
+    reassign.register_under(cmds)
 
 
 # -- helpers ------------------------------------------------------------------------------------
