@@ -5,10 +5,12 @@ cancellation puts the original replicas back."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
 
+import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import (
     InvalidReplicationAssignmentError,
@@ -206,3 +208,74 @@ def test_manual_assignment_in_create_topics_and_partitions(make_cluster) -> None
             1 if n in replicas else -1 for n in range(3)
         ]
     admin.close()
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory):
+    zookeeper_mod = pytest.importorskip("odradek.testing.zookeeper")
+    if zookeeper_mod.zookeeper_jar() is None:
+        pytest.skip("no ZooKeeper jar here (scripts/setup.sh installs it)")
+    with zookeeper_mod.ZooKeeperServer(str(tmp_path_factory.mktemp("zk"))) as server:
+        yield server
+
+
+def test_reassignment_with_zookeeper_brokers(zookeeper) -> None:
+    """Brokers in ZooKeeper mode: the topic node carries the assignment (and, during the move,
+    adding_replicas / removing_replicas) as Kafka writes it."""
+    from kazoo.client import KazooClient
+
+    from odradek.testing import Broker
+    from odradek.testing.cluster import FAST_FAILOVER
+
+    connect = zookeeper.connect("/reassign-test")
+    config = {**FAST_FAILOVER, "zookeeper.connect": connect}
+    with (
+        Broker(config={**config, "broker.id": "0"}) as b0,
+        Broker(config={**config, "broker.id": "1"}),
+        Broker(config={**config, "broker.id": "2"}),
+    ):
+        admin = KafkaAdminClient(bootstrap_servers=b0.bootstrap)
+        deadline = time.monotonic() + DEADLINE_S
+        while len(admin.describe_cluster()["brokers"]) < 3:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        admin.create_topics({"z": {"assignments": {0: [0, 1]}}})
+        producer = KafkaProducer(bootstrap_servers=b0.bootstrap, acks="all")
+        for i in range(30):
+            producer.send("z", b"%d" % i, partition=0)
+        producer.flush()
+        producer.close()
+        tp = TopicPartition("z", 0)
+        assert admin.alter_partition_reassignments({tp: [1, 2]}) == {tp: None}
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            (described,) = admin.describe_topics(["z"])
+            replicas = described["partitions"][0]["replica_nodes"]
+            if not admin.list_partition_reassignments() and replicas == [1, 2]:
+                break
+            assert time.monotonic() < deadline, replicas
+            time.sleep(0.05)
+        consumer = KafkaConsumer(bootstrap_servers=b0.bootstrap, auto_offset_reset="earliest")
+        consumer.assign([tp])
+        got: list[bytes] = []
+        deadline = time.monotonic() + DEADLINE_S
+        while len(got) < 30 and time.monotonic() < deadline:
+            for msgs in consumer.poll(timeout_ms=200).values():
+                got += [m.value for m in msgs]
+        consumer.close()
+        assert got == [b"%d" % i for i in range(30)]
+        admin.close()
+        zk = KazooClient(hosts=connect)
+        zk.start(timeout=10)
+        try:
+            doc = json.loads(zk.get("/brokers/topics/z")[0])
+            state = json.loads(zk.get("/brokers/topics/z/partitions/0/state")[0])
+        finally:
+            zk.stop()
+            zk.close()
+        assert (doc["partitions"], doc["adding_replicas"], doc["removing_replicas"]) == (
+            {"0": [1, 2]},
+            {},
+            {},
+        )
+        assert state["leader"] == 1 and sorted(state["isr"]) == [1, 2]

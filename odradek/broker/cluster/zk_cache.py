@@ -120,6 +120,10 @@ class ZooKeeperWatchCache:
             except NoNodeError:  # written by a tool that leaves states to the controller
                 partitions.append(PartitionState(list(replicas), -1, 0, [], -1))
                 keys.append(NO_KEY)
+        adding, removing = zl.decode_reassignment(data)
+        for idx, st in enumerate(partitions):
+            st.adding_replicas = adding.get(idx, [])
+            st.removing_replicas = removing.get(idx, [])
         info = TopicInfo(name, topic_id, partitions, configs, name in INTERNAL_TOPICS)
         return TopicRead(info, node_key(stat), keys, config_key)
 

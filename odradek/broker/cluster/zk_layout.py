@@ -173,10 +173,27 @@ def encode_topic(topic_id: uuid.UUID, partitions: list[PartitionState]) -> bytes
             "version": 3,
             "topic_id": encode_uuid(topic_id),
             "partitions": {str(i): list(p.replicas) for i, p in enumerate(partitions)},
-            "adding_replicas": {},
-            "removing_replicas": {},
+            # an ongoing reassignment (KIP-455), partition by partition, as Kafka 2.4+ writes
+            "adding_replicas": {
+                str(i): list(p.adding_replicas)
+                for i, p in enumerate(partitions)
+                if p.adding_replicas
+            },
+            "removing_replicas": {
+                str(i): list(p.removing_replicas)
+                for i, p in enumerate(partitions)
+                if p.removing_replicas
+            },
         }
     )
+
+
+def decode_reassignment(data: bytes) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+    """The adding and removing replicas of a topic node, by partition index."""
+    doc = json.loads(data)
+    adding = {int(k): list(map(int, v)) for k, v in (doc.get("adding_replicas") or {}).items()}
+    removing = {int(k): list(map(int, v)) for k, v in (doc.get("removing_replicas") or {}).items()}
+    return adding, removing
 
 
 def decode_topic(data: bytes, name: str, czxid: int) -> tuple[uuid.UUID, list[list[int]]]:

@@ -56,8 +56,13 @@ __all__ = ["ZooKeeperError", "ZooKeeperMetadataStore"]
 log = logging.getLogger(__name__)
 
 
+def _assignment(st: PartitionState) -> tuple[list[int], list[int], list[int]]:
+    return st.replicas, st.adding_replicas, st.removing_replicas
+
+
 class ZooKeeperMetadataStore(MetadataStore):
     clustered = True
+    reassignable = True
 
     def __init__(
         self,
@@ -330,6 +335,10 @@ class ZooKeeperMetadataStore(MetadataStore):
                 continue
             data = zl.encode_state(state, self.registrar.controller_epoch)
             path = zl.state_path(topic, idx)
+            if partition_epoch >= 0 and _assignment(state) != _assignment(current):
+                # a reassignment step: the topic node's replicas with the state, together
+                results[i] = self._reassign(info, idx, state, data, partition_epoch)
+                continue
             if partition_epoch < 0:
                 pending.append((i, self.zk.create_async(path, data, makepath=True)))
             else:
@@ -351,3 +360,36 @@ class ZooKeeperMetadataStore(MetadataStore):
         for topic, idx in changed:
             self._notify(MetadataChange("partition", topic, idx))
         return results
+
+    def _reassign(
+        self, info: TopicInfo, idx: int, state: PartitionState, data: bytes, version: int
+    ) -> bool:
+        """Write a partition state whose replicas change (KIP-455) in one transaction with
+        the topic node's assignment and adding/removing replicas, as Kafka's controller."""
+        name = info.name
+        try:
+            _, topic_stat = self.zk.get(zl.topic_path(name))
+        except Exception as exc:
+            log.debug("reassignment of %s-%d refused: %r", name, idx, exc)
+            return False
+        partitions = list(info.partitions)
+        partitions[idx] = state
+        txn = self.zk.transaction()
+        txn.set_data(zl.state_path(name, idx), data, version=version)
+        txn.set_data(
+            zl.topic_path(name),
+            zl.encode_topic(info.topic_id, partitions),
+            version=topic_stat.version,
+        )
+        results = txn.commit()
+        if any(isinstance(r, Exception) for r in results):
+            log.debug("reassignment of %s-%d refused: %r", name, idx, results)
+            return False
+        read = self.cache.read_topic(name)
+        if read is not None:
+            self.cache.put_topic(read)
+        current = self.topics.get(name)
+        if current is None or idx >= len(current.partitions):
+            return False
+        self._notify(MetadataChange("partition", name, idx))
+        return True

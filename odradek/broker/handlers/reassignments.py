@@ -8,8 +8,10 @@ from the current replication factor. List answers the partitions with a reassign
 progress: the current replicas (original plus adding), the adding and the removing ones.
 
 A standalone broker has one replica per partition on itself: a target of exactly that broker is
-accepted (nothing to move), any other names brokers that do not exist. With the ZooKeeper store
-replica sets cannot change yet: every partition answers INVALID_REPLICATION_ASSIGNMENT.
+accepted (nothing to move), any other names brokers that do not exist. With ZooKeeper the
+topic node (`/brokers/topics/<t>`) carries the replicas and, during a move, Kafka's
+`adding_replicas` / `removing_replicas` maps, written with the partition state in one
+transaction.
 """
 
 from __future__ import annotations
