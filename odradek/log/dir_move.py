@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from odradek.log.cleaner import WORK_DIR
 from odradek.log.log import Log, read_partition_metadata, write_partition_metadata
 from odradek.wire.batch import iter_batches
 
@@ -108,21 +109,24 @@ class FutureReplica:
         try:
             began, copied = time.monotonic(), 0
             while not self.cancelled and self.key in self.logs.logs:
-                if self.offset_lag <= 0:
-                    break
-                budget = COPY_CHUNK_BYTES
-                rate = COPY_RATE_BYTES_PER_S
-                if rate is not None:
-                    allowed = int(rate * (time.monotonic() - began)) - copied
-                    if allowed <= 0:
-                        await asyncio.sleep(THROTTLE_POLL_S)
+                if self.offset_lag > 0:
+                    budget = COPY_CHUNK_BYTES
+                    rate = COPY_RATE_BYTES_PER_S
+                    if rate is not None:
+                        allowed = int(rate * (time.monotonic() - began)) - copied
+                        if allowed <= 0:
+                            await asyncio.sleep(THROTTLE_POLL_S)
+                            continue
+                        budget = min(budget, allowed)
+                    n = self._copy(budget)
+                    if n:
+                        copied += n
+                        await asyncio.sleep(0)
                         continue
-                    budget = min(budget, allowed)
-                n = self._copy(budget)
-                if not n:
+                # caught up (or nothing left to copy): swap, unless a compaction is under way
+                if not self._cleaning():
                     break
-                copied += n
-                await asyncio.sleep(0)
+                await asyncio.sleep(THROTTLE_POLL_S)
             if self.cancelled or self.key not in self.logs.logs:
                 self.abort()
                 return
@@ -131,6 +135,11 @@ class FutureReplica:
             log.exception("moving %s-%d to %s failed", *self.key, self.dest)
             self.abort()
             raise
+
+    def _cleaning(self) -> bool:
+        """The log cleaner is rewriting segments of the current log (its work dir exists):
+        the swap waits for it, as Kafka pauses cleaning of a partition whose replica moves."""
+        return os.path.isdir(os.path.join(self.source.dir, WORK_DIR))
 
     def _swap(self, on_swap: Callable[[Log], None]) -> None:
         src = self.source

@@ -13,10 +13,11 @@ import time
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
-from kafka.errors import NoError
+from kafka.errors import KafkaError, NoError
 
 from odradek.log import dir_move
 from odradek.testing import Broker
+from odradek.wire.api_keys import ApiKey
 
 DEADLINE_S = 30.0
 
@@ -157,7 +158,7 @@ def test_alter_replica_log_dirs_errors(two_dirs, tmp_path):
         )
         assert [e.__name__ for e in result.values()] == ["LogDirNotFoundError"]
         result = admin.alter_replica_log_dirs({("t", 7, node): a})
-        assert [e.__name__ for e in result.values()] == ["NotLeaderForPartitionError"]
+        assert [e.__name__ for e in result.values()] == ["ReplicaNotAvailableError"]
         where = [d for d, ps in _dirs(admin, "t").items() if 0 in ps][0]
         assert admin.alter_replica_log_dirs({("t", 0, node): where}) == {
             k: NoError for k in admin.alter_replica_log_dirs({("t", 0, node): where})
@@ -265,3 +266,19 @@ def test_restart_during_a_move_keeps_the_replica_where_it_was(two_dirs, monkeypa
         dirs = _dirs(admin, "stay")
         assert 0 in dirs[src] and 0 not in dirs[dest]
     assert len(_consume_all(broker, "stay", 0, 300)) == 300
+
+
+def test_zookeeper_mode_does_not_serve_describe_quorum(tmp_path):
+    from odradek.testing.zookeeper import ZooKeeperServer
+
+    with ZooKeeperServer(str(tmp_path / "zk")) as zk:
+        config = {"zookeeper.connect": zk.connect("/quorum-test"), "node.id": "0"}
+        with Broker(config=config) as broker:
+            admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+            try:
+                assert ApiKey.DESCRIBE_QUORUM not in admin.api_versions()
+                assert ApiKey.ALTER_REPLICA_LOG_DIRS in admin.api_versions()
+                with pytest.raises(KafkaError):
+                    admin.describe_metadata_quorum()
+            finally:
+                admin.close()

@@ -45,7 +45,13 @@ async def api_versions(
         }
     return Resp(
         error_code=ErrorCode.NONE,
-        api_keys=[(k, lo, hi) for k, lo, hi in advertised()],
+        api_keys=[(k, lo, hi) for k, lo, hi in advertised() if k not in _not_served(ctx)],
         throttle_time_ms=0,
         **features,
     )
+
+
+def _not_served(ctx: RequestContext) -> tuple[int, ...]:
+    """DescribeQuorum is a KRaft API: a ZooKeeper-mode broker does not list it (as Kafka's,
+    whose zkBroker listener lacks it)."""
+    return (ApiKey.DESCRIBE_QUORUM,) if ctx.broker.config.get("zookeeper.connect") else ()

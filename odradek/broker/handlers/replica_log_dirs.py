@@ -3,15 +3,16 @@
 AlterReplicaLogDirs moves replicas hosted here to another of this broker's data dirs, as Kafka's
 ReplicaManager.alterReplicaLogDirs: a path that is not one of `log.dirs` answers
 LOG_DIR_NOT_FOUND, an offline one KAFKA_STORAGE_ERROR, a partition not hosted here
-NOT_LEADER_OR_FOLLOWER; the replica already in that dir is a no-op; a move already running to
+REPLICA_NOT_AVAILABLE, a topic name too long for the future dir's name
+INVALID_TOPIC_EXCEPTION; the replica already in that dir is a no-op; a move already running to
 another dir is replaced. The copy runs in the background (odradek/log/dir_move.py) while the
 partition keeps serving; DescribeLogDirs shows the future replica and its lag meanwhile. Needs
 ALTER on the cluster.
 
 DescribeQuorum answers for the metadata store as a single-voter KRaft quorum on
 `__cluster_metadata`-0: the voter and leader is the controller, the other live brokers are
-observers. A ZooKeeper-mode broker does not serve it (Kafka 3.9's ZK brokers answer
-UNSUPPORTED_VERSION: the API only exists on KRaft listeners).
+observers. In ZooKeeper mode it is not served, as by Kafka 3.9's ZooKeeper brokers (the API
+has no zkBroker listener): ApiVersions leaves it out and a request gets UNSUPPORTED_VERSION.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ _TASKS: set[asyncio.Task[None]] = set()
 
 def _move(ctx: RequestContext, topic: str, index: int, path: str) -> int:
     logs = ctx.broker.logs
+    if len(f"{topic}-{index}.{uuid.uuid4().hex}-future") > 255:  # the future dir's name
+        return ErrorCode.INVALID_TOPIC_EXCEPTION
     dest = os.path.abspath(path) if os.path.isabs(path) else None
     if dest is None or dest not in logs.log_dirs:
         return ErrorCode.LOG_DIR_NOT_FOUND
@@ -54,7 +57,7 @@ def _move(ctx: RequestContext, topic: str, index: int, path: str) -> int:
         return ErrorCode.KAFKA_STORAGE_ERROR
     part = ctx.broker.topics.partitions.get((topic, index))
     if part is None or (topic, index) not in logs.logs:
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return ErrorCode.REPLICA_NOT_AVAILABLE  # Kafka keeps this code here for compatibility
     if part.log.offline:
         return ErrorCode.KAFKA_STORAGE_ERROR
     running = logs.moves.get((topic, index))
