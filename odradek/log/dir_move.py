@@ -132,9 +132,11 @@ class FutureReplica:
                 return
             self._swap(on_swap)
         except Exception:
+            # an I/O error takes its dir offline (disk_faults.py); the replica stays where it was
             log.exception("moving %s-%d to %s failed", *self.key, self.dest)
+            if self.logs.moves.get(self.key) is self:
+                del self.logs.moves[self.key]
             self.abort()
-            raise
 
     def _cleaning(self) -> bool:
         """The log cleaner is rewriting segments of the current log (its work dir exists):
@@ -175,6 +177,8 @@ class FutureReplica:
 
     def abort(self) -> None:
         """Drop the future log (a newer move, a topic deletion, a stop)."""
+        if self.cancelled:
+            return
         self.cancelled = True
         if not self.done:
             _release(self.future)

@@ -282,3 +282,24 @@ def test_zookeeper_mode_does_not_serve_describe_quorum(tmp_path):
                     admin.describe_metadata_quorum()
             finally:
                 admin.close()
+
+
+def test_deleting_the_topic_drops_a_move_under_way(two_dirs, monkeypatch):
+    broker, a, b = two_dirs
+    monkeypatch.setattr(dir_move, "COPY_CHUNK_BYTES", 1024)
+    monkeypatch.setattr(dir_move, "COPY_RATE_BYTES_PER_S", 1.0)
+    with KafkaAdminClient(bootstrap_servers=broker.bootstrap) as admin:
+        admin.create_topics([NewTopic("gone", 1, 1)])
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+        for _ in range(100):
+            producer.send("gone", value=b"g" * 100)
+        producer.close()
+        src = [d for d, ps in _dirs(admin, "gone").items() if 0 in ps][0]
+        dest = b if src == a else a
+        node = broker.server.node_id
+        assert list(admin.alter_replica_log_dirs({("gone", 0, node): dest}).values()) == [NoError]
+        assert _dirs(admin, "gone")[dest][0]["is_future_key"] is True
+        admin.delete_topics(["gone"])
+        _until(lambda: not any(_dirs(admin, "gone").values()), "the topic to go")
+        assert not [n for n in os.listdir(dest) if n.startswith("gone-0")]
+        assert broker.call(lambda server: dict(server.logs.moves)) == {}
