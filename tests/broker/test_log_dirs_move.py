@@ -20,6 +20,7 @@ from odradek.testing import Broker
 from odradek.wire.api_keys import ApiKey
 
 DEADLINE_S = 30.0
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
 def _dirs(admin: KafkaAdminClient, topic: str) -> dict[str, dict[int, dict]]:
@@ -303,3 +304,18 @@ def test_deleting_the_topic_drops_a_move_under_way(two_dirs, monkeypatch):
         _until(lambda: not any(_dirs(admin, "gone").values()), "the topic to go")
         assert not [n for n in os.listdir(dest) if n.startswith("gone-0")]
         assert broker.call(lambda server: dict(server.logs.moves)) == {}
+
+
+def test_without_acls_moves_and_quorum_are_refused(tmp_path):
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    config = {"log.dirs": f"{a},{b}", "authorizer.class.name": AUTHORIZER}
+    with Broker(config=config, data_dir=str(tmp_path)) as broker:  # no ACLs: all denied
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        try:
+            result = admin.alter_replica_log_dirs({("t", 0, broker.server.node_id): b})
+            assert [e.__name__ for e in result.values()] == ["ClusterAuthorizationFailedError"]
+            with pytest.raises(KafkaError) as err:
+                admin.describe_metadata_quorum()
+            assert type(err.value).__name__ == "ClusterAuthorizationFailedError"
+        finally:
+            admin.close()
