@@ -65,6 +65,8 @@ class LogManager:
             self._lock(d)
         self.high_watermarks: dict[tuple[str, int], int] = {}
         self.moves: dict[tuple[str, int], FutureReplica] = {}  # replicas moving between dirs
+        # AlterReplicaLogDirs for a replica not created yet: where it goes when it is
+        self.preferred_dirs: dict[tuple[str, int], str] = {}
 
     def _lock(self, d: str) -> None:
         import fcntl
@@ -129,6 +131,9 @@ class LogManager:
             return existing
         online = [x for x in self.dirs if not self.log_dirs[x].offline] or self.dirs
         d = min(online, key=lambda x: sum(1 for v in self._dir_of.values() if v == x))
+        preferred = self.preferred_dirs.pop(key, None)
+        if preferred in online:
+            d = preferred
         path = os.path.join(d, f"{topic}-{partition}")
         lg = Log(path, topic, partition, config, log_dir=self.log_dirs[d])
         write_partition_metadata(path, topic_id)

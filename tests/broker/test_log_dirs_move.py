@@ -319,3 +319,14 @@ def test_without_acls_moves_and_quorum_are_refused(tmp_path):
             assert type(err.value).__name__ == "ClusterAuthorizationFailedError"
         finally:
             admin.close()
+
+
+def test_a_replica_not_here_yet_is_created_in_the_dir_asked_for(two_dirs):
+    broker, a, b = two_dirs
+    node = broker.server.node_id
+    with KafkaAdminClient(bootstrap_servers=broker.bootstrap) as admin:
+        result = admin.alter_replica_log_dirs({("later", 0, node): b, ("later", 1, node): a})
+        assert {e.__name__ for e in result.values()} == {"ReplicaNotAvailableError"}
+        admin.create_topics([NewTopic("later", 3, 1)])
+        dirs = _dirs(admin, "later")
+        assert 0 in dirs[b] and 1 in dirs[a]  # the fewest-partitions rule would put 0 in a

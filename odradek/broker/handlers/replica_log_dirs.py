@@ -3,7 +3,8 @@
 AlterReplicaLogDirs moves replicas hosted here to another of this broker's data dirs, as Kafka's
 ReplicaManager.alterReplicaLogDirs: a path that is not one of `log.dirs` answers
 LOG_DIR_NOT_FOUND, an offline one KAFKA_STORAGE_ERROR, a partition not hosted here
-REPLICA_NOT_AVAILABLE, a topic name too long for the future dir's name
+REPLICA_NOT_AVAILABLE (and the replica is created in that dir when it comes, as Kafka's
+preferred log dir), a topic name too long for the future dir's name
 INVALID_TOPIC_EXCEPTION; the replica already in that dir is a no-op; a move already running to
 another dir is replaced. The copy runs in the background (odradek/log/dir_move.py) while the
 partition keeps serving; DescribeLogDirs shows the future replica and its lag meanwhile. Needs
@@ -57,7 +58,11 @@ def _move(ctx: RequestContext, topic: str, index: int, path: str) -> int:
         return ErrorCode.KAFKA_STORAGE_ERROR
     part = ctx.broker.topics.partitions.get((topic, index))
     if part is None or (topic, index) not in logs.logs:
-        return ErrorCode.REPLICA_NOT_AVAILABLE  # Kafka keeps this code here for compatibility
+        # created there when it comes (a reassignment adding this broker), as Kafka's
+        # maybeUpdatePreferredLogDir; REPLICA_NOT_AVAILABLE: Kafka's code here, kept for
+        # compatibility
+        logs.preferred_dirs[(topic, index)] = dest
+        return ErrorCode.REPLICA_NOT_AVAILABLE
     if part.log.offline:
         return ErrorCode.KAFKA_STORAGE_ERROR
     running = logs.moves.get((topic, index))
