@@ -163,6 +163,9 @@ class FutureReplica:
         os.rename(src.dir, gone)
         self.logs.replace(self.key, new, self.dest)
         on_swap(new)
+        # both dirs' recovery points and log start offsets now say where the replica is (a
+        # crash next would otherwise lose a DeleteRecords' start offset), as Kafka after a swap
+        self.logs.checkpoint()
         self.done = True
         log.info("%s-%d moved to %s", *self.key, self.dest)
 

@@ -330,3 +330,29 @@ def test_a_replica_not_here_yet_is_created_in_the_dir_asked_for(two_dirs):
         admin.create_topics([NewTopic("later", 3, 1)])
         dirs = _dirs(admin, "later")
         assert 0 in dirs[b] and 1 in dirs[a]  # the fewest-partitions rule would put 0 in a
+
+
+def test_a_crash_right_after_a_move_keeps_the_log_start_offset(two_dirs):
+    broker, a, b = two_dirs
+    node = broker.server.node_id
+    with KafkaAdminClient(bootstrap_servers=broker.bootstrap) as admin:
+        admin.create_topics([NewTopic("trimmed", 1, 1)])
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=0)
+        for i in range(100):
+            producer.send("trimmed", value=b"%d" % i).get(timeout=10)  # one batch each
+        producer.close()
+        admin.delete_records({TopicPartition("trimmed", 0): 50})
+        src = [d for d, ps in _dirs(admin, "trimmed").items() if 0 in ps][0]
+        dest = b if src == a else a
+        assert list(admin.alter_replica_log_dirs({("trimmed", 0, node): dest}).values()) == [
+            NoError
+        ]
+
+        def moved() -> bool:
+            now = _dirs(admin, "trimmed")
+            return 0 in now[dest] and not now[src]
+
+        _until(moved, "the move")
+    broker.restart(abrupt=True)
+    values = _consume_all(broker, "trimmed", 0, 50)
+    assert values == [b"%d" % i for i in range(50, 100)]
