@@ -356,3 +356,42 @@ def test_a_crash_right_after_a_move_keeps_the_log_start_offset(two_dirs):
     broker.restart(abrupt=True)
     values = _consume_all(broker, "trimmed", 0, 50)
     assert values == [b"%d" % i for i in range(50, 100)]
+
+
+def test_a_moved_replica_keeps_aborted_transactions_hidden(two_dirs):
+    broker, a, b = two_dirs
+    node = broker.server.node_id
+    with KafkaAdminClient(bootstrap_servers=broker.bootstrap) as admin:
+        admin.create_topics([NewTopic("txn", 1, 1)])
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="mover")
+        producer.init_transactions()
+        for outcome in ("commit", "abort", "commit"):
+            producer.begin_transaction()
+            for i in range(5):
+                producer.send("txn", value=f"{outcome}-{i}".encode())
+            producer.flush()
+            if outcome == "commit":
+                producer.commit_transaction()
+            else:
+                producer.abort_transaction()
+        producer.close()
+        src = [d for d, ps in _dirs(admin, "txn").items() if 0 in ps][0]
+        dest = b if src == a else a
+        assert list(admin.alter_replica_log_dirs({("txn", 0, node): dest}).values()) == [NoError]
+
+        def moved() -> bool:
+            now = _dirs(admin, "txn")
+            return 0 in now[dest] and not now[src]
+
+        _until(moved, "the move")
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, isolation_level="read_committed")
+    tp = TopicPartition("txn", 0)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+    values: list[bytes] = []
+    deadline = time.monotonic() + DEADLINE_S
+    while len(values) < 10 and time.monotonic() < deadline:
+        for batch in consumer.poll(timeout_ms=200).values():
+            values.extend(m.value for m in batch)
+    consumer.close()
+    assert values == [f"commit-{i}".encode() for i in range(5)] * 2
