@@ -108,7 +108,7 @@ class FutureReplica:
         """Copy until caught up, then swap; `on_swap(new log)` points the partition at it."""
         try:
             began, copied = time.monotonic(), 0
-            while not self.cancelled and self.key in self.logs.logs:
+            while not self.cancelled and self.key in self.logs.logs and not self.source.offline:
                 if self.offset_lag > 0:
                     budget = COPY_CHUNK_BYTES
                     rate = COPY_RATE_BYTES_PER_S
@@ -127,7 +127,10 @@ class FutureReplica:
                 if not self._cleaning():
                     break
                 await asyncio.sleep(THROTTLE_POLL_S)
-            if self.cancelled or self.key not in self.logs.logs:
+            if self.cancelled or self.key not in self.logs.logs or self.source.offline:
+                # an offline current dir keeps its replica offline until a restart, as Kafka
+                if self.logs.moves.get(self.key) is self:
+                    del self.logs.moves[self.key]
                 self.abort()
                 return
             self._swap(on_swap)

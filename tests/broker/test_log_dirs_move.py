@@ -395,3 +395,49 @@ def test_a_moved_replica_keeps_aborted_transactions_hidden(two_dirs):
             values.extend(m.value for m in batch)
     consumer.close()
     assert values == [f"commit-{i}".encode() for i in range(5)] * 2
+
+
+def _start_crawling_move(broker: Broker, admin: KafkaAdminClient, topic: str, a: str, b: str):
+    admin.create_topics([NewTopic(topic, 1, 1)])
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+    for _ in range(100):
+        producer.send(topic, value=b"d" * 100)
+    producer.close()
+    src = [d for d, ps in _dirs(admin, topic).items() if 0 in ps][0]
+    dest = b if src == a else a
+    node = broker.server.node_id
+    assert list(admin.alter_replica_log_dirs({(topic, 0, node): dest}).values()) == [NoError]
+    return src, dest
+
+
+def _moves(broker: Broker) -> dict:
+    return broker.call(lambda server: dict(server.logs.moves))
+
+
+def test_a_failing_destination_leaves_the_replica_serving_where_it_was(two_dirs, monkeypatch):
+    broker, a, b = two_dirs
+    monkeypatch.setattr(dir_move, "COPY_RATE_BYTES_PER_S", 1.0)
+    with KafkaAdminClient(bootstrap_servers=broker.bootstrap) as admin:
+        src, dest = _start_crawling_move(broker, admin, "faildest", a, b)
+        broker.fail_disk("EIO", dest)
+        monkeypatch.setattr(dir_move, "COPY_RATE_BYTES_PER_S", None)  # the copy writes now
+        _until(lambda: not _moves(broker), "the move to be dropped")
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+        producer.send("faildest", value=b"still here").get(timeout=10)
+        producer.close()
+        assert 0 in _dirs(admin, "faildest").get(src, {})
+    assert len(_consume_all(broker, "faildest", 0, 101)) == 101
+
+
+def test_a_failing_source_drops_the_move(two_dirs, monkeypatch):
+    broker, a, b = two_dirs
+    monkeypatch.setattr(dir_move, "COPY_RATE_BYTES_PER_S", 1.0)
+    with KafkaAdminClient(bootstrap_servers=broker.bootstrap) as admin:
+        src, dest = _start_crawling_move(broker, admin, "failsrc", a, b)
+        broker.fail_disk("EIO", src)
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, retries=0)
+        with pytest.raises(KafkaError):
+            producer.send("failsrc", value=b"x").get(timeout=10)  # takes the dir offline
+        producer.close()
+        _until(lambda: not _moves(broker), "the move to be dropped")
+        assert not [n for n in os.listdir(dest) if n.endswith("-future")]
