@@ -239,19 +239,20 @@ def test_reassignment_with_zookeeper_brokers(zookeeper) -> None:
         while len(admin.describe_cluster()["brokers"]) < 3:
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        admin.create_topics({"z": {"assignments": {0: [0, 1]}}})
+        # broker 1 leads, broker 0 (the first registered) is the controller
+        admin.create_topics({"z": {"assignments": {0: [1, 0]}}})
         producer = KafkaProducer(bootstrap_servers=b0.bootstrap, acks="all")
         for i in range(30):
             producer.send("z", b"%d" % i, partition=0)
         producer.flush()
         producer.close()
         tp = TopicPartition("z", 0)
-        assert admin.alter_partition_reassignments({tp: [1, 2]}) == {tp: None}
+        assert admin.alter_partition_reassignments({tp: [2, 0]}) == {tp: None}
         deadline = time.monotonic() + DEADLINE_S
         while True:
             (described,) = admin.describe_topics(["z"])
             replicas = described["partitions"][0]["replica_nodes"]
-            if not admin.list_partition_reassignments() and replicas == [1, 2]:
+            if not admin.list_partition_reassignments() and replicas == [2, 0]:
                 break
             assert time.monotonic() < deadline, replicas
             time.sleep(0.05)
@@ -274,8 +275,8 @@ def test_reassignment_with_zookeeper_brokers(zookeeper) -> None:
             zk.stop()
             zk.close()
         assert (doc["partitions"], doc["adding_replicas"], doc["removing_replicas"]) == (
-            {"0": [1, 2]},
+            {"0": [2, 0]},
             {},
             {},
         )
-        assert state["leader"] == 1 and sorted(state["isr"]) == [1, 2]
+        assert state["leader"] == 2 and sorted(state["isr"]) == [0, 2]

@@ -184,6 +184,10 @@ class ZooKeeperWatchCache:
         for key in [k for k in self._state_keys if k[0] == name]:
             del self._state_keys[key]
 
+    def topic_version(self, name: str) -> int:
+        """The version of the topic node this cache holds (-1: none)."""
+        return self._topic_keys.get(name, NO_KEY)[1]
+
     def put_state(self, topic: str, idx: int, state: PartitionState, stat: ZnodeStat) -> bool:
         """Take a partition state this broker just wrote (`stat` of the written node)."""
         info = self.topics.get(topic)
@@ -290,7 +294,12 @@ class ZooKeeperWatchCache:
             return  # a state of an older topic of the same name
         if key <= self._state_keys.get((name, idx), NO_KEY):
             return
-        info.partitions[idx] = zl.decode_state(data, key[1], info.partitions[idx].replicas)
+        current = info.partitions[idx]
+        state = zl.decode_state(data, key[1], current.replicas)
+        # the assignment (and a reassignment's adding/removing replicas) is the topic node's
+        state.adding_replicas = list(current.adding_replicas)
+        state.removing_replicas = list(current.removing_replicas)
+        info.partitions[idx] = state
         self._state_keys[(name, idx)] = key
         self._notify(MetadataChange("partition", name, idx))
 

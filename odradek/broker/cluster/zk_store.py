@@ -342,12 +342,22 @@ class ZooKeeperMetadataStore(MetadataStore):
             if partition_epoch < 0:
                 pending.append((i, self.zk.create_async(path, data, makepath=True)))
             else:
-                pending.append((i, self.zk.set_async(path, data, version=partition_epoch)))
+                # guarded by the topic node too: a state built on replicas this cache has not
+                # caught up with (a reassignment's topic node is newer) is refused
+                txn = self.zk.transaction()
+                txn.check(zl.topic_path(topic), self.cache.topic_version(topic))
+                txn.set_data(path, data, version=partition_epoch)
+                pending.append((i, txn.commit_async()))
         changed = []
         for i, result in pending:
             topic, idx, state, _, partition_epoch = updates[i]
             try:
                 stat = result.get(timeout=self.session.session_timeout_s)
+                if isinstance(stat, list):  # the transaction's results
+                    failed = [r for r in stat if isinstance(r, Exception)]
+                    if failed:
+                        raise failed[0]
+                    stat = stat[1]
                 if partition_epoch < 0:
                     stat = self.zk.exists(zl.state_path(topic, idx))
             except Exception as exc:  # BadVersion / NoNode: someone moved first
@@ -367,11 +377,6 @@ class ZooKeeperMetadataStore(MetadataStore):
         """Write a partition state whose replicas change (KIP-455) in one transaction with
         the topic node's assignment and adding/removing replicas, as Kafka's controller."""
         name = info.name
-        try:
-            _, topic_stat = self.zk.get(zl.topic_path(name))
-        except Exception as exc:
-            log.debug("reassignment of %s-%d refused: %r", name, idx, exc)
-            return False
         partitions = list(info.partitions)
         partitions[idx] = state
         txn = self.zk.transaction()
@@ -379,7 +384,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         txn.set_data(
             zl.topic_path(name),
             zl.encode_topic(info.topic_id, partitions),
-            version=topic_stat.version,
+            version=self.cache.topic_version(name),  # the replicas this state was built on
         )
         results = txn.commit()
         if any(isinstance(r, Exception) for r in results):

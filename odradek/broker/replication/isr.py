@@ -51,6 +51,15 @@ class LeaderTracker:
                 # ISR members get a grace period, as Kafka resets them on becoming leader
                 self.followers[r] = FollowerState(last_caught_up_ms=now_ms if r in isr else 0.0)
 
+    def set_replicas(self, replicas: list[int]) -> None:
+        """The assignment changed within the epoch (a reassignment's replicas arriving after
+        its leader epoch): track the new followers (not caught up yet), forget the gone."""
+        for r in replicas:
+            if r != self.node_id and r not in self.followers:
+                self.followers[r] = FollowerState()
+        for r in [r for r in self.followers if r not in replicas]:
+            del self.followers[r]
+
     def on_fetch(self, replica_id: int, fetch_offset: int, leader_end: int, now_ms: float) -> bool:
         """Record a follower's fetch; False when `replica_id` is not a follower here."""
         st = self.followers.get(replica_id)

@@ -209,6 +209,7 @@ class ReplicaManager:
             self.reconcile_topic(change.topic)
             if self.controller.active:  # e.g. unclean.leader.election.enable was turned on
                 self.controller.elect_offline()
+                self.controller.complete_reassignments(change.topic)
         elif change.kind == "partition" and change.topic is not None:
             self.reconcile_partition(change.topic, change.partition or 0)
             if self.controller.active:  # an adding replica joined the ISR: done?
@@ -266,6 +267,9 @@ class ReplicaManager:
         if part.isr != st.isr or part.replicas != st.replicas:
             part.isr = list(st.isr)
             part.replicas = list(st.replicas)
+            tracker = self.trackers.get(key)
+            if tracker is not None:
+                tracker.set_replicas(part.replicas)
             if part.is_leader:
                 self._advance_high_watermark(part)
             part.wake()
@@ -374,6 +378,8 @@ class ReplicaManager:
         cur = info.partitions[part.index]
         if cur.leader != self.node_id or cur.leader_epoch != part.leader_epoch:
             return False  # deposed: the change notification is on its way
+        if any(r not in cur.replicas for r in isr):
+            return False  # a replica reassigned away (ZooKeeper: its topic node came first)
         new = cur.with_leader_isr(self.node_id, cur.leader_epoch, isr)
         (ok,) = self.store.update_partitions(
             [(part.topic, part.index, new, cur.leader_epoch, cur.partition_epoch)]
