@@ -280,3 +280,29 @@ def test_reassignment_with_zookeeper_brokers(zookeeper) -> None:
             {},
         )
         assert state["leader"] == 2 and sorted(state["isr"]) == [0, 2]
+
+        # Kafka's ZooKeeper-era tool writes /admin/reassign_partitions: the controller starts
+        # the moves and removes the node once they are done
+        zk = KazooClient(hosts=connect)
+        zk.start(timeout=10)
+        try:
+            move = {"topic": "z", "partition": 0, "replicas": [1, 2]}
+            request = {"version": 1, "partitions": [move]}
+            zk.create("/admin/reassign_partitions", json.dumps(request).encode(), makepath=True)
+            deadline = time.monotonic() + DEADLINE_S
+            while zk.exists("/admin/reassign_partitions"):
+                assert time.monotonic() < deadline, zk.get("/brokers/topics/z")
+                time.sleep(0.05)
+            doc = json.loads(zk.get("/brokers/topics/z")[0])
+        finally:
+            zk.stop()
+            zk.close()
+        assert (doc["partitions"], doc["adding_replicas"], doc["removing_replicas"]) == (
+            {"0": [1, 2]},
+            {},
+            {},
+        )
+        admin = KafkaAdminClient(bootstrap_servers=b0.bootstrap)
+        (described,) = admin.describe_topics(["z"])
+        assert described["partitions"][0]["replica_nodes"] == [1, 2]
+        admin.close()

@@ -89,6 +89,7 @@ class Controller:
         if self.active:
             self.elect_offline(restarted)
             self.complete_reassignments()  # a predecessor's, or a removed leader came back
+            self.start_requested()
 
     def elect_offline(self, restarted: set[int] | None = None) -> int:
         """Elect leaders where the leader is gone (or came back), drop dead ISR members."""
@@ -295,6 +296,38 @@ class Controller:
             self.complete_reassignments(topic, idx)
         return ErrorCode.NONE, None
 
+    def start_requested(self) -> None:
+        """Start the moves of ZooKeeper's /admin/reassign_partitions (Kafka's ZooKeeper-era
+        tool writes it); those refused or already done leave the node at once, the others
+        when they complete."""
+        requested = self.store.requested_reassignments()
+        if not requested:
+            return
+        settled = set()
+        for (topic, idx), target in requested.items():
+            info = self.store.topics.get(topic)
+            st = info.partitions[idx] if info and 0 <= idx < len(info.partitions) else None
+            if (
+                st is not None
+                and st.adding_replicas + st.removing_replicas
+                and ([r for r in st.replicas if r not in st.removing_replicas] == target)
+            ):
+                continue  # that move is under way
+            code, message = self.reassign(topic, idx, target)
+            if code != ErrorCode.NONE:
+                log.warning(
+                    "/admin/reassign_partitions: %s-%d: %s %s", topic, idx, code.name, message
+                )
+                settled.add((topic, idx))
+                continue
+            info = self.store.topics.get(topic)
+            if info is not None and not (
+                info.partitions[idx].adding_replicas or info.partitions[idx].removing_replicas
+            ):
+                settled.add((topic, idx))  # nothing to move, or done at once
+        if settled:
+            self.store.forget_requested_reassignments(settled)
+
     def _settle(self, st: PartitionState, replicas: list[int]) -> PartitionState:
         """`st` with exactly `replicas`: the others leave the ISR, and a leader that is not
         among them hands over to the first of them that is live and in the ISR."""
@@ -328,7 +361,10 @@ class Controller:
             if new.leader < 0:
                 continue
             updates.append((name, i, new, st.leader_epoch, st.partition_epoch))
-        return self._apply(updates, "reassignment completed")
+        done = self._apply(updates, "reassignment completed")
+        if done:
+            self.store.forget_requested_reassignments({(u[0], u[1]) for u in updates})
+        return done
 
     # -- applying ---------------------------------------------------------------------------
 

@@ -88,6 +88,7 @@ class BrokerRegistration:
 @dataclass(slots=True, frozen=True)
 class MetadataChange:
     """What changed: kind "topic" (created, altered or deleted), "partition", "broker",
+    "reassign-request" (ZooKeeper's /admin/reassign_partitions was written),
     "quota" (client quotas), "scram" (SCRAM credentials) or "client-metrics" (KIP-714
     subscriptions)."""
 
@@ -196,6 +197,14 @@ class MetadataStore:
         partition epoch)`, persisted together; each is refused (False) when the stored state
         moved on. The store sets the new state's partition epoch."""
         raise NotImplementedError
+
+    # Kafka's ZooKeeper-era reassignment request node (/admin/reassign_partitions); only the
+    # ZooKeeper store has one
+    def requested_reassignments(self) -> dict[tuple[str, int], list[int]]:
+        return {}
+
+    def forget_requested_reassignments(self, keys: set[tuple[str, int]]) -> None:
+        """Take `keys` out of the request node (deleted once empty)."""
 
     def close(self) -> None:
         """Release connections (a ZooKeeper session); the in-process store has none."""

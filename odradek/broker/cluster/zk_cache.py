@@ -213,6 +213,11 @@ class ZooKeeperWatchCache:
         self.zk.ChildrenWatch(zl.BROKER_IDS, self._on_broker_ids)
         self.zk.ChildrenWatch(zl.TOPICS, self._on_topic_names)
         self.zk.DataWatch(zl.CONTROLLER, self._on_controller)
+        self.zk.DataWatch(zl.REASSIGN_PARTITIONS, self._on_reassign_request)
+
+    def _on_reassign_request(self, data: bytes | None, stat: ZnodeStat) -> None:
+        if data is not None and not self.session.closed:
+            self.session.post(self._notify, MetadataChange("reassign-request"))
 
     def _on_broker_ids(self, children: list[str]) -> None:
         for child in children:

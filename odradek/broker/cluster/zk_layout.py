@@ -39,6 +39,9 @@ BROKER_IDS = "/brokers/ids"
 TOPICS = "/brokers/topics"
 CONFIG_TOPICS = "/config/topics"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+# Kafka's ZooKeeper-era reassignment request (kafka-reassign-partitions.sh --zookeeper): the
+# controller starts the moves it lists and removes each partition once its move is done
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 PERSISTENT_PATHS = (BROKER_IDS, TOPICS, CONFIG_TOPICS, "/config/changes", "/admin/delete_topics")
 
 
@@ -186,6 +189,27 @@ def encode_topic(topic_id: uuid.UUID, partitions: list[PartitionState]) -> bytes
             },
         }
     )
+
+
+def encode_reassign_request(moves: dict[tuple[str, int], list[int]]) -> bytes:
+    return _dump(
+        {
+            "version": 1,
+            "partitions": [
+                {"topic": t, "partition": p, "replicas": list(r)} for (t, p), r in moves.items()
+            ],
+        }
+    )
+
+
+def decode_reassign_request(data: bytes | None) -> dict[tuple[str, int], list[int]]:
+    if not data:
+        return {}
+    doc = json.loads(data)
+    return {
+        (str(e["topic"]), int(e["partition"])): [int(r) for r in e["replicas"]]
+        for e in doc.get("partitions") or []
+    }
 
 
 def decode_reassignment(data: bytes) -> tuple[dict[int, list[int]], dict[int, list[int]]]:

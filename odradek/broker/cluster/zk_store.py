@@ -371,6 +371,45 @@ class ZooKeeperMetadataStore(MetadataStore):
             self._notify(MetadataChange("partition", topic, idx))
         return results
 
+    def requested_reassignments(self) -> dict[tuple[str, int], list[int]]:
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            data, _ = self.zk.get(zl.REASSIGN_PARTITIONS)
+        except NoNodeError:
+            return {}
+        try:
+            return zl.decode_reassign_request(data)
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("ignoring %s: %r", zl.REASSIGN_PARTITIONS, exc)
+            return {}
+
+    def forget_requested_reassignments(self, keys: set[tuple[str, int]]) -> None:
+        from kazoo.exceptions import BadVersionError, NoNodeError
+
+        for _ in range(5):  # read-modify-write under the node's version
+            try:
+                data, stat = self.zk.get(zl.REASSIGN_PARTITIONS)
+                moves = zl.decode_reassign_request(data)
+                left = {k: r for k, r in moves.items() if k not in keys}
+                if len(left) == len(moves):
+                    return
+                if left:
+                    self.zk.set(
+                        zl.REASSIGN_PARTITIONS,
+                        zl.encode_reassign_request(left),
+                        version=stat.version,
+                    )
+                else:
+                    self.zk.delete(zl.REASSIGN_PARTITIONS, version=stat.version)
+                return
+            except NoNodeError:
+                return
+            except BadVersionError:
+                continue
+            except (ValueError, KeyError, TypeError):
+                return
+
     def _reassign(
         self, info: TopicInfo, idx: int, state: PartitionState, data: bytes, version: int
     ) -> bool:

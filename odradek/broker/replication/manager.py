@@ -205,6 +205,8 @@ class ReplicaManager:
             return
         if change.kind == "broker":
             self.controller.on_brokers_changed()
+        elif change.kind == "reassign-request" and self.controller.active:
+            self.controller.start_requested()
         elif change.kind == "topic" and change.topic is not None:
             self.reconcile_topic(change.topic)
             if self.controller.active:  # e.g. unclean.leader.election.enable was turned on
