@@ -1,4 +1,5 @@
-"""`odradek topics list|create|describe|delete|alter`, as kafka-topics.sh and kafka-configs.sh.
+"""`odradek topics list|create|describe|delete|alter` (and `reassign`, in reassign.py), as
+kafka-topics.sh and kafka-configs.sh.
 
 Metadata (key 3) lists and describes topics (with ListOffsets (2) for each partition's log-start
 offset and high watermark and DescribeLogDirs (35) for its size on the leader, as
