@@ -306,3 +306,30 @@ def test_reassignment_with_zookeeper_brokers(zookeeper) -> None:
         (described,) = admin.describe_topics(["z"])
         assert described["partitions"][0]["replica_nodes"] == [1, 2]
         admin.close()
+
+
+def test_a_replica_moved_away_while_its_broker_was_down_is_deleted_at_restart(
+    make_cluster,
+) -> None:
+    cluster = make_cluster(3, topics={"s": (1, 2)})
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+    for _ in range(10):
+        producer.send("s", b"x", partition=0)
+    producer.flush()
+    producer.close()
+    cluster.kill(0)
+    cluster.wait_for_leader("s", 0, not_on=0)
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    tp = TopicPartition("s", 0)
+    assert admin.alter_partition_reassignments({tp: [2, 1]}) == {tp: None}
+    wait_done(cluster, admin, "s", {0: [2, 1]})
+    admin.close()
+    stray = Path(cluster.data_dir) / "broker-0" / "s-0"
+    assert stray.exists()
+    cluster.restart(0)
+    deadline = time.monotonic() + DEADLINE_S
+    while stray.exists():
+        assert time.monotonic() < deadline, "the stray copy on broker 0 was kept"
+        time.sleep(0.05)
+    cluster.wait_for_replication("s", 0)
+    assert cluster.log_end_offset(2, "s", 0) == 10

@@ -219,6 +219,7 @@ class ReplicaManager:
 
     def reconcile_all(self) -> None:
         names = set(self.store.topics) | {t for t, _ in self.broker.topics.partitions}
+        names |= {t for t, _ in self.broker.logs.logs}  # a stray copy left from a move
         for name in sorted(names):
             self.reconcile_topic(name)
 
@@ -245,7 +246,9 @@ class ReplicaManager:
         if self.node_id not in st.replicas:
             # reassigned away (or never here): stop following and delete the copy, as Kafka's
             # StopReplica with deletePartition
-            if key in self.applied or key in self.broker.topics.partitions:
+            # (or moved while this broker was down: a stray log found at start-up)
+            topics = self.broker.topics
+            if key in self.applied or key in topics.partitions or key in topics.logs.logs:
                 log.info(
                     "%s-%d: replica moved off broker %d, deleting it", topic, idx, self.node_id
                 )
