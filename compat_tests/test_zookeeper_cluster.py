@@ -409,8 +409,15 @@ def test_a_deposed_leader_truncates_what_it_alone_had(cluster) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.elect_leaders(ElectionType.PREFERRED, [ck.TopicPartition(topic, 0)]).result(WAIT_S)
     cluster.wait_until(lambda: cluster.leader(topic) == leader)  # reads now come from it
-    want = [b"base-%d" % i for i in range(10)] + [b"new-%d" % i for i in range(10)]
-    assert consume_all(cluster.bootstrap, topic, len(want)) == want
+    base = [b"base-%d" % i for i in range(10)]
+    new = [b"new-%d" % i for i in range(10)]
+    lost = [b"lost-%d" % i for i in range(5)]
+    # A follower's fetch already waiting at the leader when SIGSTOP lands is answered into its
+    # socket with the lost-* records, which it appends on SIGCONT: then the new leader has them
+    # too and they are no longer the deposed leader's alone (seen under load in CI). Either
+    # way every replica ends with the new leader's log, never a mix.
+    got = consume_all(cluster.bootstrap, topic, len(base) + len(new))
+    assert got in (base + new, base + lost + new), got
 
 
 def test_a_topic_written_to_zookeeper_by_kafkas_tools_is_served(cluster, zookeeper) -> None:
