@@ -351,9 +351,17 @@ class Controller:
     def complete_reassignments(self, topic: str | None = None, idx: int | None = None) -> int:
         """Finish the reassignments whose target replicas are all in the ISR."""
         updates: list[Update] = []
-        for name, i, st in self.reassignments():
-            if (topic is not None and name != topic) or (idx is not None and i != idx):
-                continue
+        if topic is None:
+            candidates = self.reassignments()
+        else:  # one topic (or partition) changed: only it can have finished
+            info = self.store.topics.get(topic)
+            parts = list(enumerate(info.partitions)) if info is not None else []
+            candidates = [
+                (topic, i, st)
+                for i, st in parts
+                if (idx is None or i == idx) and (st.adding_replicas or st.removing_replicas)
+            ]
+        for name, i, st in candidates:
             target = [r for r in st.replicas if r not in st.removing_replicas]
             if not all(r in st.isr for r in target):
                 continue
