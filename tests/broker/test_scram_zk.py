@@ -112,10 +112,14 @@ def test_credentials_in_kafkas_layout_reach_the_other_broker(connect: str) -> No
                 "producer_byte_rate": "1024",
                 "consumer_byte_rate": "10",
             }
-            assert a.client_quotas[(("user", "a b*"),)] == {
-                "producer_byte_rate": 1024.0,
-                "consumer_byte_rate": 10.0,
-            }
+            # the quota and SCRAM watches of /config/changes re-read independently: wait for
+            # the quota one too
+            await eventually(
+                lambda: (
+                    a.client_quotas.get((("user", "a b*"),))
+                    == {"producer_byte_rate": 1024.0, "consumer_byte_rate": 10.0}
+                )
+            )
 
             # written as Kafka's AdminZkClient does (kafka-configs.sh --zookeeper): the node,
             # then a change notification; the other broker logs the user in with it
