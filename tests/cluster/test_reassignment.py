@@ -20,7 +20,7 @@ from kafka.errors import (
 
 from odradek.testing import Cluster
 
-DEADLINE_S = 30.0
+DEADLINE_S = 60.0
 
 
 class Producing(threading.Thread):
@@ -106,6 +106,8 @@ def test_reassignment_moves_data_while_producing_and_consuming(make_cluster) -> 
     cluster = make_cluster(3, topics={"moves": (2, 2)})
     assert cluster.partition("moves", 0).replicas == [0, 1]
     assert cluster.partition("moves", 1).replicas == [1, 2]
+    for p in (0, 1):  # both replicas of each partition fetching before acks=all writes
+        cluster.wait_for_isr("moves", p, members=set(cluster.partition("moves", p).replicas))
     admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
     producing = Producing(cluster, "moves")
     consuming = Consuming(cluster, "moves")
@@ -123,8 +125,11 @@ def test_reassignment_moves_data_while_producing_and_consuming(make_cluster) -> 
         moved_at = len(producing.acked)
         producing.wait_for(moved_at + 200)
     finally:
+        # stop and close every client even after a failure: a client left running keeps
+        # logging connection errors into the tests that follow
         acked = producing.finish()
-    seen = consuming.until(acked)
+        seen = consuming.until(acked)
+        admin.close()
     assert acked - seen == set(), f"{len(acked - seen)} acked records never consumed"
 
     p0, p1 = cluster.partition("moves", 0), cluster.partition("moves", 1)
@@ -142,7 +147,6 @@ def test_reassignment_moves_data_while_producing_and_consuming(make_cluster) -> 
     assert not (Path(cluster.data_dir) / "broker-0" / "moves-0").exists()
     every = consume_all(cluster, "moves")
     assert acked <= every
-    admin.close()
 
 
 def consume_all(cluster: Cluster, topic: str) -> set[bytes]:
