@@ -28,14 +28,14 @@ from odradek.broker.config import BrokerConfig
 from odradek.broker.ops.faults import FaultRule, api_key, error_code
 from odradek.broker.server import Broker as BrokerServer
 from odradek.testing.loop_thread import LoopThread, T
-from odradek.testing.security import Security
+from odradek.testing.security import ClientSettings, Security
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
 START_TIMEOUT_S = 30.0
 
 
-class Broker:
+class Broker(ClientSettings):
     """An in-process broker. Use as a context manager, or call start() / stop()."""
 
     def __init__(
@@ -200,31 +200,6 @@ class Broker:
     def plaintext_bootstrap(self) -> str:
         """The PLAINTEXT listener's host:port (`plaintext_too=True`, or no security)."""
         return self.bootstrap_of("PLAINTEXT")
-
-    def client_config(self, user: str | None = None) -> dict[str, Any]:
-        """librdkafka properties (confluent-kafka, kcat -X) for `user` (default: the first):
-        bootstrap.servers, security.protocol, sasl.*, ssl.ca.location, ..."""
-        if self.security is None:
-            return {"bootstrap.servers": self.bootstrap}
-        return self.security.client_config(self.bootstrap, user)
-
-    def kafka_python_config(self, user: str | None = None) -> dict[str, Any]:
-        """Keyword arguments for kafka-python's clients."""
-        if self.security is None:
-            return {"bootstrap_servers": self.bootstrap}
-        return self.security.kafka_python_config(self.bootstrap, user)
-
-    def aiokafka_config(self, user: str | None = None) -> dict[str, Any]:
-        """Keyword arguments for aiokafka's clients."""
-        if self.security is None:
-            return {"bootstrap_servers": self.bootstrap}
-        return self.security.aiokafka_config(self.bootstrap, user)
-
-    def java_properties(self, user: str | None = None) -> dict[str, str]:
-        """kafka-clients properties (Java clients, Kafka's tools' --command-config)."""
-        if self.security is None:
-            return {"bootstrap.servers": self.bootstrap}
-        return self.security.java_properties(self.bootstrap, user)
 
     def kcat_args(self, user: str | None = None) -> list[str]:
         """`-b ... -X ...` arguments for kcat."""

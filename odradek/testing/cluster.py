@@ -38,7 +38,7 @@ from odradek.broker.config import BrokerConfig
 from odradek.broker.ops.faults import FaultRule, api_key, error_code
 from odradek.broker.server import Broker as BrokerServer
 from odradek.testing.loop_thread import LoopThread, T
-from odradek.testing.security import Security
+from odradek.testing.security import ClientSettings, Security
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
@@ -56,7 +56,7 @@ FAST_FAILOVER: dict[str, str] = {
 }
 
 
-class Cluster:
+class Cluster(ClientSettings):
     """An in-process cluster of `brokers` brokers (ids 0..n-1). Context manager, or
     start() / stop()."""
 
@@ -172,27 +172,6 @@ class Cluster:
             return ",".join(f"{self.host}:{c.listener_ports[n]['PLAINTEXT']}" for n in c.running())
 
         return self.call(read)
-
-    def client_config(self, user: str | None = None) -> dict[str, Any]:
-        """librdkafka properties (confluent-kafka, kcat -X) for `user` (default: the first)."""
-        if self.security is None:
-            return {"bootstrap.servers": self.bootstrap}
-        return self.security.client_config(self.bootstrap, user)
-
-    def kafka_python_config(self, user: str | None = None) -> dict[str, Any]:
-        if self.security is None:
-            return {"bootstrap_servers": self.bootstrap}
-        return self.security.kafka_python_config(self.bootstrap, user)
-
-    def aiokafka_config(self, user: str | None = None) -> dict[str, Any]:
-        if self.security is None:
-            return {"bootstrap_servers": self.bootstrap}
-        return self.security.aiokafka_config(self.bootstrap, user)
-
-    def java_properties(self, user: str | None = None) -> dict[str, str]:
-        if self.security is None:
-            return {"bootstrap.servers": self.bootstrap}
-        return self.security.java_properties(self.bootstrap, user)
 
     def running(self) -> list[int]:
         return self.call(lambda c: c.running())

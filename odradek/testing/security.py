@@ -406,3 +406,39 @@ def _aiokafka_token_provider(principal: str) -> Any:
             return _token(principal)
 
     return Provider()
+
+
+class ClientSettings:
+    """The per-client settings of a test broker or cluster (its `security`, or plain
+    bootstrap without one): shared by `odradek.testing.Broker` and `Cluster`."""
+
+    security: Security | None
+
+    @property
+    def bootstrap(self) -> str:
+        raise NotImplementedError
+
+    def client_config(self, user: str | None = None) -> dict[str, Any]:
+        """librdkafka properties (confluent-kafka, kcat -X) for `user` (default: the first):
+        bootstrap.servers, security.protocol, sasl.*, ssl.ca.location, ..."""
+        if self.security is None:
+            return {"bootstrap.servers": self.bootstrap}
+        return self.security.client_config(self.bootstrap, user)
+
+    def kafka_python_config(self, user: str | None = None) -> dict[str, Any]:
+        """Keyword arguments for kafka-python's clients."""
+        if self.security is None:
+            return {"bootstrap_servers": self.bootstrap}
+        return self.security.kafka_python_config(self.bootstrap, user)
+
+    def aiokafka_config(self, user: str | None = None) -> dict[str, Any]:
+        """Keyword arguments for aiokafka's clients."""
+        if self.security is None:
+            return {"bootstrap_servers": self.bootstrap}
+        return self.security.aiokafka_config(self.bootstrap, user)
+
+    def java_properties(self, user: str | None = None) -> dict[str, str]:
+        """kafka-clients properties (Java clients, Kafka's tools' --command-config)."""
+        if self.security is None:
+            return {"bootstrap.servers": self.bootstrap}
+        return self.security.java_properties(self.bootstrap, user)
