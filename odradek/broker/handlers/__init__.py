@@ -23,6 +23,7 @@ from odradek.broker.handlers import (  # noqa: F401
     replica_log_dirs,
     sasl,
     scram,
+    share_admin,
     share_groups,
     telemetry,
     transactions,

@@ -56,6 +56,7 @@ log = logging.getLogger(__name__)
 STATE_TOPIC = "__share_group_state"
 READ_STATE, WRITE_STATE = ApiKey.READ_SHARE_GROUP_STATE, ApiKey.WRITE_SHARE_GROUP_STATE  # v0
 NOT_COORDINATOR = 16
+FENCED_STATE_EPOCH = 124
 PEER_TIMEOUT_S = 10.0
 EXTENSION = "_odradek_share_coordinator"
 
@@ -87,6 +88,7 @@ class ShareCoordinator:
         self.partitions: dict[SpKey, SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self._snapshot_epochs: dict[SpKey, int] = {}
+        self._state_epochs: dict[SpKey, int] = {}  # of the state led here, as last written
         self._unpersisted: set[SpKey] = set()  # warned once each
         self._dirty: set[SpKey] = set()  # to send to the share coordinator
         self._writers: dict[SpKey, asyncio.Task[None]] = {}
@@ -297,31 +299,59 @@ class ShareCoordinator:
 
     def read_stored(self, key: SpKey) -> StoredState | None:
         """The key's state from the local `__share_group_state` partition: the last snapshot
-        with the updates after it applied (None: never written, or not led here)."""
+        with the updates after it applied (None: never written, deleted, or not led here)."""
         part = self._state_partition(key)
         if part is None:
             return None
-        snapshot: rec.ShareValue | None = None
-        updates: list[rec.ShareValue] = []
+        return self._scan(part, lambda k: k == key).get(key)
+
+    def stored_group_states(self, group_id: str, keys: Iterable[SpKey]) -> dict[SpKey, StoredState]:
+        """The stored states of `group_id` in the local state partitions these keys map to,
+        each partition read once (the admin APIs' view of a group)."""
+        parts = {}
+        for key in keys:
+            part = self._state_partition(key)
+            if part is not None:
+                parts[id(part)] = part
+        out: dict[SpKey, StoredState] = {}
+        for part in parts.values():
+            out.update(self._scan(part, lambda k: k[0] == group_id))
+        return out
+
+    def _scan(self, part: Partition, wanted: Any) -> dict[SpKey, StoredState]:
+        """One pass over a state partition: the state of every key `wanted(key)` accepts. A
+        tombstone (DeleteShareGroupState) forgets what came before it."""
+        snapshots: dict[SpKey, rec.ShareValue] = {}
+        updates: dict[SpKey, list[rec.ShareValue]] = {}
         for _header, records in part.log.records(None, part.high_watermark):
             for r in records:
-                if r.key is None or r.value is None:
+                if r.key is None:
                     continue
                 try:
                     k = rec.decode_key(bytes(r.key))
-                    if k is None or (k.group_id, k.topic_id, k.partition) != key:
+                    if k is None or not wanted((k.group_id, k.topic_id, k.partition)):
+                        continue
+                    key = (k.group_id, k.topic_id, k.partition)
+                    if r.value is None:
+                        snapshots.pop(key, None)
+                        updates.pop(key, None)
+                        self._state_epochs[key] = -1
                         continue
                     value = rec.decode_value(bytes(r.value), k.is_update)
                 except ValueError as exc:
                     log.warning("%s: unreadable record at %d: %s", STATE_TOPIC, r.offset, exc)
                     continue
                 if k.is_update:
-                    updates.append(value)
+                    updates.setdefault(key, []).append(value)
                 else:
-                    snapshot, updates = value, []
-        if snapshot is None:
-            return None
+                    snapshots[key], updates[key] = value, []
+        return {key: self._applied(key, s, updates.get(key, [])) for key, s in snapshots.items()}
+
+    def _applied(
+        self, key: SpKey, snapshot: rec.ShareValue, updates: list[rec.ShareValue]
+    ) -> StoredState:
         self._snapshot_epochs[key] = snapshot.snapshot_epoch
+        self._state_epochs[key] = snapshot.state_epoch
         start = snapshot.start_offset
         states: dict[int, StateBatch] = {}
         for b in snapshot.batches:
@@ -346,6 +376,12 @@ class ShareCoordinator:
         part = self._state_partition(key)
         if part is None:
             return NOT_COORDINATOR
+        if key not in self._state_epochs:
+            self.read_stored(key)
+        if state.state_epoch < self._state_epochs.get(key, -1):
+            # a share-partition leader holding state from before AlterShareGroupOffsets
+            return FENCED_STATE_EPOCH
+        self._state_epochs[key] = state.state_epoch
         epoch = (self._snapshot_epochs.get(key, -1) + 1) & 0xFFFF
         self._snapshot_epochs[key] = epoch
         now = wall_ms()
@@ -364,6 +400,20 @@ class ShareCoordinator:
             log.warning("share state of %s not written: error %d", key, result.error)
         return int(result.error)
 
+    def delete_stored(self, key: SpKey) -> int:
+        """Forget the key's state (DeleteShareGroupState): a tombstone for its snapshot key."""
+        part = self._state_partition(key)
+        if part is None:
+            return NOT_COORDINATOR
+        k = rec.encode_key(rec.ShareKey(*key))
+        result = part.append_internal(build_batch([(k, None, [], wall_ms())]))
+        if result.error:
+            log.warning("share state of %s not deleted: error %d", key, result.error)
+            return int(result.error)
+        self._state_epochs[key] = -1
+        self._snapshot_epochs.pop(key, None)
+        return 0
+
     # -- the share-partition leader's side (Kafka's persister) ---------------------------------
 
     def _stored(self, sp: SharePartition) -> StoredState:
@@ -377,7 +427,8 @@ class ShareCoordinator:
         if sp is None:
             return
         if self._state_partition(key) is not None:
-            self.write_stored(key, self._stored(sp))
+            if self.write_stored(key, self._stored(sp)) == FENCED_STATE_EPOCH:
+                self.fenced(key)
             return
         if self._state_leader(key) is None:
             if key not in self._unpersisted:
@@ -443,8 +494,21 @@ class ShareCoordinator:
             )
             resp = await self._peer_request(node, WRITE_STATE, req)
             errors = [p.error_code for r in (resp.results if resp else []) for p in r.partitions]
-            if resp is None or any(errors):
+            if FENCED_STATE_EPOCH in errors:
+                self.fenced(key)
+            elif resp is None or any(errors):
                 log.warning("share state of %s not written to broker %d: %s", key, node, errors)
+
+    def fenced(self, key: SpKey) -> None:
+        """The stored state is newer than this share-partition (its offsets were altered or
+        deleted meanwhile): drop it, the next use reads the stored state back."""
+        if self.partitions.pop(key, None) is not None:
+            log.info(
+                "share group %s: the state of %s-%d was changed by an admin request; reloading",
+                key[0],
+                self.broker.topics.name_for_id(key[1]),
+                key[2],
+            )
 
     async def _read_remote(self, key: SpKey) -> StoredState | None:
         node = self._state_leader(key)

@@ -1,0 +1,226 @@
+"""A share group's offsets as the admin APIs see them (KIP-932): DescribeShareGroupOffsets,
+AlterShareGroupOffsets and DeleteShareGroupOffsets, served by the group's coordinator.
+
+Kafka's group coordinator keeps which share-partitions a group has initialized and asks the share
+coordinator (ReadShareGroupStateSummary, InitializeShareGroupState, DeleteShareGroupState). Here
+the stored state in `__share_group_state` is the only record of that: a group's share-partitions
+are those with a stored state, read from the local state partitions in one pass each and from the
+other brokers with one ReadShareGroupState per broker. Altering writes a snapshot with the new
+start offset, nothing in flight and the next state epoch; a share-partition leader still holding
+the old state is fenced on its next write (FENCED_STATE_EPOCH) and reads the new one back, and
+this broker's own copy is dropped at once. Deleting writes a tombstone for the snapshot key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from odradek.coordinator.share.coordinator import (
+    NOT_COORDINATOR,
+    READ_STATE,
+    STATE_TOPIC,
+    WRITE_STATE,
+    ShareCoordinator,
+    SpKey,
+    StoredState,
+)
+from odradek.coordinator.share.state import ACKNOWLEDGED, ARCHIVED, StateBatch
+from odradek.wire import protocol
+from odradek.wire.api_keys import ApiKey
+
+DELETE_STATE = ApiKey.DELETE_SHARE_GROUP_STATE
+COORDINATOR_NOT_AVAILABLE = 15
+STATE_TOPIC_WAIT_S = 5.0
+
+
+@dataclass(slots=True, frozen=True)
+class OffsetInfo:
+    start_offset: int  # -1: the share-partition has no state
+    leader_epoch: int
+    lag: int  # -1: unknown
+
+
+# -- reading and writing the state wherever it is led -----------------------------------------
+
+
+async def read_states(
+    coord: ShareCoordinator, group_id: str, keys: Iterable[SpKey]
+) -> dict[SpKey, StoredState]:
+    """The stored states of these keys that exist (one request per remote broker)."""
+    wanted = set(keys)
+    local = [k for k in wanted if coord.leads_state_of(k)]
+    found = {k: v for k, v in coord.stored_group_states(group_id, local).items() if k in wanted}
+    remote: dict[int, list[SpKey]] = {}
+    for key in wanted.difference(local):
+        node = coord._state_leader(key)
+        if node is not None:
+            remote.setdefault(node, []).append(key)
+    R: Any = protocol.request_class(READ_STATE)
+    for node, node_keys in remote.items():
+        by_topic: dict[uuid.UUID, list[int]] = {}
+        for _g, tid, p in node_keys:
+            by_topic.setdefault(tid, []).append(p)
+        req = R(
+            group_id=group_id,
+            topics=[
+                R.ReadStateData(
+                    topic_id=tid,
+                    partitions=[
+                        R.ReadStateData.PartitionData(partition=p, leader_epoch=0) for p in ps
+                    ],
+                )
+                for tid, ps in by_topic.items()
+            ],
+        )
+        resp = await coord._peer_request(node, READ_STATE, req)
+        for result in resp.results if resp is not None else []:
+            for p in result.partitions:
+                if p.error_code or p.start_offset < 0:
+                    continue
+                batches = [
+                    StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                    for b in p.state_batches
+                ]
+                found[(group_id, result.topic_id, p.partition)] = StoredState(
+                    p.state_epoch, 0, p.start_offset, batches
+                )
+    return found
+
+
+async def store(coord: ShareCoordinator, key: SpKey, state: StoredState) -> int:
+    """Write a share-partition's state where its state partition is led; 0 or an error code."""
+    if coord.leads_state_of(key):
+        return coord.write_stored(key, state)
+    node = coord._state_leader(key)
+    if node is None:
+        return COORDINATOR_NOT_AVAILABLE
+    W: Any = protocol.request_class(WRITE_STATE)
+    P = W.WriteStateData.PartitionData
+    req = W(
+        group_id=key[0],
+        topics=[
+            W.WriteStateData(
+                topic_id=key[1],
+                partitions=[
+                    P(
+                        partition=key[2],
+                        state_epoch=state.state_epoch,
+                        leader_epoch=state.leader_epoch,
+                        start_offset=state.start_offset,
+                        state_batches=[],
+                    )
+                ],
+            )
+        ],
+    )
+    resp = await coord._peer_request(node, WRITE_STATE, req)
+    if resp is None:
+        return COORDINATOR_NOT_AVAILABLE
+    errors = [p.error_code for r in resp.results for p in r.partitions]
+    return next((e for e in errors if e), 0)
+
+
+async def delete(coord: ShareCoordinator, key: SpKey) -> int:
+    if coord.leads_state_of(key):
+        return coord.delete_stored(key)
+    node = coord._state_leader(key)
+    if node is None:
+        return COORDINATOR_NOT_AVAILABLE
+    D: Any = protocol.request_class(DELETE_STATE)
+    req = D(
+        group_id=key[0],
+        topics=[
+            D.DeleteStateData(
+                topic_id=key[1], partitions=[D.DeleteStateData.PartitionData(partition=key[2])]
+            )
+        ],
+    )
+    resp = await coord._peer_request(node, DELETE_STATE, req)
+    if resp is None:
+        return COORDINATOR_NOT_AVAILABLE
+    errors = [p.error_code for r in resp.results for p in r.partitions]
+    return next((e for e in errors if e), 0)
+
+
+# -- the three admin operations ---------------------------------------------------------------
+
+
+def _high_watermark(coord: ShareCoordinator, key: SpKey) -> int | None:
+    name = coord.broker.topics.name_for_id(key[1])
+    part = coord.broker.topics.get(name, key[2]) if name is not None else None
+    return part.high_watermark if part is not None else None
+
+
+def offset_info(coord: ShareCoordinator, key: SpKey, state: StoredState | None) -> OffsetInfo:
+    """Start offset, leader epoch and lag as Kafka computes them: the high watermark less the
+    start offset less the records past it already acknowledged or archived."""
+    if state is None:
+        return OffsetInfo(-1, -1, -1)
+    hwm = _high_watermark(coord, key)
+    if hwm is None:
+        return OffsetInfo(state.start_offset, state.leader_epoch, -1)
+    done = sum(
+        b.last_offset - b.first_offset + 1
+        for b in state.batches
+        if b.delivery_state in (ACKNOWLEDGED, ARCHIVED) and b.first_offset >= state.start_offset
+    )
+    return OffsetInfo(state.start_offset, state.leader_epoch, hwm - state.start_offset - done)
+
+
+def all_keys(coord: ShareCoordinator, group_id: str) -> list[SpKey]:
+    """Every share-partition the group could have: each partition of each topic."""
+    return [
+        (group_id, tid, p)
+        for name, (tid, count) in coord.topic_metadata().items()
+        if not name.startswith("__")
+        for p in range(count)
+    ]
+
+
+async def state_topic(coord: ShareCoordinator, timeout_s: float = STATE_TOPIC_WAIT_S) -> bool:
+    """Wait (bounded) until `__share_group_state` exists with leaders, creating it if needed."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while True:
+        info = coord.broker.topics.info(STATE_TOPIC) if coord.state_topic_ready() else None
+        if info is not None and all(p.leader >= 0 for p in info.partitions):
+            return True
+        if loop.time() >= deadline:
+            return False
+        await asyncio.sleep(0.05)
+
+
+async def alter(
+    coord: ShareCoordinator, group_id: str, offsets: dict[SpKey, int]
+) -> dict[SpKey, int]:
+    """Set the start offsets of an empty group's share-partitions; key -> error code."""
+    if not await state_topic(coord):
+        return dict.fromkeys(offsets, COORDINATOR_NOT_AVAILABLE)
+    current = await read_states(coord, group_id, offsets)
+    out: dict[SpKey, int] = {}
+    for key, start in offsets.items():
+        old = current.get(key)
+        epoch = old.state_epoch + 1 if old is not None else 1
+        name = coord.broker.topics.name_for_id(key[1])
+        part = coord.broker.topics.get(name, key[2]) if name is not None else None
+        leader_epoch = part.leader_epoch if part is not None else 0
+        out[key] = await store(coord, key, StoredState(epoch, leader_epoch, start, []))
+        if out[key] == NOT_COORDINATOR:
+            out[key] = COORDINATOR_NOT_AVAILABLE
+        coord.partitions.pop(key, None)  # this broker's copy, if it leads the partition
+    return out
+
+
+async def delete_topics(
+    coord: ShareCoordinator, group_id: str, keys: list[SpKey]
+) -> dict[SpKey, int]:
+    """Delete the stored state of these share-partitions (those that have one)."""
+    out: dict[SpKey, int] = {}
+    for key in keys:
+        out[key] = await delete(coord, key)
+        coord.partitions.pop(key, None)
+    return out
