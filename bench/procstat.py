@@ -94,7 +94,8 @@ def host_busy_seconds() -> float:
 
 
 class SelfMeter:
-    """CPU seconds of this (client) process, librdkafka's threads included, and of the host."""
+    """CPU seconds of this (client) process, librdkafka's threads included, plus the children it
+    waited for meanwhile (the native driver, bench.native), and of the host."""
 
     def __init__(self) -> None:
         self._cpu0 = 0.0
@@ -110,5 +111,5 @@ class SelfMeter:
 
 
 def _self_cpu() -> float:
-    times = os.times()
-    return times.user + times.system
+    times = os.times()  # children: only those reaped (waited for), so not a running broker
+    return times.user + times.system + times.children_user + times.children_system

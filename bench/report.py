@@ -25,6 +25,7 @@ class Row:
     errors: int = 0
     p50_ms: float | None = None
     p99_ms: float | None = None
+    p999_ms: float | None = None  # the native driver's produce rows
     broker_cpu_s: float | None = None
     broker_cpu_percent: float | None = None  # broker CPU s over elapsed_s (the rate interval)
     broker_peak_rss_mb: float | None = None
@@ -42,6 +43,13 @@ class Row:
         return self.measured_bytes / MB / self.elapsed_s if self.elapsed_s > 0 else math.nan
 
     @property
+    def broker_cpu_s_per_gb(self) -> float | None:
+        """Broker CPU seconds per GB (10^9 bytes) of values the phase moved."""
+        if self.broker_cpu_s is None or self.value_bytes <= 0:
+            return None
+        return self.broker_cpu_s / (self.value_bytes / 1e9)
+
+    @property
     def complete(self) -> bool:
         return self.records == self.expected and self.errors == 0
 
@@ -57,6 +65,8 @@ class Report:
     # (GB of values written so far, broker VmRSS MB, peak RSS MB during that produce phase)
     rss_after_written: tuple[float, float, float] | None = None
     notes: list[str] = field(default_factory=list)
+    ceilings: list[str] = field(default_factory=list)  # the machine's (bench.ceilings)
+    targets: list[str] = field(default_factory=list)  # issue 17's targets, met or not
 
     def to_json(self) -> dict[str, Any]:
         rows = []
@@ -65,6 +75,7 @@ class Report:
             data.update(
                 messages_per_s=row.messages_per_s,
                 mb_per_s=row.mb_per_s,
+                broker_cpu_s_per_gb=row.broker_cpu_s_per_gb,
                 complete=row.complete,
             )
             rows.append(data)
@@ -75,6 +86,8 @@ class Report:
             "startup_ready_line_ms": self.startup_ready_line_ms,
             "rss_after_written": self.rss_after_written,
             "notes": self.notes,
+            "ceilings": self.ceilings,
+            "targets": self.targets,
         }
 
 
@@ -85,9 +98,10 @@ COLUMNS = (
     "records",
     "messages/s",
     "MB/s",
-    "produce p50/p99 ms",
+    "produce p50/p99/p99.9 ms",
     "broker CPU s",
     "broker CPU %",
+    "broker CPU s/GB",
     "broker peak RSS MB",
     "client CPU s",
     "others CPU s",
@@ -104,6 +118,8 @@ def _cells(row: Row) -> list[str]:
     latency = ""
     if row.p50_ms is not None and row.p99_ms is not None:
         latency = f"{_num(row.p50_ms, 2)} / {_num(row.p99_ms, 2)}"
+        if row.p999_ms is not None:
+            latency += f" / {_num(row.p999_ms, 2)}"
     records = f"{row.records:,}" if row.complete else f"{row.records:,} of {row.expected:,} (!)"
     return [
         row.workload,
@@ -115,6 +131,7 @@ def _cells(row: Row) -> list[str]:
         latency,
         _num(row.broker_cpu_s, 2),
         _num(row.broker_cpu_percent, 0),
+        _num(row.broker_cpu_s_per_gb, 2),
         _num(row.broker_peak_rss_mb, 1),
         _num(row.client_cpu_s, 2),
         _num(row.others_cpu_s, 2),
@@ -154,4 +171,10 @@ def render(report: Report) -> str:
             f"(peak during that produce phase {hwm:.1f} MB)"
         )
     out += [f"- {note}" for note in report.notes]
+    if report.ceilings:
+        out += ["", "The machine's ceilings (bench.ceilings, measured before the broker started):"]
+        out += [f"- {line}" for line in report.ceilings]
+    if report.targets:
+        out += ["", "Targets (issue 17; native driver, one partition):"]
+        out += [f"- {line}" for line in report.targets]
     return "\n".join(out)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import confluent_kafka
 
-from bench import quota, rebalance
+from bench import ceilings, native, quota, rebalance
 from bench.broker_proc import REPO_ROOT, BrokerStartError, OdradekProcess
 from bench.probe import ProbeError
 from bench.procstat import ProcessMeter, SelfMeter, Usage, memory_mb
@@ -43,6 +43,15 @@ RATE_NOTE = (
     "delivery report; consume rates from the first fetched batch to the last record (librdkafka "
     "waits ~0.5 s after assign() before its first fetch)"
 )
+# The native driver (bench/native, librdkafka's C API) measures the broker; its rows come first
+# and use one partition, as issue 17's targets do. The Python-client rows follow as a second set.
+DRIVERS = ("native", "python")
+NATIVE_RECORDS = 2_000_000
+NATIVE_PARTITIONS = 1
+RATE_MB = 50.0  # offered load of the fixed-rate latency rows, MB/s of values
+RATE_SECONDS = 5.0
+RATE_SIZE = 1024
+FLUSH_RECORDS = 500_000  # the flush.messages=1 row at full speed
 STARTUP_RUNS = 2  # fresh brokers started only to time start-up, besides the benchmark's own
 
 
@@ -70,6 +79,13 @@ class Options:
     quota_periods: int = 3
     tls_sizes: tuple[int, ...] = ()  # sizes also produced and consumed over TLS
     rebalance: bool = False  # the rebalance rows (bench/rebalance.py): classic vs KIP-848
+    drivers: tuple[str, ...] = DRIVERS
+    native_records: int = NATIVE_RECORDS
+    native_partitions: int = NATIVE_PARTITIONS
+    rate_mb: float = RATE_MB  # 0: no fixed-rate rows
+    rate_seconds: float = RATE_SECONDS
+    flush_rows: bool = True  # acks=all with flush.messages=1 beside the page-cache default
+    ceilings: bool = True
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -86,6 +102,13 @@ def _tls_sizes(text: str) -> tuple[int, ...]:
     if text.strip().lower() in ("", "none", "0"):
         return ()
     return _sizes(text)
+
+
+def _drivers(text: str) -> tuple[str, ...]:
+    drivers = tuple(part.strip() for part in text.split(",") if part.strip())
+    if not drivers or any(d not in DRIVERS for d in drivers):
+        raise argparse.ArgumentTypeError(f"drivers are {', '.join(DRIVERS)}, got {text!r}")
+    return drivers
 
 
 def _positive(text: str) -> int:
@@ -199,6 +222,49 @@ def build_parser() -> argparse.ArgumentParser:
         help="also time a fourth member joining a group of three, classic vs KIP-848 "
         "(group.protocol=consumer), in the notes",
     )
+    p.add_argument(
+        "--drivers",
+        type=_drivers,
+        default=DRIVERS,
+        help="clients whose rows to run, in order: native (bench/native/odradek_perf, "
+        "librdkafka's C API) and python (confluent-kafka) (default native,python)",
+    )
+    p.add_argument(
+        "--native-records",
+        type=_positive,
+        default=NATIVE_RECORDS,
+        help="records per size for the native rows (default %(default)s)",
+    )
+    p.add_argument(
+        "--native-partitions",
+        type=_positive,
+        default=NATIVE_PARTITIONS,
+        help="partitions of the native rows' topics (default %(default)s)",
+    )
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=RATE_MB,
+        metavar="MB_PER_S",
+        help=f"offered load of the native fixed-rate latency rows ({RATE_SIZE} B values; "
+        "default %(default)s, 0: none)",
+    )
+    p.add_argument(
+        "--rate-seconds",
+        type=float,
+        default=RATE_SECONDS,
+        help="how long each fixed-rate row offers its load (default %(default)s)",
+    )
+    p.add_argument(
+        "--no-flush-rows",
+        action="store_true",
+        help="leave out the native acks=all flush.messages=1 rows",
+    )
+    p.add_argument(
+        "--no-ceilings",
+        action="store_true",
+        help="leave out the machine's ceilings (loopback TCP, sendfile, sequential write)",
+    )
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     return p
 
@@ -237,11 +303,22 @@ def parse_options(argv: list[str] | None) -> Options:
         quota_periods=a.quota_periods,
         tls_sizes=a.tls_sizes,
         rebalance=a.rebalance,
+        drivers=a.drivers,
+        native_records=a.native_records,
+        native_partitions=a.native_partitions,
+        rate_mb=max(0.0, a.rate),
+        rate_seconds=max(0.1, a.rate_seconds),
+        flush_rows=not a.no_flush_rows,
+        ceilings=not a.no_ceilings,
     )
 
 
 def client_label() -> str:
     return f"confluent-kafka {confluent_kafka.__version__}"
+
+
+def native_label() -> str:
+    return f"odradek_perf (C, {native.version()})"
 
 
 def source_revision() -> str:
@@ -270,6 +347,8 @@ def _settings(opts: Options, broker: str) -> dict[str, object]:
         "librdkafka": confluent_kafka.libversion()[0],
         "python": platform.python_version(),
         "cpus": os.cpu_count() or 0,
+        # the 1-minute load average when the run started: above ~1.5 others share the cores
+        "load": f"{os.getloadavg()[0]:.2f}",
     }
 
 
@@ -307,6 +386,8 @@ class Bench:
             phase_timeout_s=opts.phase_timeout_s,
         )
         self.topics = Topics(bootstrap)
+        self.native_client = replace(self.client, partitions=opts.native_partitions)
+        self.native_ok = "native" in opts.drivers
         # (bootstrap, CA file) of the broker's SSL listener, for the TLS rows
         self.tls_client = None
         if tls is not None:
@@ -316,14 +397,18 @@ class Bench:
         self._lifetime_peak_noted = False
 
     def run(self) -> None:
-        for size in self.opts.sizes:
-            self.workload(size, self.opts.records, consume_too=True)
-        if self.tls_client is not None:
-            for size in self.opts.tls_sizes:
-                self.workload(size, self.opts.records, consume_too=True, tls=True)
+        if "native" in self.opts.drivers:
+            self.native_workloads()
+        if "python" in self.opts.drivers:
+            for size in self.opts.sizes:
+                self.workload(size, self.opts.records, consume_too=True)
+            if self.tls_client is not None:
+                for size in self.opts.tls_sizes:
+                    self.workload(size, self.opts.records, consume_too=True, tls=True)
         if self.opts.large and self.report.rss_after_written is None:
             records = math.ceil(LARGE_BYTES / LARGE_SIZE)
-            self.workload(LARGE_SIZE, records, consume_too=False, label="(--large)")
+            driver = "native" if self.native_ok else "python"
+            self.workload(LARGE_SIZE, records, consume_too=False, label="(--large)", driver=driver)
         if self.opts.quota_rate > 0:
             self.throttled_workload(self.opts.quota_rate, self.opts.quota_periods)
         if self.opts.rebalance:
@@ -331,6 +416,49 @@ class Bench:
             self.report.notes.extend(rebalance.notes(self.client.bootstrap))
         if self.report.rss_after_written is None and self.pid is not None:
             self._note_rss(final=True)
+
+    def native_workloads(self) -> None:
+        """The native driver's rows: each size produced and consumed, then produce latency at
+        a fixed offered load, then acks=all with flush.messages=1 (fsync) beside it."""
+        try:
+            native.ensure_built()
+        except native.NativeUnavailable as exc:
+            self.native_ok = False
+            self.report.notes.append(f"no native rows: {exc}")
+            print(f"bench: no native rows: {exc}", file=sys.stderr, flush=True)
+            return
+        opts = self.opts
+        for size in opts.sizes:
+            self.workload(size, opts.native_records, consume_too=True, driver="native")
+        if opts.rate_mb <= 0:
+            return
+        rate = opts.rate_mb * 1e6
+        records = max(1, math.ceil(rate * opts.rate_seconds / RATE_SIZE))
+        at = f"at {opts.rate_mb:g} MB/s offered"
+        self.workload(RATE_SIZE, records, consume_too=False, label=at, driver="native", rate=rate)
+        if not opts.flush_rows:
+            return
+        fsync = {"flush.messages": "1"}
+        flush_client = replace(self.native_client, acks="all")
+        self.workload(
+            RATE_SIZE,
+            min(FLUSH_RECORDS, opts.native_records),
+            consume_too=False,
+            label="acks=all flush.messages=1",
+            driver="native",
+            topic_config=fsync,
+            client=flush_client,
+        )
+        self.workload(
+            RATE_SIZE,
+            records,
+            consume_too=False,
+            label=f"acks=all flush.messages=1 {at}",
+            driver="native",
+            rate=rate,
+            topic_config=fsync,
+            client=flush_client,
+        )
 
     def throttled_workload(self, rate: float, periods: int) -> None:
         """A producer over a producer_byte_rate quota: the rate it gets once throttled."""
@@ -359,16 +487,38 @@ class Bench:
         )
 
     def workload(
-        self, size: int, records: int, *, consume_too: bool, label: str = "", tls: bool = False
+        self,
+        size: int,
+        records: int,
+        *,
+        consume_too: bool,
+        label: str = "",
+        tls: bool = False,
+        driver: str = "python",
+        rate: float = 0.0,
+        topic_config: dict[str, str] | None = None,
+        client: ClientSettings | None = None,
     ) -> None:
-        client = self.tls_client if tls and self.tls_client is not None else self.client
+        if client is None:
+            if driver == "native":
+                client = self.native_client
+            else:
+                client = self.tls_client if tls and self.tls_client is not None else self.client
         if tls:
             label = f"TLS {label}".rstrip()
         topic = topic_name(f"{size}b{'-tls' if tls else ''}")
-        self.topics.create(topic, self.opts.partitions, self.opts.replication_factor)
+        self.topics.create(
+            topic, client.partitions, self.opts.replication_factor, config=topic_config
+        )
         name = f"produce {size} B {label}".rstrip()
-        produced = self._measure(name, lambda: produce(client, topic, size, records))
-        self.report.rows.append(self._row(name, produced, records))
+        if driver == "native":
+            do_produce: Callable[[], PhaseResult] = lambda: native.produce(  # noqa: E731
+                client, topic, size, records, rate
+            )
+        else:
+            do_produce = lambda: produce(client, topic, size, records)  # noqa: E731
+        produced = self._measure(name, do_produce)
+        self.report.rows.append(self._row(name, produced, records, client, driver))
         self.written += produced.result.value_bytes
         if self.report.rss_after_written is None and self.written >= LARGE_BYTES:
             usage = produced.usage
@@ -376,8 +526,14 @@ class Bench:
         if consume_too:
             name = f"consume {size} B {'TLS' if tls else ''}".rstrip()
             delivered = produced.result.records
-            consumed = self._measure(name, lambda: consume(client, topic, delivered))
-            self.report.rows.append(self._row(name, consumed, records))
+            if driver == "native":
+                do_consume: Callable[[], PhaseResult] = lambda: native.consume(  # noqa: E731
+                    client, topic, delivered
+                )
+            else:
+                do_consume = lambda: consume(client, topic, delivered)  # noqa: E731
+            consumed = self._measure(name, do_consume)
+            self.report.rows.append(self._row(name, consumed, records, client, driver))
 
     def _measure(self, name: str, phase: Callable[[], PhaseResult]) -> Measured:
         meter = ProcessMeter(self.pid) if self.pid is not None else None
@@ -401,7 +557,14 @@ class Bench:
         )
         return Measured(result, usage, client_cpu, host_cpu)
 
-    def _row(self, name: str, m: Measured, expected: int) -> Row:
+    def _row(
+        self,
+        name: str,
+        m: Measured,
+        expected: int,
+        client: ClientSettings | None = None,
+        driver: str = "python",
+    ) -> Row:
         result, usage = m.result, m.usage
         if result.first_record_s is not None:
             self.report.notes.append(
@@ -414,8 +577,8 @@ class Bench:
         broker_cpu = usage.cpu_s if usage is not None else 0.0
         return Row(
             workload=name,
-            client=client_label(),
-            partitions=self.opts.partitions,
+            client=native_label() if driver == "native" else client_label(),
+            partitions=client.partitions if client is not None else self.opts.partitions,
             records=result.records,
             expected=expected,
             elapsed_s=result.elapsed_s,
@@ -425,6 +588,7 @@ class Bench:
             errors=result.errors,
             p50_ms=result.p50_ms,
             p99_ms=result.p99_ms,
+            p999_ms=result.p999_ms,
             broker_cpu_s=usage.cpu_s if usage else None,
             # over the rate interval, not the phase's wall time: a consume phase also holds
             # librdkafka's ~0.5 s start, which would flatter the broker
@@ -449,9 +613,74 @@ class Bench:
             self.report.rss_after_written = (self.written / 1e9, rss, peak)
 
 
+def _fmt_target(what: str, value: float | None, goal: str, met: bool | None, unit: str) -> str:
+    if value is None or met is None:
+        return f"{what} {goal}: not measured"
+    digits = 1 if unit in ("ms", "MB") else 0
+    return f"{what} {goal}: {value:,.{digits}f} {unit}, {'met' if met else 'NOT met'}"
+
+
+def evaluate_targets(report: Report) -> list[str]:
+    """Issue 17's single-broker targets against the native rows (empty without them)."""
+    rows = {r.workload: r for r in report.rows if r.client.startswith("odradek_perf")}
+    if not rows:
+        return []
+
+    def rate(name: str, attr: str) -> float | None:
+        row = rows.get(name)
+        if row is None or not row.complete:
+            return None
+        return float(getattr(row, attr))
+
+    out = []
+    consume = rate("consume 1024 B", "mb_per_s")
+    out.append(
+        _fmt_target(
+            "consume 1 KiB",
+            consume,
+            ">= 2,000 MB/s",
+            None if consume is None else consume >= 2000,
+            "MB/s",
+        )
+    )
+    prod = rate("produce 1024 B", "mb_per_s")
+    out.append(
+        _fmt_target(
+            "produce 1 KiB", prod, ">= 1,000 MB/s", None if prod is None else prod >= 1000, "MB/s"
+        )
+    )
+    small = rate("produce 100 B", "messages_per_s")
+    out.append(
+        _fmt_target(
+            "produce 100 B",
+            small,
+            ">= 3,000,000 msg/s",
+            None if small is None else small >= 3e6,
+            "msg/s",
+        )
+    )
+    fixed = next((r for n, r in rows.items() if n.startswith("produce 1024 B at ")), None)
+    p99 = fixed.p99_ms if fixed is not None and fixed.complete else None
+    label = fixed.workload.removeprefix("produce 1024 B ") if fixed is not None else "at 50 MB/s"
+    out.append(
+        _fmt_target(f"produce p99 {label}", p99, "< 5 ms", None if p99 is None else p99 < 5, "ms")
+    )
+    if report.rss_after_written is not None:
+        gb, rss, _peak = report.rss_after_written
+        out.append(
+            _fmt_target(f"broker RSS after {gb:.2f} GB produced", rss, "< 100 MB", rss < 100, "MB")
+        )
+    return out
+
+
 def run(opts: Options) -> Report:
+    ceiling_lines: list[str] = []
+    if opts.ceilings:
+        print("bench: the machine's ceilings ...", file=sys.stderr, flush=True)
+        ceiling_lines = ceilings.lines()
     if opts.bootstrap is not None:
         report = Report(settings=_settings(opts, f"external {opts.bootstrap}"), notes=[RATE_NOTE])
+        report.ceilings = ceiling_lines
         bench = Bench(opts, opts.bootstrap, opts.broker_pid, report)
         try:
             bench.run()
@@ -460,6 +689,7 @@ def run(opts: Options) -> Report:
         return report
 
     report = Report(settings=_settings(opts, "odradek (spawned)"), notes=[RATE_NOTE])
+    report.ceilings = ceiling_lines
     for _ in range(opts.startup_runs):
         with OdradekProcess(overrides=opts.broker_overrides) as fresh:
             timing = fresh.start()
@@ -506,6 +736,8 @@ def run(opts: Options) -> Report:
             report.notes.append(f"broker exited with status {code}")
         if opts.keep_data:
             report.notes.append(f"broker data kept in {broker.data_dir}")
+    if opts.brokers == 1:
+        report.targets = evaluate_targets(report)
     return report
 
 

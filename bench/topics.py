@@ -28,9 +28,21 @@ class Topics:
         self._admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "odradek-bench"})
         self.created: list[str] = []
 
-    def create(self, name: str, partitions: int, replication_factor: int) -> None:
+    def create(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        config: dict[str, str] | None = None,
+    ) -> None:
+        topic = NewTopic(
+            name,
+            num_partitions=partitions,
+            replication_factor=replication_factor,
+            config=dict(config or {}),
+        )
         futures = self._admin.create_topics(
-            [NewTopic(name, num_partitions=partitions, replication_factor=replication_factor)],
+            [topic],
             operation_timeout=ADMIN_TIMEOUT_S,
         )
         try:

@@ -121,6 +121,7 @@ class PhaseResult:
     measured_records: int = 0
     measured_bytes: int = 0
     first_record_s: float | None = None
+    p999_ms: float | None = None  # the native driver's produce phases report it (bench.native)
 
 
 def payloads(size: int, count: int = PAYLOAD_POOL, seed: int = 7) -> list[bytes]:
