@@ -397,8 +397,7 @@ class LogCleaner:
     def _replace(self, lg: Log, old: LogSegment, built: str) -> LogSegment:
         base = old.base_offset
         name = f"{base:020d}"
-        old.index.close()
-        old.time_index.close()
+        old.detach()  # out of the LRU of open files; its file stays open for its readers
         for suffix in (".index", ".timeindex"):
             try:
                 os.unlink(os.path.join(lg.dir, name + suffix))

@@ -164,6 +164,7 @@ class FutureReplica:
         )
         gone = f"{src.dir}.{uuid.uuid4().hex}-delete"
         os.rename(src.dir, gone)
+        src.moved_to(gone)
         self.logs.replace(self.key, new, self.dest)
         on_swap(new)
         # both dirs' recovery points and log start offsets now say where the replica is (a
@@ -193,6 +194,4 @@ class FutureReplica:
 
 def _release(lg: Log) -> None:
     for seg in lg.segments:
-        seg.index.close()
-        seg.time_index.close()
-        seg.file.close()
+        seg.release()

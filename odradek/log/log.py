@@ -194,6 +194,13 @@ class Log:
             return
         self.producer_state.apply(h, h.base_offset, h.last_offset)
 
+    def moved_to(self, directory: str) -> None:
+        """The partition directory was renamed to `directory` (dir_move.py): segments opened
+        again (the LRU of open files may have let them go) are opened from there."""
+        self.dir = directory
+        for seg in self.segments:
+            seg.moved_to(directory)
+
     # -- offsets --------------------------------------------------------------------------------
 
     @property

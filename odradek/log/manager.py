@@ -268,6 +268,4 @@ class LogManager:
 def _release(lg: Log) -> None:
     """Close a log's files and maps without writing anything."""
     for seg in lg.segments:
-        seg.index.close()
-        seg.time_index.close()
-        seg.file.close()
+        seg.release()

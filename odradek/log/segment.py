@@ -4,6 +4,12 @@ The .log holds record batches exactly as received (with base offset and leader e
 Appends are one positional write of the batch bytes; reads return file regions. Batches are
 located by reading only their first 27 header bytes (base_offset, batch_length and, at offset 23,
 last_offset_delta: `wire.batch.peek_span`, the layout is in odradek/wire/batch.py).
+
+Nothing is opened when a segment is loaded: the `.log` is opened and the indexes are mapped on
+first use, and the process's LRU of open segments (open_files.py) makes the least recently used
+ones let go of them past its limit, so open files stay bounded whatever the partition count.
+`file` reopens transparently; code reading or writing keeps the file object (or an index's map)
+in a local for the whole operation, so being let go of meanwhile never cuts it off.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from crc32c._crc32c import crc32c  # the extension itself, as odradek.wire.batch
 
 from odradek.log.disk_faults import FSYNC, WRITE, LogDir
 from odradek.log.offset_index import OffsetIndex
+from odradek.log.open_files import CACHE, SegmentFile
 from odradek.log.time_index import TimeIndex
 from odradek.log.txn_index import TransactionIndex
 from odradek.wire.batch import (
@@ -34,6 +41,14 @@ from odradek.wire.regions import FileRegion
 log = logging.getLogger(__name__)
 
 RECOVER_CHUNK = 1 << 20  # bytes of a batch held at once while recovery checks its CRC
+
+
+def _create(path: str, _flags: int) -> int:
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+
+
+def _reopen(path: str, _flags: int) -> int:
+    return os.open(path, os.O_RDWR | os.O_CLOEXEC)
 
 
 def file_name(base_offset: int, suffix: str) -> str:
@@ -67,14 +82,25 @@ class LogSegment:
         self.base_offset = base_offset
         self.path = os.path.join(directory, file_name(base_offset, ".log"))
         self.index_interval = index_interval
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.file = os.fdopen(fd, "r+b", buffering=0)
-        self.size = os.fstat(fd).st_size
+        self._file: SegmentFile | None = None
+        self._gone = False  # deleted, or replaced by a cleaned copy: never opened again
+        try:
+            self.size = os.stat(self.path).st_size
+        except FileNotFoundError:  # a new segment: created now, and written next
+            self._file = SegmentFile(self.path, "r+", opener=_create)
+            self.size = 0
+            CACHE.opened(self)
         self.index = OffsetIndex(
-            os.path.join(directory, file_name(base_offset, ".index")), base_offset, index_bytes
+            os.path.join(directory, file_name(base_offset, ".index")),
+            base_offset,
+            index_bytes,
+            on_map=self._mapped,
         )
         self.time_index = TimeIndex(
-            os.path.join(directory, file_name(base_offset, ".timeindex")), base_offset, index_bytes
+            os.path.join(directory, file_name(base_offset, ".timeindex")),
+            base_offset,
+            index_bytes,
+            on_map=self._mapped,
         )
         self.txn_index = TransactionIndex(
             os.path.join(directory, file_name(base_offset, ".txnindex"))
@@ -84,6 +110,53 @@ class LogSegment:
         self.offset_of_max_timestamp = -1
         self.next_offset = base_offset
         self._bytes_since_index = 0
+
+    # -- open files (open_files.py) -------------------------------------------------------------
+
+    @property
+    def file(self) -> SegmentFile:
+        """The open `.log`, opened again if the LRU let go of it (never created again: a
+        deleted segment's file is gone, FileNotFoundError). Hold the returned object while
+        using its descriptor."""
+        f = self._file
+        if f is None or f.closed:
+            if self._gone:
+                raise FileNotFoundError(f"segment {self.path} was deleted")
+            f = SegmentFile(self.path, "r+", opener=_reopen)
+            self._file = f
+            CACHE.opened(self)
+        else:
+            CACHE.touch(self)
+        return f
+
+    def moved_to(self, directory: str) -> None:
+        """Its directory was renamed (a replica moved between data dirs leaves its old dir
+        under another name for readers still in flight): reopen from there."""
+        self.dir = directory
+        self.path = os.path.join(directory, file_name(self.base_offset, ".log"))
+        self.index.path = os.path.join(directory, file_name(self.base_offset, ".index"))
+        self.time_index.path = os.path.join(directory, file_name(self.base_offset, ".timeindex"))
+        self.txn_index.path = os.path.join(directory, file_name(self.base_offset, ".txnindex"))
+
+    def _mapped(self) -> None:
+        CACHE.opened(self)
+
+    def release_handles(self) -> None:
+        """The LRU lets go of this segment's descriptor and maps. Only references are
+        dropped: a file region or a reader holding the file object (or a map) keeps it valid
+        until done, and then it closes."""
+        self._file = None
+        self.index.unmap()
+        self.time_index.unmap()
+
+    def release(self) -> None:
+        """Close the descriptor and maps without writing anything (an unclean stop)."""
+        CACHE.forget(self)
+        self.index.close()
+        self.time_index.close()
+        f, self._file = self._file, None
+        if f is not None:
+            f.close()
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -121,7 +194,8 @@ class LogSegment:
         return position
 
     def _write_at(self, data: bytes | bytearray | memoryview | list, position: int) -> int:
-        fd = self.file.fileno()
+        f = self.file  # held until the write is done
+        fd = f.fileno()
         ld = self.log_dir
         if ld is not None and ld.write_errno is not None:
             self._injected_short_write(data, position, ld)
@@ -144,12 +218,14 @@ class LogSegment:
     ) -> None:
         """A test's disk fault: write half the bytes, as a filling disk does, then fail."""
         joined = b"".join(data) if isinstance(data, list) else bytes(data)
-        os.pwrite(self.file.fileno(), joined[: len(joined) // 2], position)
+        f = self.file
+        os.pwrite(f.fileno(), joined[: len(joined) // 2], position)
         raise ld.injected_error(WRITE)
 
     def _roll_back(self, position: int) -> None:
         try:
-            os.ftruncate(self.file.fileno(), position)
+            f = self.file
+            os.ftruncate(f.fileno(), position)
         except OSError as exc:  # recovery cuts the torn tail at the next start
             log.warning(
                 "%s: cannot cut a failed write back to %d: %s", self.path, position, exc.strerror
@@ -159,7 +235,8 @@ class LogSegment:
         ld = self.log_dir
         if ld is not None and ld.fsync_errno is not None:
             raise ld.injected_error(FSYNC)
-        os.fsync(self.file.fileno())
+        f = self.file
+        os.fsync(f.fileno())
         self.index.flush()
         self.time_index.flush()
 
@@ -172,14 +249,22 @@ class LogSegment:
 
     def close(self) -> None:
         self.seal()
+        self.release()
+
+    def detach(self) -> None:
+        """This segment leaves its log (deleted, or replaced by a cleaned copy): out of the
+        LRU, maps closed. Its open file, if any, is kept for whoever still holds the segment
+        or a region of it (it closes with the last of them); it is never opened again, since
+        its path is gone or names the replacement."""
+        self._gone = True
+        CACHE.forget(self)
         self.index.close()
         self.time_index.close()
-        self.file.close()
 
     def delete(self) -> None:
-        """Remove the files; open file regions keep the data readable until they finish."""
-        self.index.close()
-        self.time_index.close()
+        """Remove the files; open file regions (and a reader holding this segment while its
+        file is open) keep the data readable until they finish."""
+        self.detach()
         for suffix in (".log", ".index", ".timeindex", ".txnindex"):
             try:
                 os.unlink(os.path.join(self.dir, file_name(self.base_offset, suffix)))
@@ -189,7 +274,8 @@ class LogSegment:
     # -- reading ------------------------------------------------------------------------------
 
     def _read_prefix(self, position: int) -> BatchPos | None:
-        raw = os.pread(self.file.fileno(), SPAN_SIZE, position)
+        f = self.file
+        raw = os.pread(f.fileno(), SPAN_SIZE, position)
         if len(raw) < SPAN_SIZE:
             return None
         base, length, delta = peek_span(raw)
@@ -239,10 +325,12 @@ class LogSegment:
         return FileRegion(self.file, start.position, length)
 
     def read_bytes(self, position: int, length: int) -> bytes:
-        return os.pread(self.file.fileno(), length, position)
+        f = self.file
+        return os.pread(f.fileno(), length, position)
 
     def read_header(self, position: int) -> BatchHeader:
-        return parse_header(os.pread(self.file.fileno(), HEADER_SIZE, position))
+        f = self.file
+        return parse_header(os.pread(f.fileno(), HEADER_SIZE, position))
 
     def find_timestamp_position(self, timestamp: int) -> BatchPos | None:
         """The first batch whose max timestamp is >= `timestamp`."""
@@ -297,7 +385,8 @@ class LogSegment:
 
     def _recover_batch(self, position: int) -> BatchHeader | None:
         """The header of the complete, CRC-valid batch at `position`, else None (torn)."""
-        fd = self.file.fileno()
+        f = self.file  # held for the whole check
+        fd = f.fileno()
         raw = os.pread(fd, LOG_OVERHEAD, position)
         if len(raw) < LOG_OVERHEAD:
             return None

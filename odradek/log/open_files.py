@@ -1,0 +1,127 @@
+"""Bounded open segment files: an LRU of the segments holding a file descriptor or index maps.
+
+A broker with 10,000 partitions cannot keep every `.log` open and every index mapped: the process
+has RLIMIT_NOFILE descriptors (connections need theirs too) and vm.max_map_count maps. So, as
+Kafka opens its indexes lazily, a segment opens its `.log` and maps its indexes on first use
+(segment.py, index_file.py) and registers here; past `limit` segments the least recently used
+one lets go of its descriptor and maps, and opens them again when next read or written.
+
+Letting go drops the segment's reference only. The file object closes when its last holder is
+gone: a `FileRegion` handed to a connection holds the file, so a region being sent with sendfile
+keeps its descriptor valid whatever the LRU does, and a reader in another thread (the cleaner)
+that holds the file object or the map in a local variable is never cut off mid-read. Open files
+are thus bounded by `limit` plus the regions and reads in flight.
+
+One cache per process, because the descriptor limit is per process (several in-process brokers
+share it). `limit_for(soft)` derives the default from RLIMIT_NOFILE; `raise_nofile()` lifts the
+soft limit to the hard one (the broker does both at start, server.py).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import resource
+import threading
+from collections import OrderedDict
+from typing import Protocol
+
+log = logging.getLogger(__name__)
+
+# descriptors kept for everything else (listeners, connections, checkpoints, ZooKeeper, ...)
+RESERVED_FDS = 256
+MIN_LIMIT = 16
+MAX_LIMIT = 8192  # also bounds index maps (two per segment) far below vm.max_map_count (65530)
+
+
+class Evictable(Protocol):
+    def release_handles(self) -> None: ...
+
+
+class SegmentFile(io.FileIO):
+    """A segment's `.log`, closed quietly when its last holder lets go of it (no
+    ResourceWarning: dropping it is how the LRU closes a file a region may still hold)."""
+
+    def __del__(self) -> None:
+        if not self.closed:
+            self.close()
+
+
+def limit_for(soft_nofile: int) -> int:
+    """How many segments may hold files at once under a soft RLIMIT_NOFILE of `soft_nofile`:
+    half of what is left after RESERVED_FDS, within [MIN_LIMIT, MAX_LIMIT]."""
+    if soft_nofile == resource.RLIM_INFINITY or soft_nofile < 0:
+        return MAX_LIMIT
+    return max(MIN_LIMIT, min(MAX_LIMIT, (soft_nofile - RESERVED_FDS) // 2))
+
+
+def nofile() -> tuple[int, int]:
+    return resource.getrlimit(resource.RLIMIT_NOFILE)
+
+
+def raise_nofile() -> tuple[int, int]:
+    """Lift the soft RLIMIT_NOFILE to the hard limit where allowed; returns (soft, hard)."""
+    soft, hard = nofile()
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError) as exc:  # e.g. a hard limit above the kernel's nr_open
+            log.debug("cannot raise the open-files limit from %d to %d: %s", soft, hard, exc)
+    return soft, hard
+
+
+class OpenSegments:
+    """The LRU: segments in the order they were last used, at most `limit` of them."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(1, limit)
+        self._lru: OrderedDict[int, Evictable] = OrderedDict()
+        self._lock = threading.Lock()
+        self.evictions = 0  # segments that let go of their files (tests, bench)
+
+    def __len__(self) -> int:
+        return len(self._lru)
+
+    def set_limit(self, limit: int) -> None:
+        with self._lock:
+            self.limit = max(1, limit)
+        self._shrink()
+
+    def opened(self, seg: Evictable) -> None:
+        """`seg` now holds a descriptor or a map: count it, let go of the oldest past the limit."""
+        with self._lock:
+            self._lru[id(seg)] = seg
+            self._lru.move_to_end(id(seg))
+        self._shrink()
+
+    def touch(self, seg: Evictable) -> None:
+        """`seg` is used: the last to be let go. (move_to_end is atomic under the GIL; a
+        segment let go meanwhile simply is not there.)"""
+        try:
+            self._lru.move_to_end(id(seg))
+        except KeyError:
+            pass
+
+    def forget(self, seg: Evictable) -> None:
+        """`seg` closed its files itself (close, delete)."""
+        with self._lock:
+            self._lru.pop(id(seg), None)
+
+    def _shrink(self) -> None:
+        while True:
+            with self._lock:
+                if len(self._lru) <= self.limit:
+                    return
+                _key, victim = self._lru.popitem(last=False)
+                self.evictions += 1
+            victim.release_handles()
+
+
+CACHE = OpenSegments(limit_for(nofile()[0]))
+
+
+def configure(limit: int | None = None) -> int:
+    """Set the process's limit (None: derived from the current soft RLIMIT_NOFILE)."""
+    CACHE.set_limit(limit_for(nofile()[0]) if limit is None else limit)
+    return CACHE.limit
