@@ -1,8 +1,9 @@
-"""Fetch response encoder (key 1, v4-18) that splices file regions instead of copying records.
+"""Fetch response encoder (key 1, v0-18) that splices file regions instead of copying records.
 
 Everything but `records` is small and built here with struct; each partition's records are a
-list of `bytes | FileRegion` pieces that the connection writes or sends with sendfile. Layout
-(flexible = v12+, where strings/arrays are compact and sections end in tagged fields):
+list of `bytes | FileRegion | ChunkedPiece` pieces that the connection writes, sends with
+sendfile, or (v0-3 down-conversion) makes while writing. Layout (flexible = v12+, where
+strings/arrays are compact and sections end in tagged fields):
 
     int32 throttle_time_ms            v1+
     int16 error_code                  v7+
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 
 from odradek.wire.frames import frame
 from odradek.wire.header import response_header
-from odradek.wire.regions import FileRegion, Piece
+from odradek.wire.regions import ChunkedPiece, FileRegion, Piece, piece_length
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -51,7 +52,7 @@ class PartitionData:
 
     @property
     def records_size(self) -> int:
-        return sum(p.length if isinstance(p, FileRegion) else len(p) for p in self.records)
+        return sum(piece_length(p) for p in self.records)
 
 
 @dataclass(slots=True)
@@ -90,9 +91,11 @@ def _partition_head(p: PartitionData, version: int, flexible: bool) -> bytearray
         )
     )
     if version < 5:
-        del out[-8:]
+        del out[-8 if version == 4 else -16 :]  # v0-3: no last stable offset either
     aborted = p.aborted_transactions
-    if aborted is None:
+    if version < 4:
+        pass
+    elif aborted is None:
         out += b"\x00" if flexible else b"\xff\xff\xff\xff"
     else:
         out += _array_len(len(aborted), flexible)
@@ -140,7 +143,8 @@ def encode_fetch_response(
     flexible = version >= 12
     pieces: list[Piece] = []
     cur = bytearray(response_header(correlation_id, flexible))
-    cur += _I32.pack(throttle_time_ms)
+    if version >= 1:
+        cur += _I32.pack(throttle_time_ms)
     if version >= 7:
         cur += _I16.pack(error_code) + _I32.pack(session_id)
     cur += _array_len(len(topics), flexible)
@@ -150,7 +154,7 @@ def encode_fetch_response(
         for p in topic.partitions:
             cur += _partition_head(p, version, flexible)
             for piece in p.records:
-                if isinstance(piece, FileRegion):
+                if isinstance(piece, (FileRegion, ChunkedPiece)):
                     if piece.length:
                         pieces.append(bytes(cur))
                         cur = bytearray()
@@ -165,6 +169,6 @@ def encode_fetch_response(
     elif flexible:
         cur += b"\x00"
     pieces.append(bytes(cur))
-    total = sum(p.length if isinstance(p, FileRegion) else len(p) for p in pieces)
+    total = sum(piece_length(p) for p in pieces)
     pieces.insert(0, frame(total))
     return pieces

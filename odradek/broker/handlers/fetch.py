@@ -1,10 +1,21 @@
-"""Fetch (key 1), v4-18 (Kafka 4.1's maximum). v4 isolation level and aborted transactions; v5
+"""Fetch (key 1), v0-18 (Kafka 4.1's maximum). v4 isolation level and aborted transactions; v5
 log start offset; v7 incremental fetch sessions (KIP-227); v9 current leader epoch; v11 rack /
 preferred replica; v12 flexible; v13 topic ids; v15 replica state; v16 CurrentLeader and
 NodeEndpoints on NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH (KIP-951,
 partitions/leader_discovery.py); v18 a follower's high watermark (KIP-1166, tagged; the answer
 is v17's). Records are file regions sent with sendfile; long polling waits on partition appends
 until min_bytes or max_wait_ms.
+
+Fetch v0-3 (clients that read only message format 0/1, issue 16): each partition's records are
+down-converted (wire/down_convert.py, as Kafka's LazyDownConversionRecords) while the response is
+written, a chunk at a time: magic 0 for v0-1, magic 1 for v2-3, headers dropped, compression kept.
+Beyond Kafka, which serves them read_uncommitted, old fetchers never see transactional data that
+is aborted or not yet decided: they read up to the last stable offset, and aborted batches and
+markers are left out. A partition whose next batch is zstd (no magic 0/1 form) answers
+UNSUPPORTED_COMPRESSION_TYPE, as Kafka. v0-2 have no response max_bytes: every partition's first
+message is sent whole even when larger than its partition_max_bytes (Kafka sent a partial one and
+the client failed with RecordTooLarge); v3 follows KIP-74 as v4+ do. The zero-copy path for v4+
+is untouched.
 
 A consumer's consumer_byte_rate quota (quotas.py), as Kafka's KafkaApis.handleFetchRequest: the
 response is capped at what the quota allows in one window (quota x (num - 1) x window size);
@@ -33,14 +44,19 @@ from odradek.broker.partitions.fetch_sessions import (
 from odradek.log.log import OffsetOutOfRange
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
+from odradek.wire.compression import max_decompressed_size
+from odradek.wire.down_convert import LazyDownConversion
 from odradek.wire.errors import ErrorCode
 from odradek.wire.fetch_encoder import PartitionData, TopicData, encode_fetch_response
+from odradek.wire.regions import FileRegion
 
 if TYPE_CHECKING:
+    from odradek.broker.partitions.partition import Partition
     from odradek.broker.server import Broker
     from odradek.wire.regions import Piece
 
 READ_COMMITTED = 1
+DOWN_CONVERTED_BELOW = 4  # Fetch versions that read magic 0/1 message sets
 
 
 @dataclass(slots=True)
@@ -99,6 +115,8 @@ def read_partition(
     out.high_watermark = part.high_watermark
     out.last_stable_offset = part.last_stable_offset
     out.log_start_offset = lg.log_start_offset
+    if params.version < DOWN_CONVERTED_BELOW and not follower:
+        return _down_converted(broker, part, sp, params, budget, min_one, out)
     if follower:
         bound = lg.log_end_offset
         broker.replicas.on_follower_fetch(part, params.replica_id, sp.fetch_offset)
@@ -120,6 +138,61 @@ def read_partition(
                 (a.producer_id, a.first_offset)
                 for a in lg.aborted_transactions(sp.fetch_offset, bound)
             ]
+    return out
+
+
+def _down_converted(
+    broker: Broker,
+    part: Partition,
+    sp: SessionPartition,
+    params: FetchParams,
+    budget: int,
+    min_one: bool,
+    out: PartitionData,
+) -> PartitionData:
+    """A v0-3 partition answer: the region the normal read gives, converted lazily. When
+    nothing in it converts (markers, aborted data) the read goes on past it."""
+    lg = part.log
+    bound = part.last_stable_offset
+    magic = 0 if params.version < 2 else 1
+    max_size = max_decompressed_size(lg.config.max_message_bytes)
+    metrics = broker.metrics
+    topic = sp.topic
+
+    def aborted(start: int) -> list[tuple[int, int, int]]:
+        return [
+            (a.producer_id, a.first_offset, a.last_offset)
+            for a in lg.aborted_transactions(start, bound)
+        ]
+
+    def converted(records: int, nbytes: int) -> None:
+        if metrics is not None:
+            metrics.down_converted(topic, records, nbytes)
+
+    offset = sp.fetch_offset
+    min_one = min_one or params.version < 3  # v0-2: no response limit
+    while offset < bound:
+        try:
+            region = lg.read(offset, min(sp.max_bytes, budget), bound, min_one)
+        except OffsetOutOfRange:
+            if offset == sp.fetch_offset:
+                out.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+            return out
+        if region is None:
+            return out
+        lazy = LazyDownConversion(region, magic, sp.fetch_offset, max_size, aborted, converted)
+        lazy.prepare()
+        if lazy.unsupported:
+            out.error_code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+            return out
+        if lazy.length:
+            out.records = [lazy]
+            return out
+        if lazy.skipped_to is None or lazy.skipped_to <= offset:
+            return out
+        offset = lazy.skipped_to
+    if sp.fetch_offset > lg.log_end_offset or sp.fetch_offset < lg.log_start_offset:
+        out.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
     return out
 
 
@@ -196,7 +269,7 @@ def error_pieces(ctx: RequestContext, req: protocol.FetchRequest, code: int) -> 
     return encode_fetch_response(version, ctx.header.correlation_id, topics)
 
 
-@handles(ApiKey.FETCH, versions=(4, 18), raw=True, error_encoder=error_pieces)
+@handles(ApiKey.FETCH, versions=(0, 18), raw=True, error_encoder=error_pieces)
 async def fetch(ctx: RequestContext, req: protocol.FetchRequest) -> list:
     broker = ctx.broker
     version = ctx.api_version
@@ -281,8 +354,8 @@ async def fetch(ctx: RequestContext, req: protocol.FetchRequest) -> list:
             if pd.error_code:
                 metrics.error(ApiKey.FETCH, pd.error_code)
             for region in pd.records:
-                if params.replica_id < 0:
-                    metrics.fetched(sp.topic, region)
+                if params.replica_id < 0 and isinstance(region, FileRegion):
+                    metrics.fetched(sp.topic, region)  # down-converted: counted when made
         if incremental and not _changed(sp, pd):
             continue
         if session is not None:

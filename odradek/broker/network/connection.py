@@ -37,7 +37,7 @@ from odradek.broker.network.dispatch import ProtocolError, dispatch
 from odradek.broker.network.memory_pool import MemoryPool
 from odradek.security.principal import NoMatchingRule, dn_from_certificate
 from odradek.wire.frames import FrameDecoder, FrameError
-from odradek.wire.regions import FileRegion, Piece
+from odradek.wire.regions import ChunkedPiece, FileRegion, Piece
 
 if TYPE_CHECKING:
     from odradek.broker.network.listeners import ServedListener
@@ -279,6 +279,11 @@ class Connection(asyncio.BufferedProtocol):
                 if sent != piece.length:
                     # the segment shrank under us (truncation); the frame cannot be completed
                     raise ConnectionError(f"sent {sent} of {piece.length} bytes of a region")
+            elif isinstance(piece, ChunkedPiece):  # Fetch v0-3: converted while written
+                if pending:
+                    transport.write(b"".join(pending))
+                    pending = []
+                await self._write_chunks(piece)
             else:
                 pending.append(piece)
         if pending:
@@ -286,6 +291,25 @@ class Connection(asyncio.BufferedProtocol):
         if self._write_paused and not self.closed:
             self._drained = loop.create_future()
             await self._drained
+
+    async def _write_chunks(self, piece: ChunkedPiece) -> None:
+        """A piece made while written (down-converted records): a chunk at a time, waiting for
+        the transport to drain and letting other connections run between chunks."""
+        transport = self.transport
+        assert transport is not None
+        written = 0
+        for chunk in piece.chunks():
+            if self.closed or transport.is_closing():
+                raise ConnectionError("connection closed while answering")
+            transport.write(chunk)
+            written += len(chunk)
+            if self._write_paused:
+                self._drained = asyncio.get_running_loop().create_future()
+                await self._drained
+            else:
+                await asyncio.sleep(0)
+        if written != piece.length:  # the frame cannot be completed
+            raise ConnectionError(f"made {written} of {piece.length} bytes of a piece")
 
     async def _copy_region(self, region: FileRegion) -> None:
         """A file region through TLS, which sendfile cannot encrypt (Kafka copies too): read

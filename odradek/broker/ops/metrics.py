@@ -361,6 +361,19 @@ class BrokerMetrics:
             ["topic"],
             registry=r,
         )
+        # Kafka's FetchMessageConversionsPerSec, and the bytes: old (Fetch v0-3) clients
+        self.fetch_conversions = Counter(
+            "odradek_topic_fetch_message_conversions",
+            "Records down-converted to message format 0/1 for Fetch v0-3",
+            ["topic"],
+            registry=r,
+        )
+        self.fetch_conversion_bytes = Counter(
+            "odradek_topic_fetch_message_conversion_bytes",
+            "Bytes of down-converted (message format 0/1) records sent for Fetch v0-3",
+            ["topic"],
+            registry=r,
+        )
         self.requests = Counter("odradek_requests", "Requests handled", ["api"], registry=r)
         self.latency = Histogram(
             "odradek_request_latency_seconds", "Request handling time", ["api"], registry=r
@@ -426,6 +439,13 @@ class BrokerMetrics:
     def fetched(self, topic: str, region: FileRegion) -> None:
         self.bytes_out.labels(topic).inc(region.length)
         self.records_out.labels(topic).inc(_records_in_region(region))
+
+    def down_converted(self, topic: str, records: int, nbytes: int) -> None:
+        """Records converted for a Fetch v0-3 and the bytes sent of them, as they are written."""
+        self.bytes_out.labels(topic).inc(nbytes)
+        self.records_out.labels(topic).inc(records)
+        self.fetch_conversions.labels(topic).inc(records)
+        self.fetch_conversion_bytes.labels(topic).inc(nbytes)
 
 
 def _records_in_region(region: FileRegion) -> int:
