@@ -25,6 +25,7 @@ import time
 from datetime import datetime
 from typing import Any, cast
 
+from odradek.cli_commands import share_groups
 from odradek.cli_commands.common import (
     Closing,
     add_client_options,
@@ -73,6 +74,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="with --members: each member's group instance id and assigned partitions",
     )
+    p.add_argument(
+        "--share",
+        action="store_true",
+        help="the group is a share group (KIP-932), as kafka-share-groups.sh",
+    )
     p.set_defaults(func=run_command(cmd_describe))
 
     p = cmds.add_parser("delete", help="delete consumer groups (they must be empty)")
@@ -93,6 +99,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         required=True,
         metavar="TOPIC[:P,P...]",
         help="a topic, or some of its partitions (repeatable)",
+    )
+    p.add_argument(
+        "--share",
+        action="store_true",
+        help="the group is a share group (KIP-932), as kafka-share-groups.sh",
     )
     p.set_defaults(func=run_command(cmd_delete_offsets))
 
@@ -138,6 +149,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--export",
         action="store_true",
         help="print the new offsets as topic,partition,offset CSV (for --from-file)",
+    )
+    p.add_argument(
+        "--share",
+        action="store_true",
+        help="the group is a share group (KIP-932), as kafka-share-groups.sh",
     )
     p.set_defaults(func=run_command(cmd_reset_offsets))
 
@@ -218,6 +234,8 @@ def _describe_one(admin: Any, group: str, info: dict[str, Any]) -> dict[str, Any
         members.append(member)
         for tp in assigned:
             owner[tp] = member
+    if info.get("group_type") == "share":
+        return _describe_share(admin, group, info, members, owner)
     committed = admin.list_group_offsets({group: None}).get(group, {})
     keys = {(tp.topic, tp.partition) for tp in committed} | set(owner)
     existing = _existing_partitions(admin, {t for t, _ in keys})
@@ -249,6 +267,28 @@ def _describe_one(admin: Any, group: str, info: dict[str, Any]) -> dict[str, Any
         "state": info.get("group_state"),
         "type": info.get("group_type", "classic"),
         "protocol_type": info.get("protocol_type"),
+        "protocol": info.get("protocol_data"),
+        "members": members,
+        "partitions": rows,
+        "total_lag": sum(lags) if lags else None,
+    }
+
+
+def _describe_share(
+    admin: Any,
+    group: str,
+    info: dict[str, Any],
+    members: list[dict[str, Any]],
+    owner: dict[tuple[str, int], dict[str, Any]],
+) -> dict[str, Any]:
+    rows = share_groups.partition_rows(admin, group, owner)
+    lags = [r["lag"] for r in rows if r["lag"] is not None]
+    return {
+        "group": group,
+        "coordinator": _coordinator(admin, group),
+        "state": info.get("group_state"),
+        "type": "share",
+        "protocol_type": "share",
         "protocol": info.get("protocol_data"),
         "members": members,
         "partitions": rows,
@@ -294,6 +334,24 @@ def _print_group(desc: dict[str, Any]) -> None:
 
 def _print_offsets(desc: dict[str, Any], with_group: bool) -> None:
     lead = ["GROUP"] if with_group else []
+    if desc["type"] == "share":  # kafka-share-groups.sh --describe --offsets
+        print_table(
+            lead + ["TOPIC", "PARTITION", "START-OFFSET", "LAG", "CONSUMER-ID", "HOST"],
+            [
+                ([desc["group"]] if with_group else [])
+                + [
+                    r["topic"],
+                    r["partition"],
+                    r["start_offset"],
+                    r["lag"],
+                    r["consumer_id"],
+                    r["host"],
+                ]
+                for r in desc["partitions"]
+            ],
+        )
+        print(f"Total lag: {desc['total_lag'] if desc['total_lag'] is not None else '-'}")
+        return
     print_table(
         lead
         + [
@@ -407,19 +465,22 @@ def _consumer_group_info(admin: Any, group: str) -> dict[str, Any] | None:
     }
 
 
-def _group_info(admin: Any, groups: list[str]) -> dict[str, dict[str, Any]]:
-    described: dict[str, dict[str, Any]] = admin.describe_groups(groups)
+def _group_info(admin: Any, groups: list[str], share: bool = False) -> dict[str, dict[str, Any]]:
+    described: dict[str, dict[str, Any]] = {} if share else admin.describe_groups(groups)
     for group in groups:
         info = described.get(group)
         if (
-            info is None
+            share
+            or info is None
             or info.get("group_state") == "Dead"
             or (info.get("error") and "GroupIdNotFound" in info["error"])
         ):
-            # not a classic group: perhaps a consumer-protocol (KIP-848) one
-            consumer = _consumer_group_info(admin, group)
-            if consumer is not None:
-                described[group] = info = consumer
+            # not a classic group: perhaps a consumer-protocol (KIP-848) or a share one
+            other = None if share else _consumer_group_info(admin, group)
+            if other is None:
+                other = share_groups.share_group_info(admin, group, forced=share)
+            if other is not None:
+                described[group] = info = other
         if info is None:
             raise CliError(f"the broker did not describe group {group!r}")
         if info.get("error"):
@@ -461,7 +522,7 @@ def cmd_describe(args: argparse.Namespace) -> None:
     if not groups:
         raise CliError("name at least one group: GROUP or --group GROUP")
     with Closing(admin_client(args)) as admin:
-        described = _group_info(admin, groups)
+        described = _group_info(admin, groups, share=args.share)
         result = []
         for group in groups:
             desc = _describe_one(admin, group, described[group])
@@ -693,6 +754,7 @@ def _new_offsets(
 
 
 def cmd_reset_offsets(args: argparse.Namespace) -> int:
+    from kafka import TopicPartition
     from kafka.structs import OffsetAndMetadata
 
     group = _one_group(args)
@@ -700,19 +762,28 @@ def cmd_reset_offsets(args: argparse.Namespace) -> int:
         duration_ms(args.by_duration)  # a malformed duration fails before any request
     plan = read_reset_plan(args.from_file, group) if args.from_file else None
     with Closing(admin_client(args)) as admin:
-        info = _group_info(admin, [group])[group]
+        info = _group_info(admin, [group], share=args.share)[group]
         state = info.get("group_state")
         if state not in INACTIVE_STATES:
             raise CliError(
                 f"offsets can only be reset if group {group!r} is inactive, but "
                 f"its state is {state}"
             )
-        committed = admin.list_group_offsets({group: None}).get(group, {})
+        share = info.get("group_type") == "share"
+        if share:  # the share-partition start offsets stand for committed offsets
+            committed = {
+                TopicPartition(t, p): OffsetAndMetadata(start, "", -1)
+                for (t, p), (start, _lag) in share_groups.start_offsets(admin, group).items()
+            }
+        else:
+            committed = admin.list_group_offsets({group: None}).get(group, {})
         tps = _target_partitions(admin, args, committed, plan)
         if not tps:
             raise CliError(f"group {group!r} has no committed offsets to reset")
         targets = _new_offsets(admin, args, tps, committed, plan)
-        if args.execute:
+        if args.execute and share:
+            share_groups.alter(admin, group, targets)
+        elif args.execute:
             result = admin.alter_group_offsets(
                 group, {tp: OffsetAndMetadata(off, "", -1) for tp, off in targets.items()}
             )
@@ -770,7 +841,9 @@ def cmd_delete_offsets(args: argparse.Namespace) -> int:
     group = _one_group(args)
     wanted = _parse_topics(args.topic)
     with Closing(admin_client(args)) as admin:
-        _group_info(admin, [group])
+        info = _group_info(admin, [group], share=args.share)[group]
+        if info.get("group_type") == "share":
+            return _delete_share_offsets(args, admin, group, wanted)
         tps = [
             TopicPartition(t, p) for t, parts in wanted.items() if parts is not None for p in parts
         ]
@@ -801,5 +874,27 @@ def cmd_delete_offsets(args: argparse.Namespace) -> int:
         raise CliError(
             f"deleting offsets of group {group!r} failed for "
             + ", ".join(f"{o['topic']}:{o['partition']} ({o['error']})" for o in failed)
+        )
+    return 0
+
+
+def _delete_share_offsets(
+    args: argparse.Namespace, admin: Any, group: str, wanted: dict[str, list[int] | None]
+) -> int:
+    """kafka-share-groups.sh --delete-offsets: a share group's state goes topic by topic."""
+    if any(parts is not None for parts in wanted.values()):
+        raise CliError("a share group's offsets are deleted for whole topics: --topic TOPIC")
+    outcome = share_groups.delete_offsets(admin, group, list(wanted))
+    if want_json(args):
+        print_json({"group": group, "topics": outcome})
+    else:
+        print_table(
+            ["TOPIC", "STATUS"], [[o["topic"], o["error"] or "Successful"] for o in outcome]
+        )
+    failed = [o for o in outcome if o["error"]]
+    if failed:
+        raise CliError(
+            f"deleting offsets of share group {group!r} failed for "
+            + ", ".join(f"{o['topic']} ({o['message'] or o['error']})" for o in failed)
         )
     return 0
