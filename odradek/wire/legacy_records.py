@@ -33,6 +33,8 @@ API (stable, used by the produce and fetch paths):
         the old formats cannot carry it (Fetch answers UNSUPPORTED_COMPRESSION_TYPE first).
     message_set_size(records, magic) -> int
         Bytes `encode_message_set` writes for these records uncompressed.
+    write_message(out, offset, magic, attributes, timestamp, key, value)
+        Appends one message (size and CRC computed) to a bytearray.
 
 One message, big-endian; a message set is messages back to back:
 
@@ -131,20 +133,19 @@ def peek_magic(buf: bytes | bytearray | memoryview, pos: int = 0) -> int | None:
 
 
 def _read_bytes(
-    buf: bytes | bytearray | memoryview, pos: int, end: int, what: str, at: int
+    buf: bytes | bytearray | memoryview, pos: int, end: int, what: str, where: str
 ) -> tuple[bytes | None, int]:
     if end - pos < 4:
-        raise InvalidRecordError(f"message at {at}: {what} length runs past the message")
+        raise InvalidRecordError(f"{where}: {what} length runs past the message")
     (length,) = _INT32.unpack_from(buf, pos)
     pos += 4
     if length < 0:
         if length != -1:
-            raise InvalidRecordError(f"message at {at}: invalid {what} length {length}")
+            raise InvalidRecordError(f"{where}: invalid {what} length {length}")
         return None, pos
     if length > end - pos:
         raise InvalidRecordError(
-            f"message at {at}: {what} of {length} bytes runs past the message "
-            f"({end - pos} bytes left)"
+            f"{where}: {what} of {length} bytes runs past the message ({end - pos} bytes left)"
         )
     return bytes(buf[pos : pos + length]), pos + length
 
@@ -184,8 +185,9 @@ def read_message(buf: bytes | bytearray | memoryview, pos: int, end: int) -> tup
                 f"{attributes:#x}); magic 0 has no timestamp"
             )
         timestamp = NO_TIMESTAMP
-    key, p = _read_bytes(buf, p, stop, "key", pos)
-    value, p = _read_bytes(buf, p, stop, "value", pos)
+    where = f"magic {magic} message at {pos}"
+    key, p = _read_bytes(buf, p, stop, "key", where)
+    value, p = _read_bytes(buf, p, stop, "value", where)
     if p != stop:
         raise InvalidRecordError(
             f"message at {pos}: {stop - p} bytes left after the value of a magic {magic} "
@@ -287,7 +289,7 @@ def decode_message_set(
 # -- writing -----------------------------------------------------------------------------------
 
 
-def _message(
+def write_message(
     out: bytearray,
     offset: int,
     magic: int,
@@ -296,6 +298,8 @@ def _message(
     key: bytes | bytearray | memoryview | None,
     value: bytes | bytearray | memoryview | None,
 ) -> None:
+    """Append one message to `out`, its size and CRC computed (for a wrapper, `value` is the
+    compressed inner set and `attributes` carries the codec)."""
     start = len(out)
     out += _HEAD.pack(offset, 0, 0, magic, attributes)
     if magic == MAGIC_V1:
@@ -339,7 +343,7 @@ def encode_message_set(
     if codec == NONE:
         for offset, timestamp, key, value in records:
             ts = log_append_time if log_append else timestamp
-            _message(out, offset, magic, attributes, ts, key, value)
+            write_message(out, offset, magic, attributes, ts, key, value)
         return bytes(out)
     first = records[0][0]
     inner = bytearray()
@@ -348,11 +352,11 @@ def encode_message_set(
         ts = log_append_time if log_append else timestamp
         max_timestamp = max(max_timestamp, ts)
         inner_offset = offset - first if magic == MAGIC_V1 else offset
-        _message(inner, inner_offset, magic, attributes, ts, key, value)
+        write_message(inner, inner_offset, magic, attributes, ts, key, value)
     payload = compress(codec, inner)
     if codec == LZ4 and magic == MAGIC_V0:
         payload = _LZ4_BROKEN_HEADER + payload[len(_LZ4_BROKEN_HEADER) :]
-    _message(out, records[-1][0], magic, attributes | codec, max_timestamp, None, payload)
+    write_message(out, records[-1][0], magic, attributes | codec, max_timestamp, None, payload)
     return bytes(out)
 
 
