@@ -22,7 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from odradek.broker.kafka_keys import KAFKA_BROKER_KEYS
-from odradek.log.config import TOPIC_CONFIGS, ConfigError, LogConfig, parse_value
+from odradek.log.config import (
+    TOPIC_CONFIGS,
+    ConfigError,
+    LogConfig,
+    message_format_warning,
+    parse_value,
+)
 
 log = logging.getLogger(__name__)
 
@@ -705,6 +711,10 @@ class BrokerConfig:
         # said only once the config is valid: a refused one prints its error line alone
         for key in self.ignored:
             _warn_once(key, f"{key} is a Kafka setting that has no effect in odradek: ignored")
+        if self.get("log.message.format.version") != "3.0-IV1":  # Kafka 3.x's broker warning
+            warning = message_format_warning(self.get("log.message.format.version"))
+            if warning:
+                _warn_once("log.message.format.version", warning)
         if controller:
             roles = ",".join(self._roles())
             _warn_once(

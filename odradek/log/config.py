@@ -219,6 +219,14 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             "allow an out-of-sync replica to become leader",
         ),
         _d(
+            "message.format.version",
+            "string",
+            "3.0-IV1",
+            "log.message.format.version",
+            "deprecated in Kafka 3.0: accepted and described, but batches are always written in "
+            "format v2 (as Kafka 3.x with an inter-broker protocol of 3.0 or later)",
+        ),
+        _d(
             "message.downconversion.enable",
             "boolean",
             True,
@@ -227,6 +235,67 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         ),
     )
 }
+
+
+# Kafka 3.9's inter-broker protocol (MetadataVersion) versions: release -> its IVs. A release
+# with none is its own version string ("0.9.0"); the short form names the latest IV.
+_IBP_RELEASES: dict[str, int] = {
+    **dict.fromkeys(("0.8.0", "0.8.1", "0.8.2", "0.9.0"), 0),
+    **{"0.10.0": 2, "0.10.1": 3, "0.10.2": 1, "0.11.0": 3, "1.0": 1, "1.1": 1, "2.0": 2},
+    **{"2.1": 3, "2.2": 2, "2.3": 2, "2.4": 2, "2.5": 1, "2.6": 1, "2.7": 3, "2.8": 2},
+    **{"3.0": 2, "3.1": 1, "3.2": 1, "3.3": 4, "3.4": 1, "3.5": 3, "3.6": 3, "3.7": 5},
+    **{"3.8": 1, "3.9": 1},
+}
+IBP_VERSIONS: dict[str, str] = {}
+for _release, _ivs in _IBP_RELEASES.items():
+    IBP_VERSIONS[_release] = f"{_release}-IV{_ivs - 1}" if _ivs else _release
+    IBP_VERSIONS.update({f"{_release}-IV{i}": f"{_release}-IV{i}" for i in range(_ivs)})
+INTER_BROKER_PROTOCOL_VERSION = "3.9-IV0"
+
+
+def metadata_version(text: str) -> str:
+    """Kafka's MetadataVersion.fromVersionString: "0.10.0", "0.10.0-IV1", "0.10.0.1", "2.8",
+    "2.8.1" (anything after the first three parts for 0.x, two otherwise, is ignored), "3.0-IV1".
+    Returns the version it names; ValueError when it names none."""
+    parts = text.split(".")
+    wanted = 3 if text.startswith("0.") else 2
+    key = text if wanted >= len(parts) else ".".join(parts[:wanted])
+    found = IBP_VERSIONS.get(key)
+    if found is None:
+        raise ValueError(f"Version {text} is not a valid version")
+    return found
+
+
+def record_format(version: str) -> int:
+    """The highest message format (magic) a metadata version writes: 0 before 0.10.0, 1 before
+    0.11.0, else 2 (MetadataVersion.highestSupportedRecordVersion)."""
+    release = version.split("-")[0]
+    numbers = tuple(int(n) for n in release.split("."))
+    if numbers < (0, 10, 0):
+        return 0
+    return 1 if numbers < (0, 11, 0) else 2
+
+
+def message_format_warning(value: str, topic: str | None = None) -> str | None:
+    """Kafka 3.x's warning for a message format below v2, which it ignores (LogConfig's
+    MessageFormatVersion.topicWarningMessage, KafkaConfig's broker one); None for v2 formats."""
+    if record_format(metadata_version(value)) == 2:
+        return None
+    if topic is None:
+        head = f"Broker configuration log.message.format.version with value {value} is ignored"
+    else:
+        head = (
+            f"Topic configuration message.format.version with value `{value}` is ignored for "
+            f"`{topic}`"
+        )
+    return (
+        f"{head} because the inter-broker protocol version `{INTER_BROKER_PROTOCOL_VERSION}` is "
+        "greater or equal than 3.0. This configuration is deprecated and it will be removed in "
+        "Apache Kafka 4.0."
+    )
+
+
+_VERSION_KEYS = ("message.format.version", "log.message.format.version")
 
 
 def parse_value(defn: ConfigDef, raw: Any) -> Any:
@@ -249,6 +318,8 @@ def parse_value(defn: ConfigDef, raw: Any) -> Any:
             value = text
             if defn.choices and value not in defn.choices:
                 raise ValueError(text)
+            if defn.name in _VERSION_KEYS:
+                metadata_version(value)  # kept as given, as Kafka stores and describes it
     except ValueError:
         raise ConfigError(f"Invalid value {raw!r} for configuration {defn.name}") from None
     if defn.minimum is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -304,6 +375,7 @@ class LogConfig:
     unclean_leader_election_enable: bool = False
     file_delete_delay_ms: int = 60000
     preallocate: bool = False
+    message_format_version: str = "3.0-IV1"  # accepted and ignored: format v2 is written
     message_downconversion_enable: bool = True
 
     @property

@@ -1,11 +1,12 @@
-"""CreateTopics (key 19) v2-7, DeleteTopics (key 20) v1-6, CreatePartitions (key 37) v0-3.
+"""CreateTopics (key 19) v0-7, DeleteTopics (key 20) v0-6, CreatePartitions (key 37) v0-3.
 
-CreateTopics: v4 lets num_partitions / replication_factor be -1 for the broker defaults (KIP-464);
-v5 is flexible and answers num_partitions, replication_factor and the topic's configs (KIP-525);
-v6 may answer THROTTLING_QUOTA_EXCEEDED (KIP-599); v7 answers the topic id (KIP-516).
-DeleteTopics: v3 may answer TOPIC_DELETION_DISABLED; v4 is flexible; v5 adds error_message and
-may throttle. v6 names topics by name or by id (KIP-516). CreatePartitions: v2 is flexible; v3
-may throttle.
+CreateTopics: v1 adds validate_only and error messages; v2 throttle time; v4 lets num_partitions
+/ replication_factor be -1 for the broker defaults (KIP-464); v5 is flexible and answers
+num_partitions, replication_factor and the topic's configs (KIP-525); v6 may answer
+THROTTLING_QUOTA_EXCEEDED (KIP-599); v7 answers the topic id (KIP-516).
+DeleteTopics: v1 throttle time; v3 may answer TOPIC_DELETION_DISABLED; v4 is flexible; v5 adds
+error_message and may throttle. v6 names topics by name or by id (KIP-516).
+CreatePartitions: v2 is flexible; v3 may throttle.
 
 Work per request is bounded as in Kafka's KRaft controller: a request whose topics, partitions
 and configs would make more than MAX_RECORDS_PER_USER_OP (10,000) metadata records is refused
@@ -276,7 +277,7 @@ def _unique_topics(topics: list[T], results: list, result_cls: Callable[..., obj
     return [t for t in topics if counts[t.name] == 1]
 
 
-@handles(ApiKey.CREATE_TOPICS, versions=(2, 7))
+@handles(ApiKey.CREATE_TOPICS, versions=(0, 7))
 async def create_topics(
     ctx: RequestContext, req: protocol.CreateTopicsRequest
 ) -> protocol.CreateTopicsResponse:
@@ -434,7 +435,7 @@ def _delete_allowed(
     return kept, denied
 
 
-@handles(ApiKey.DELETE_TOPICS, versions=(1, 6))
+@handles(ApiKey.DELETE_TOPICS, versions=(0, 6))
 async def delete_topics(
     ctx: RequestContext, req: protocol.DeleteTopicsRequest
 ) -> protocol.DeleteTopicsResponse:

@@ -1,7 +1,8 @@
-"""DescribeConfigs (key 32) v1-4, AlterConfigs (key 33) v0-2, IncrementalAlterConfigs (key 44)
+"""DescribeConfigs (key 32) v0-4, AlterConfigs (key 33) v0-2, IncrementalAlterConfigs (key 44)
 v0-1: topic-level configs (KIP-133, KIP-226 synonyms, KIP-339 incremental, KIP-569 types/docs).
 
-DescribeConfigs v1 adds config_source and synonyms; v3 adds config_type and documentation; v4 is
+DescribeConfigs v0 answers is_default (the source is DEFAULT_CONFIG) where v1 adds config_source
+and synonyms; v3 adds config_type and documentation; v4 is
 flexible. AlterConfigs replaces a topic's whole override set (v2 flexible); IncrementalAlterConfigs
 applies SET / DELETE / APPEND / SUBTRACT per key (v1 flexible). Both honour validate_only.
 
@@ -180,7 +181,7 @@ def _describe_one(
     )
 
 
-@handles(ApiKey.DESCRIBE_CONFIGS, versions=(1, 4))
+@handles(ApiKey.DESCRIBE_CONFIGS, versions=(0, 4))
 async def describe_configs(
     ctx: RequestContext, req: protocol.DescribeConfigsRequest
 ) -> protocol.DescribeConfigsResponse:

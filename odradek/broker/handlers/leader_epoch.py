@@ -1,5 +1,6 @@
-"""OffsetForLeaderEpoch (key 23), v2-4 (KIP-101, KIP-279, KIP-320). v2 current leader epoch
-(fencing) and throttle time; v3 replica id (followers say who they are); v4 flexible.
+"""OffsetForLeaderEpoch (key 23), v0-4 (KIP-101, KIP-279, KIP-320). v1 answers the leader epoch
+as well as the end offset (v0 only the offset); v2 current leader epoch (fencing) and throttle
+time; v3 replica id (followers say who they are); v4 flexible.
 
 For each partition the leader answers the largest epoch it knows that is <= the requested one,
 and where that epoch ends in its log: the start offset of the next epoch, or the log end offset
@@ -83,7 +84,7 @@ def _answer(
     return out(epoch=epoch, end=end)
 
 
-@handles(ApiKey.OFFSET_FOR_LEADER_EPOCH, versions=(2, 4))
+@handles(ApiKey.OFFSET_FOR_LEADER_EPOCH, versions=(0, 4))
 async def offset_for_leader_epoch(
     ctx: RequestContext, req: protocol.OffsetForLeaderEpochRequest
 ) -> protocol.OffsetForLeaderEpochResponse:

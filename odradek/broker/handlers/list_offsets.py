@@ -1,4 +1,4 @@
-"""ListOffsets (key 2), v1-10 (Kafka 4.1's maximum). Timestamps: -2 earliest (log start
+"""ListOffsets (key 2), v0-10 (Kafka 4.1's maximum). Timestamps: -2 earliest (log start
 offset), -1 latest (high watermark, or last stable offset for read_committed, v2+), -3 max
 timestamp (v7, KIP-734), -4 earliest local (v8, KIP-405), -5 latest tiered (v9, KIP-1005: no
 tiered storage, so -1); v4 current leader epoch; v6 flexible; v10 TimeoutMs (KIP-1075, for
@@ -9,10 +9,22 @@ A new leader whose high watermark is still below the start offset of its leader 
 client's LATEST, and a timestamp lookup that finds nothing below the high watermark,
 OFFSET_NOT_AVAILABLE (retriable), as Kafka's Partition.fetchOffsetForTimestamp: else the end of
 the partition could be seen moving back after a leader change. Fetch has no such guard in Kafka
-(it serves up to the high watermark, returning nothing beyond it), nor here."""
+(it serves up to the high watermark, returning nothing beyond it), nor here.
+
+v0 (Kafka 0.8's offset request, still served by Kafka 3.9) asks for up to `max_num_offsets`
+offsets before a time and answers a list (`old_style_offsets`), newest first, as Kafka's
+UnifiedLog.legacyFetchOffsetsBefore: the candidates are each segment's base offset (at least the
+log start offset) stamped with the segment file's modification time, plus the log end offset
+stamped now when the active segment is not empty. -1 (latest) starts from the newest candidate,
+-2 (earliest) from the oldest, a time from the newest candidate not after it; the answer walks
+back from there. A consumer's answer (replica id -1) never shows an offset past the high
+watermark: those are replaced by the high watermark (Partition.legacyFetchOffsetsForTimestamp).
+Other negative timestamps answer UNSUPPORTED_VERSION."""
 
 from __future__ import annotations
 
+import os
+import time
 from typing import TYPE_CHECKING, TypeAlias
 
 from odradek.broker.network.context import RequestContext
@@ -24,6 +36,7 @@ from odradek.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
     from odradek.broker.server import Broker
+    from odradek.log.log import Log
 
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -2, -1, -3, -4, -5
 READ_COMMITTED = 1
@@ -99,11 +112,88 @@ def list_offset(
     return answer(ts=found[1], offset=found[0], epoch=epoch)
 
 
-@handles(ApiKey.LIST_OFFSETS, versions=(1, 10))
+CONSUMER, DEBUGGING = -1, -2  # replica ids of ListOffsets v0
+
+
+def legacy_offsets_before(lg: Log, timestamp: int, max_num_offsets: int, now_ms: int) -> list[int]:
+    """Kafka's UnifiedLog.legacyFetchOffsetsBefore: up to `max_num_offsets` offsets, descending."""
+    candidates = []
+    for seg in list(lg.segments):
+        try:
+            modified = os.stat(seg.path).st_mtime_ns // 1_000_000
+        except OSError:  # deleted by retention meanwhile
+            modified = seg.created_ms
+        candidates.append((max(seg.base_offset, lg.log_start_offset), modified))
+    if lg.segments and lg.segments[-1].size > 0:
+        candidates.append((lg.log_end_offset, now_ms))
+    if timestamp == LATEST:
+        start = len(candidates) - 1
+    elif timestamp == EARLIEST:
+        start = 0
+    else:
+        start = len(candidates) - 1
+        while start >= 0 and candidates[start][1] > timestamp:
+            start -= 1
+    count = max(0, min(max_num_offsets, start + 1))
+    return sorted((candidates[start - j][0] for j in range(count)), reverse=True)
+
+
+def list_offset_v0(
+    broker: Broker,
+    topic: str,
+    p: protocol.ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition,
+    replica_id: int,
+) -> PartResp:
+    def answer(code: int = ErrorCode.NONE, offsets: list[int] | None = None) -> PartResp:
+        return PartResp(
+            partition_index=p.partition_index, error_code=code, old_style_offsets=offsets or []
+        )
+
+    if p.timestamp < EARLIEST:  # v0 knows only latest (-1) and earliest (-2)
+        return answer(ErrorCode.UNSUPPORTED_VERSION)
+    part = broker.topics.get(topic, p.partition_index)
+    if part is None:
+        info = broker.topics.info(topic)
+        if info is not None and p.partition_index < len(info.partitions):
+            return answer(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return answer(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if not part.is_leader and replica_id != DEBUGGING:
+        return answer(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    now = int(time.time() * 1000)
+    offsets = legacy_offsets_before(part.log, p.timestamp, p.max_num_offsets, now)
+    if replica_id == CONSUMER:
+        hw = part.high_watermark
+        if any(o > hw for o in offsets):
+            offsets = [hw] + [o for o in offsets if o <= hw]
+    return answer(offsets=offsets)
+
+
+@handles(ApiKey.LIST_OFFSETS, versions=(0, 10))
 async def list_offsets(
     ctx: RequestContext, req: protocol.ListOffsetsRequest
 ) -> protocol.ListOffsetsResponse:
     broker = ctx.broker
+    if ctx.api_version == 0:
+        return Resp(
+            topics=[
+                TopicResp(
+                    name=t.name,
+                    partitions=[
+                        list_offset_v0(broker, t.name, p, req.replica_id) for p in t.partitions
+                    ]
+                    if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)
+                    else [
+                        PartResp(
+                            partition_index=p.partition_index,
+                            error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                            old_style_offsets=[],
+                        )
+                        for p in t.partitions
+                    ],
+                )
+                for t in req.topics
+            ]
+        )
     isolation = req.isolation_level if ctx.api_version >= 2 else 0
     topics = [
         TopicResp(

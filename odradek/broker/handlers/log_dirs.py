@@ -1,4 +1,5 @@
-"""DescribeLogDirs (key 35) v1-4: this broker's data dirs and the replicas each one holds.
+"""DescribeLogDirs (key 35) v0-4 (v1: throttle first; v2 flexible; v3 top-level error): this
+broker's data dirs and the replicas each one holds.
 
 As Kafka's ReplicaManager.describeLogDirs: one result per data dir (an offline dir answers
 KAFKA_STORAGE_ERROR and no topics), each partition replica hosted here with its size on disk
@@ -43,7 +44,7 @@ def _dir_of(part: Partition, default: str) -> str:
     return os.path.abspath(log_dir.path) if log_dir is not None else default
 
 
-@handles(ApiKey.DESCRIBE_LOG_DIRS, versions=(1, 4))
+@handles(ApiKey.DESCRIBE_LOG_DIRS, versions=(0, 4))
 async def describe_log_dirs(
     ctx: RequestContext, req: protocol.DescribeLogDirsRequest
 ) -> protocol.DescribeLogDirsResponse:

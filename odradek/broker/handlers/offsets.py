@@ -1,26 +1,34 @@
 """Committed offsets of consumer groups, answered by the group coordinator.
 
-OffsetCommit (key 8), v2-9: v2-4 retention_time_ms (KIP-211: a commit with a retention expires
-on its own); v3 throttle time; v5 drops retention; v6 committed_leader_epoch (KIP-320);
-v7 group_instance_id (KIP-345); v8 flexible; v9 GROUP_ID_NOT_FOUND for an unknown group with a
-generation (KIP-848); a consumer-protocol group checks the member id and epoch
-(STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID; UNSUPPORTED_VERSION below v9). Commits to unknown
-topics or partitions get UNKNOWN_TOPIC_OR_PARTITION.
-OffsetFetch (key 9), v1-9: v2 null topics = every committed offset, top-level error; v3 throttle
-time; v5 leader epoch; v6 flexible; v7 require_stable (KIP-447); v8 several groups (KIP-709);
-v9 member id and epoch (KIP-848: checked for consumer-protocol groups, ignored by classic ones).
+OffsetCommit (key 8), v0-9: v0 has no generation or member and, as in Kafka 3.9, stores the
+offsets in ZooKeeper (/consumers/<group>/offsets/<topic>/<partition>, the pre-0.8.2 layout) on a
+ZooKeeper-mode broker and answers UNSUPPORTED_VERSION otherwise (as a KRaft broker); v1 adds the
+generation, member id and a commit timestamp per partition (-1: now); v2-4 retention_time_ms
+(KIP-211: a commit with a retention expires on its own); v3 throttle time; v5 drops retention;
+v6 committed_leader_epoch (KIP-320); v7 group_instance_id (KIP-345); v8 flexible; v9
+GROUP_ID_NOT_FOUND for an unknown group with a generation (KIP-848); a consumer-protocol group
+checks the member id and epoch (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID; UNSUPPORTED_VERSION below
+v9). Commits to unknown topics or partitions get UNKNOWN_TOPIC_OR_PARTITION.
+OffsetFetch (key 9), v0-9: v0 reads the ZooKeeper offsets OffsetCommit v0 writes (an offset
+not there answers -1 with no error; UNSUPPORTED_VERSION on a broker without ZooKeeper); v0 and v1
+have no top-level error: a group error is repeated on every requested partition; v2 null topics
+= every committed offset, top-level error; v3 throttle time; v5 leader epoch; v6 flexible; v7
+require_stable (KIP-447); v8 several groups (KIP-709); v9 member id and epoch (KIP-848: checked
+for consumer-protocol groups, ignored by classic ones).
 OffsetDelete (key 47), v0 (KIP-496).
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions.internal_topics import offsets_replicated
 from odradek.coordinator.group.metadata import OffsetAndMetadata
+from odradek.coordinator.group.offsets import DEFAULT_MAX_METADATA_SIZE as MAX_METADATA
 from odradek.security.acl_types import AclOperation, ResourceType
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
@@ -28,6 +36,8 @@ from odradek.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
     from odradek.broker.server import Broker
+
+log = logging.getLogger(__name__)
 
 
 def _topic_ok(ctx: RequestContext, operation: AclOperation, topic: str) -> bool:
@@ -39,10 +49,93 @@ def _partition_exists(broker: Broker, topic: str, index: int) -> bool:
     return info is not None and 0 <= index < len(info.partitions)
 
 
+# -- Version 0: offsets in ZooKeeper ----------------------------------------------------------
+
+
+def _zookeeper(broker: Broker) -> Any:
+    """The kazoo client of a ZooKeeper-mode broker, else None."""
+    return getattr(broker.store, "zk", None)
+
+
+def _zk_offset_path(group_id: str, topic: str, partition: int) -> str:
+    # Kafka's ConsumerOffset znode (ZkData.scala): the data is the offset in decimal
+    return f"/consumers/{group_id}/offsets/{topic}/{partition}"
+
+
+def _commit_to_zookeeper(
+    ctx: RequestContext, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata]
+) -> dict[tuple[str, int], ErrorCode]:
+    """OffsetCommit v0, Kafka's commitOffsetsToZookeeper (the metadata is not stored)."""
+    zk = _zookeeper(ctx.broker)
+    if zk is None:  # a KRaft broker: "Version 0 offset commit requests" are unsupported
+        return dict.fromkeys(offsets, ErrorCode.UNSUPPORTED_VERSION)
+    from kazoo.exceptions import NoNodeError
+
+    coord = ctx.group_coordinator
+    limit = coord.offsets.config.max_metadata_size if coord is not None else MAX_METADATA
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    for (topic, partition), om in offsets.items():
+        if len(om.metadata) > limit:
+            errors[(topic, partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            continue
+        path, data = _zk_offset_path(group_id, topic, partition), str(om.offset).encode()
+        try:
+            try:
+                zk.set(path, data)
+            except NoNodeError:
+                zk.create(path, data, makepath=True)
+            errors[(topic, partition)] = ErrorCode.NONE
+        except Exception as exc:  # an invalid path, a lost session: Errors.forException
+            log.warning("OffsetCommit v0 of group %r to %s failed: %r", group_id, path, exc)
+            errors[(topic, partition)] = ErrorCode.UNKNOWN_SERVER_ERROR
+    return errors
+
+
+def _fetch_from_zookeeper(
+    ctx: RequestContext, req: protocol.OffsetFetchRequest
+) -> protocol.OffsetFetchResponse:
+    """OffsetFetch v0, Kafka's handleOffsetFetchRequestFromZookeeper."""
+    Resp = protocol.OffsetFetchResponse
+    T = Resp.OffsetFetchResponseTopic
+    P = T.OffsetFetchResponsePartition
+    topics = list(req.topics or [])
+    zk = _zookeeper(ctx.broker)
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, req.group_id):
+        group_error: ErrorCode | None = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    elif zk is None:
+        group_error = ErrorCode.UNSUPPORTED_VERSION
+    else:
+        group_error = None
+    from kazoo.exceptions import NoNodeError
+
+    answer = []
+    for t in topics:
+        allowed = group_error is None and _topic_ok(ctx, AclOperation.DESCRIBE, t.name)
+        parts = []
+        for index in t.partition_indexes:
+            offset, error = -1, group_error or ErrorCode.NONE
+            if group_error is None and not allowed:
+                error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif group_error is None and _partition_exists(ctx.broker, t.name, index):
+                try:
+                    data, _stat = zk.get(_zk_offset_path(req.group_id, t.name, index))
+                    offset = int(data.decode())
+                except NoNodeError:
+                    pass
+                except Exception as exc:
+                    log.warning("OffsetFetch v0 of group %r failed: %r", req.group_id, exc)
+                    error = ErrorCode.UNKNOWN_SERVER_ERROR
+            parts.append(
+                P(partition_index=index, committed_offset=offset, metadata="", error_code=error)
+            )
+        answer.append(T(name=t.name, partitions=parts))
+    return Resp(topics=answer)
+
+
 # -- OffsetCommit ------------------------------------------------------------------------------
 
 
-@handles(ApiKey.OFFSET_COMMIT, versions=(2, 9))
+@handles(ApiKey.OFFSET_COMMIT, versions=(0, 9))
 async def offset_commit(
     ctx: RequestContext, req: protocol.OffsetCommitRequest
 ) -> protocol.OffsetCommitResponse:
@@ -70,14 +163,18 @@ async def offset_commit(
             if not _partition_exists(broker, t.name, p.partition_index):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
+            # v1 carries a commit timestamp per partition (-1: the broker's time)
+            stamp = p.commit_timestamp if version == 1 and p.commit_timestamp != -1 else now
             valid[tp] = OffsetAndMetadata(
                 offset=p.committed_offset,
                 leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
                 metadata=p.committed_metadata if p.committed_metadata is not None else "",
-                commit_timestamp=now,
+                commit_timestamp=stamp,
                 expire_timestamp=now + retention if retention >= 0 else -1,
             )
-    if valid:
+    if valid and version == 0:
+        errors.update(_commit_to_zookeeper(ctx, req.group_id, valid))
+    elif valid:
         coord = ctx.group_coordinator
         if coord is None:
             errors.update(dict.fromkeys(valid, ErrorCode.COORDINATOR_NOT_AVAILABLE))
@@ -163,11 +260,13 @@ def _fetch_group(
     return error, by_topic
 
 
-@handles(ApiKey.OFFSET_FETCH, versions=(1, 9))
+@handles(ApiKey.OFFSET_FETCH, versions=(0, 9))
 async def offset_fetch(
     ctx: RequestContext, req: protocol.OffsetFetchRequest
 ) -> protocol.OffsetFetchResponse:
     version = ctx.api_version
+    if version == 0:
+        return _fetch_from_zookeeper(ctx, req)
     Resp = protocol.OffsetFetchResponse
     require_stable = bool(req.require_stable) if version >= 7 else False
     if version >= 8:

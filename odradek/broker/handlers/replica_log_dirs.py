@@ -1,4 +1,5 @@
-"""AlterReplicaLogDirs (key 34) v1-2 and DescribeQuorum (key 55) v0-2.
+"""AlterReplicaLogDirs (key 34) v0-2 (v1: throttle first; v2 flexible) and DescribeQuorum (key
+55) v0-2.
 
 AlterReplicaLogDirs moves replicas hosted here to another of this broker's data dirs, as Kafka's
 ReplicaManager.alterReplicaLogDirs: a path that is not one of `log.dirs` answers
@@ -87,7 +88,7 @@ def _move(ctx: RequestContext, topic: str, index: int, path: str) -> int:
     return ErrorCode.NONE
 
 
-@handles(ApiKey.ALTER_REPLICA_LOG_DIRS, versions=(1, 2))
+@handles(ApiKey.ALTER_REPLICA_LOG_DIRS, versions=(0, 2))
 async def alter_replica_log_dirs(
     ctx: RequestContext, req: protocol.AlterReplicaLogDirsRequest
 ) -> protocol.AlterReplicaLogDirsResponse:

@@ -9,8 +9,8 @@ EndTxn (key 26), v0-4: v1 throttle first; v2 PRODUCER_FENCED; v3 flexible; v4 KI
 TxnOffsetCommit (key 28), v0-4: v2 committed_leader_epoch; v3 flexible, member id, generation
 and group instance id (KIP-447), PRODUCER_FENCED; v4 KIP-890. Offsets stay pending in the group
 coordinator until the COMMIT marker reaches the group's offsets partition.
-WriteTxnMarkers (key 27), v1 (flexible; v0 is gone in Kafka 4.0): markers from a transaction
-coordinator for partitions this broker leads.
+WriteTxnMarkers (key 27), v0-1 (v1 flexible; v0, gone in Kafka 4.0, is the same message): markers
+from a transaction coordinator for partitions this broker leads.
 """
 
 from __future__ import annotations
@@ -328,7 +328,7 @@ async def txn_offset_commit(
 # -- WriteTxnMarkers ---------------------------------------------------------------------------
 
 
-@handles(ApiKey.WRITE_TXN_MARKERS, versions=(1, 1))
+@handles(ApiKey.WRITE_TXN_MARKERS, versions=(0, 1))
 async def write_txn_markers(
     ctx: RequestContext, req: protocol.WriteTxnMarkersRequest
 ) -> protocol.WriteTxnMarkersResponse:

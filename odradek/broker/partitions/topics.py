@@ -20,7 +20,7 @@ from odradek.broker.cluster.metadata_store import (
     TopicInfo,
 )
 from odradek.broker.partitions.partition import AppendVerifier, Partition
-from odradek.log.config import ConfigError, validate_topic_configs
+from odradek.log.config import ConfigError, message_format_warning, validate_topic_configs
 from odradek.log.log import write_partition_metadata
 from odradek.log.manager import LogManager
 from odradek.wire.errors import ErrorCode
@@ -316,6 +316,7 @@ class TopicManager:
         self.by_id[info.topic_id] = info.name
         for idx in range(len(info.partitions)):
             self._open_partition(info, idx)
+        _warn_message_format(info.name, info.configs)
         log.info(
             "created topic %s with %d partitions, replication factor %d",
             info.name,
@@ -424,9 +425,18 @@ class TopicManager:
             return
         info.configs = dict(configs)
         self.store.update_topic(info)
+        _warn_message_format(name, info.configs)
         cfg = self.log_config(name)
         for idx in range(len(info.partitions)):
             part = self.partitions.get((name, idx))
             if part is not None:
                 part.log.config = cfg
         log.info("topic %s configs set to %s", name, configs)
+
+
+def _warn_message_format(topic: str, configs: dict[str, str]) -> None:
+    """A message.format.version below v2 is stored and described but not used (Kafka 3.x)."""
+    value = configs.get("message.format.version")
+    warning = message_format_warning(value, topic) if value else None
+    if warning:
+        log.warning("%s", warning)
