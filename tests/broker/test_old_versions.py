@@ -20,6 +20,7 @@ from kafka.structs import OffsetAndMetadata
 
 from odradek.testing import Broker
 from odradek.testing.raw import RawClient
+from odradek.testing.zookeeper import ZooKeeperServer
 from odradek.wire import protocol
 from odradek.wire.errors import ErrorCode
 
@@ -171,6 +172,27 @@ def test_offset_commit_and_fetch_v0_without_zookeeper_are_unsupported(broker: Br
         resp = c.request(commit_request("zk-less", 5), 0)
         assert resp.topics[0].partitions[0].error_code == ErrorCode.UNSUPPORTED_VERSION
         assert committed(c, "zk-less", 0) == (ErrorCode.UNSUPPORTED_VERSION, -1)
+
+
+def test_offset_commit_and_fetch_v0_use_zookeeper(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """As a Kafka 3.9 ZooKeeper-mode broker: v0 offsets are /consumers/<group>/offsets/<topic>/
+    <partition> nodes (what ZooKeeper-era tools read), apart from the coordinator's offsets."""
+    with ZooKeeperServer(str(tmp_path_factory.mktemp("zookeeper"))) as zk:
+        config = {
+            "zookeeper.connect": zk.connect("/old-versions"),
+            "node.id": "0",
+            "offsets.topic.replication.factor": "1",
+        }
+        with Broker(topics={"t": 1}, config=config) as b, RawClient(b.bootstrap) as c:
+            resp = c.request(commit_request("zk-group", 42), 0)
+            assert resp.topics[0].partitions[0].error_code == ErrorCode.NONE
+            node = b.call(lambda s: s.store.zk.get("/consumers/zk-group/offsets/t/0")[0])
+            assert node == b"42"
+            assert committed(c, "zk-group", 0) == (ErrorCode.NONE, 42)
+            assert committed(c, "zk-other", 0) == (ErrorCode.NONE, -1)
+            find = protocol.FindCoordinatorRequest(key="zk-group", key_type=0)
+            wait_for(lambda: c.request(find, 0).error_code == ErrorCode.NONE, "the coordinator")
+            assert committed(c, "zk-group", 1) == (ErrorCode.NONE, -1)  # not the group's
 
 
 # -- kafka-python speaking old versions --------------------------------------------------------
