@@ -13,6 +13,20 @@ bad record framing -> INVALID_RECORD (InvalidRecordException).
 
 When the topic's `compression.type` differs from the batch's codec, the decompressed section
 is compressed again with the topic's codec under a copy of the original header.
+
+Produce v0-2 may carry message sets of magic 0 or 1 (odradek/wire/legacy_records.py). As Kafka
+3.x's LogValidator does when the log's format is v2 (convertAndAssignOffsetsNonCompressed /
+validateMessagesAndAssignOffsetsCompressed), they are checked and up-converted to one v2 batch
+(`_validate_legacy`): each message's size against `max.message.bytes` (MESSAGE_TOO_LARGE), CRC32
+(CORRUPT_MESSAGE, inner messages of a wrapper too), one magic throughout and a compressed wrapper
+alone in its set, no nested compression, no zstd (INVALID_RECORD), a magic-1 wrapper's offset
+not below its last inner offset, keys on a compacted topic (INVALID_RECORD), CreateTime
+timestamps within range and no producer-set LogAppendTime (INVALID_TIMESTAMP). Stricter than
+Kafka, which renumbers them silently, inner offsets that go backwards are INVALID_RECORD, and so
+is a magic-0 message with the timestamp-type bit or laid out with a timestamp (its key and
+value lengths do not fill it). The batch keeps keys, values and timestamps (magic 0: -1, no
+timestamp), takes the topic's codec or else the wrapper's, producer id -1, CreateTime (the log
+stamps LogAppendTime topics as for any batch). Nothing is appended when any check fails.
 """
 
 from __future__ import annotations
@@ -37,7 +51,14 @@ from odradek.wire.batch import (
 )
 from odradek.wire.compression import compress, decompress, max_decompressed_size
 from odradek.wire.errors import ErrorCode
-from odradek.wire.records import check_framing
+from odradek.wire.legacy_records import (
+    LOG_APPEND_TIME,
+    NO_TIMESTAMP,
+    Message,
+    inner_messages,
+    read_message,
+)
+from odradek.wire.records import RecordInput, build_batch, check_framing
 
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
@@ -85,6 +106,8 @@ def validate(
     try:
         batches = list(iter_batches(buf))
     except UnsupportedMagicError as exc:
+        if produce_version is not None and produce_version < 3:
+            return _validate_legacy(records, config, now)
         raise ValidationError(
             ErrorCode.INVALID_RECORD,
             f"Produce requests with version {produce_version} are only allowed "
@@ -191,3 +214,80 @@ def _recompress(
         _INT16.pack_into(out, start + ATTRIBUTES_OFFSET, (h.attributes & ~COMPRESSION_MASK) | codec)
         write_crc(out, start)
     return out, list(iter_batches(out))
+
+
+def _validate_legacy(records: bytes, config: LogConfig, now: int) -> ValidatedBatches:
+    """A magic 0/1 message set checked and up-converted to one v2 batch (module docstring)."""
+    try:
+        return _up_convert(records, config, now)
+    except InvalidRecordError as exc:
+        raise ValidationError(ErrorCode.INVALID_RECORD, str(exc)) from None
+    except CorruptRecordError as exc:
+        raise ValidationError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
+
+
+def _up_convert(buf: bytes, config: LogConfig, now: int) -> ValidatedBatches:
+    limit = config.max_message_bytes
+    outers: list[Message] = []
+    pos = 0
+    end = len(buf)
+    while pos < end:
+        if end - pos >= LOG_OVERHEAD:
+            (size,) = _INT32.unpack_from(buf, pos + 8)
+            if size + LOG_OVERHEAD > limit:
+                raise ValidationError(
+                    ErrorCode.MESSAGE_TOO_LARGE,
+                    f"message of {size + LOG_OVERHEAD} bytes over max.message.bytes {limit}",
+                )
+        message, pos = read_message(buf, pos, end)
+        if outers and message.magic != outers[0].magic:
+            raise InvalidRecordError(
+                f"message magic {message.magic} is not the same as the first message's "
+                f"magic {outers[0].magic}"
+            )
+        outers.append(message)
+    if not outers:
+        raise InvalidRecordError("message set has no messages at all")
+    source_codec = max(m.codec for m in outers)
+    if source_codec and len(outers) > 1:
+        raise InvalidRecordError("Compressed outer record has more than one batch")
+    log_append = config.message_timestamp_type == "LogAppendTime"
+    before = config.message_timestamp_before_max_ms
+    after = config.message_timestamp_after_max_ms
+    compact = config.compact
+    converted: list[RecordInput] = []
+    for outer in outers:
+        if outer.codec:
+            inner = inner_messages(outer, max_decompressed_size(limit))
+        else:
+            inner = [outer]
+        batch_log_append = outer.timestamp_type == LOG_APPEND_TIME
+        for index, m in enumerate(inner):
+            timestamp = outer.timestamp if batch_log_append else m.timestamp
+            if compact and m.key is None:
+                raise InvalidRecordError(
+                    f"record {index}: compacted topic cannot accept message without key"
+                )
+            if not log_append and timestamp != NO_TIMESTAMP:
+                if now - timestamp > before or timestamp - now > after:
+                    raise ValidationError(
+                        ErrorCode.INVALID_TIMESTAMP,
+                        f"timestamp {timestamp} of record {index} is out of range "
+                        f"[{now - before}, {now + after}]",
+                    )
+            elif batch_log_append:
+                raise ValidationError(
+                    ErrorCode.INVALID_TIMESTAMP,
+                    f"record {index}: producer should not set timestamp type to LogAppendTime",
+                )
+            converted.append((m.key, m.value, (), timestamp))
+    target = CODECS.get(config.compression_type)
+    codec = source_codec if target is None else target
+    batch = build_batch(converted, compression=codec)
+    if len(batch) > limit:
+        raise ValidationError(
+            ErrorCode.MESSAGE_TOO_LARGE,
+            f"up-converted batch of {len(batch)} bytes over max.message.bytes {limit}",
+        )
+    out: bytes | bytearray = bytearray(batch) if log_append else batch
+    return ValidatedBatches(out, list(iter_batches(out)), log_append)
