@@ -13,6 +13,18 @@ users, and the settings each client needs:
 security: "ssl", "mtls", "sasl_plaintext", "sasl_ssl"; mechanism (SASL): "PLAIN" (default),
 "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"; `plaintext_too=True` adds a PLAINTEXT listener
 (`plaintext_bootstrap`) beside the secure one (`bootstrap`).
+
+Many brokers, one per test (a thousand in a few seconds; `python -m bench.startup`):
+
+    with Broker(shared_loop=True, tmpfs=True) as b:   # the odradek_fresh_broker fixture
+        ...
+
+`shared_loop=True` runs the broker on the one event-loop thread all such brokers share
+(odradek.testing.loop_thread.SharedSlot) instead of a thread and loop of its own; it is still
+a broker of its own: own port, own data dir, own tasks (cancelled at stop). A test that blocks
+the loop (a slow `call`) then holds up the other shared brokers alive at the time too.
+`tmpfs=True` puts the temporary data dir in /dev/shm (when there is one): no disk writes or
+fsyncs, data in RAM, so keep it for tests that write little.
 """
 
 from __future__ import annotations
@@ -27,12 +39,18 @@ from typing import Any, overload
 from odradek.broker.config import BrokerConfig
 from odradek.broker.ops.faults import FaultRule, api_key, error_code
 from odradek.broker.server import Broker as BrokerServer
-from odradek.testing.loop_thread import LoopThread, T
+from odradek.testing.loop_thread import LoopThread, SharedSlot, T
 from odradek.testing.security import ClientSettings, Security
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
 START_TIMEOUT_S = 30.0
+TMPFS = "/dev/shm"
+
+
+def tmpfs_dir() -> str | None:
+    """/dev/shm when it is a writable directory (Linux), else None (the default temp dir)."""
+    return TMPFS if os.path.isdir(TMPFS) and os.access(TMPFS, os.W_OK | os.X_OK) else None
 
 
 class Broker(ClientSettings):
@@ -50,11 +68,17 @@ class Broker(ClientSettings):
         mechanism: str | None = None,
         users: Mapping[str, str] | None = None,
         plaintext_too: bool = False,
+        shared_loop: bool = False,
+        tmpfs: bool = False,
     ) -> None:
         self.topics = dict(topics or {})
         self.overrides = {k: str(v) for k, v in (config or {}).items()}
         self._own_dir = data_dir is None
-        self.data_dir = data_dir or tempfile.mkdtemp(prefix="odradek-")
+        if data_dir is None:
+            data_dir = tempfile.mkdtemp(prefix="odradek-", dir=tmpfs_dir() if tmpfs else None)
+        elif tmpfs:
+            raise ValueError("tmpfs=True is for the temporary data dir: not with data_dir")
+        self.data_dir = data_dir
         self.host = host
         self.port = port
         # every listener's port by name, kept across restart (0 until first bound)
@@ -75,7 +99,12 @@ class Broker(ClientSettings):
         elif mechanism is not None or users is not None or plaintext_too:
             raise ValueError("mechanism, users and plaintext_too go with security=...")
         self.server: BrokerServer | None = None
-        self._loop_thread = LoopThread("odradek-broker", START_TIMEOUT_S)
+        self._clean_stop = False  # how the loop's teardown stops the server
+        self._loop_thread: LoopThread | SharedSlot = (
+            SharedSlot("odradek-broker", START_TIMEOUT_S)
+            if shared_loop
+            else LoopThread("odradek-broker", START_TIMEOUT_S)
+        )
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -106,7 +135,15 @@ class Broker(ClientSettings):
                 if self.server.topics.info(name) is None:
                     self.server.topics.create_topic(name, partitions, -1)
 
-        self._loop_thread.start(boot)
+        async def teardown() -> None:
+            # the server's stop (on the shared loop; its own loop's thread has stopped it
+            # already), or after a failed boot: let go of what it had taken (listeners, the
+            # data dir's lock)
+            server, self.server = self.server, None
+            if server is not None:
+                await server.stop(clean=self._clean_stop)
+
+        self._loop_thread.start(boot, teardown)
         return self
 
     # Typed for the one-argument form every caller uses; extra `args` are passed through.
@@ -122,13 +159,18 @@ class Broker(ClientSettings):
     def _shutdown(self, clean: bool) -> None:
         if not self._loop_thread.running or self.server is None:
             return
-        self.call(lambda server: server.stop(clean=clean))
-        self._loop_thread.stop()
+        self._clean_stop = clean
+        if isinstance(self._loop_thread, LoopThread):
+            self.call(lambda server: server.stop(clean=clean))
+        self._loop_thread.stop()  # a shared loop's slot runs the stop in its teardown
+        self._clean_stop = False
         self.server = None
 
-    def stop(self) -> None:
-        """Stop cleanly and remove the temporary data dir (when this object made it)."""
-        self._shutdown(clean=True)
+    def stop(self, clean: bool = True) -> None:
+        """Stop and remove the temporary data dir (when this object made it). Clean: flush,
+        checkpoints, clean-shutdown marker; `clean=False` drops everything as kill -9 would,
+        quicker when the data is thrown away anyway (odradek_fresh_broker)."""
+        self._shutdown(clean=clean)
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
         if self.security is not None and self.security._own_dir:
@@ -138,6 +180,14 @@ class Broker(ClientSettings):
         """Stop (cleanly, or as kill -9 would) and start again on the same port and data."""
         self._shutdown(clean=not abrupt)
         self.start()
+
+    def create_topic(
+        self, name: str, partitions: int = 1, config: Mapping[str, Any] | None = None
+    ) -> str:
+        """Create a topic (topic-level `config` such as {"cleanup.policy": "compact"})."""
+        configs = {k: str(v) for k, v in (config or {}).items()}
+        self.call(lambda server: server.topics.create_topic(name, partitions, -1, configs))
+        return name
 
     # -- faults ---------------------------------------------------------------------------------
 

@@ -5,11 +5,22 @@
     thread.start(boot, teardown)          # boot() runs on the loop; its exception is re-raised
     thread.call(fn, *args)                # fn(*args) on the loop, a coroutine result awaited
     thread.stop()                         # teardown() runs on the loop, then the thread ends
+
+`SharedSlot` has the same four calls but runs on one event-loop thread that every in-process
+broker asking for it shares (`Broker(shared_loop=True)`): no thread or event loop is created or
+joined per broker, which is most of what starting and stopping an in-process broker costs once
+its data dir is on tmpfs. Each slot's calls run under its own owner tag, so the tasks a broker
+started (its connections, coordinators, timers' tasks) are found, cancelled and awaited when
+its slot stops, as closing a loop of its own would. The thread itself is started on first use
+and ends with `stop_shared_loop()` (the pytest plugin calls it at the end of the session) or at
+interpreter exit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextvars
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import Future
@@ -107,3 +118,135 @@ class LoopThread:
             return
         loop.call_soon_threadsafe(loop.stop)
         thread.join(self.timeout)
+
+
+# -- one loop thread shared by many brokers ------------------------------------------------------
+
+SHARED_NAME = "odradek-brokers"
+SHARED_TIMEOUT_S = 30.0
+
+# the SharedSlot a piece of work on the shared loop belongs to; tasks inherit it from the code
+# that created them (a task copies its creator's context; so does a callback scheduled with
+# call_soon or add_reader, hence a listener's accepted connections belong to its broker)
+_OWNER: contextvars.ContextVar[SharedSlot | None] = contextvars.ContextVar(
+    "odradek_loop_owner", default=None
+)
+_shared: LoopThread | None = None
+_owned: dict[SharedSlot, set[asyncio.Task[Any]]] = {}  # touched on the shared loop only
+_shared_lock = threading.Lock()
+
+
+def _task_factory(
+    loop: asyncio.AbstractEventLoop,
+    coro: Any,
+    context: contextvars.Context | None = None,
+) -> asyncio.Task[Any]:
+    task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, context=context)
+    owner = _OWNER.get() if context is None else context.get(_OWNER)
+    if owner is not None:
+        tasks = _owned.setdefault(owner, set())
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+    return task
+
+
+def shared_loop() -> LoopThread:
+    """The process-wide loop thread of `SharedSlot`s, started on first use."""
+    global _shared
+    with _shared_lock:
+        if _shared is None or not _shared.running:
+
+            async def boot() -> None:
+                asyncio.get_running_loop().set_task_factory(_task_factory)
+
+            thread = LoopThread(SHARED_NAME, SHARED_TIMEOUT_S)
+            thread.start(boot)
+            _shared = thread
+        return _shared
+
+
+def stop_shared_loop() -> None:
+    """End the shared loop thread (tasks still pending are cancelled and finished first); the
+    next shared broker starts a new one. Harmless when it is not running."""
+    global _shared
+    with _shared_lock:
+        thread, _shared = _shared, None
+    if thread is not None:
+        thread.stop()
+    _owned.clear()
+
+
+def shared_loop_running() -> bool:
+    return _shared is not None and _shared.running
+
+
+atexit.register(stop_shared_loop)
+
+
+class SharedSlot:
+    """One broker's place on the shared loop thread, with LoopThread's start/call/stop."""
+
+    def __init__(self, name: str, timeout: float) -> None:
+        self.name = name
+        self.timeout = timeout
+        self._thread: LoopThread | None = None
+        self._teardown: AsyncStep | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.running
+
+    def _owned_call(self, thread: LoopThread, fn: Callable[..., Any], *args: Any) -> Any:
+        def as_owner(*a: Any) -> Any:
+            _OWNER.set(self)  # in the context of the task `call` runs this in
+            return fn(*a)
+
+        return thread.call(as_owner, *args)
+
+    def start(self, boot: AsyncStep, teardown: AsyncStep | None = None) -> None:
+        """Run `boot` on the shared loop as this slot's; when it raises, `teardown` runs, the
+        slot's tasks are ended and the exception is raised here."""
+        thread = shared_loop()
+        try:
+            self._owned_call(thread, boot)
+        except BaseException:
+            self._end(thread, teardown)
+            raise
+        self._thread, self._teardown = thread, teardown
+
+    @overload
+    def call(self, fn: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T: ...
+    @overload
+    def call(self, fn: Callable[..., T], *args: Any) -> T: ...
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run `fn(*args)` on the shared loop as this slot's (a coroutine is awaited)."""
+        thread = self._thread
+        assert thread is not None, f"{self.name} is not running"
+        return self._owned_call(thread, fn, *args)
+
+    def stop(self) -> None:
+        """Run the teardown given to start, then cancel and finish this slot's tasks."""
+        thread, teardown = self._thread, self._teardown
+        self._thread = self._teardown = None
+        if thread is not None and thread.running:
+            self._end(thread, teardown)
+
+    def _end(self, thread: LoopThread, teardown: AsyncStep | None) -> None:
+        async def end() -> None:  # one trip to the loop thread for both steps
+            try:
+                if teardown is not None:
+                    _OWNER.set(self)
+                    await teardown()
+            finally:
+                await self._finish_tasks()
+
+        thread.call(end)
+
+    async def _finish_tasks(self) -> None:
+        """Cancel what this slot left running and let it end, as LoopThread does at close."""
+        current = asyncio.current_task()
+        tasks = [t for t in _owned.pop(self, set()) if t is not current and not t.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=self.timeout)

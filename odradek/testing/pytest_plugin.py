@@ -4,6 +4,9 @@ Fixtures:
     odradek_broker           one in-process broker for the whole session (per xdist worker)
     odradek_topic            factory: odradek_topic(partitions=1, config=None) -> unique name
     odradek_broker_factory   factory for extra brokers of your own, stopped after the test
+    odradek_fresh_broker     a broker of this test's own (own port, own empty data dir),
+                             started for it and stopped after it: a thousand such tests
+                             run in seconds (shared loop thread, data on tmpfs)
     odradek_cluster          factory for replicating clusters, stopped after the test:
                              odradek_cluster(brokers=3, topics=None, config=None) -> Cluster
     odradek_secure_broker    a broker with TLS / SASL (SASL_SSL with PLAIN unless a
@@ -38,6 +41,9 @@ A SASL_SSL broker in one line, and the other security set-ups (odradek.testing.s
     def test_own(odradek_broker_factory):   # a broker of this test's own, any options
         broker = odradek_broker_factory(security="mtls", plaintext_too=True)
 
+    def test_isolated(odradek_fresh_broker):   # nothing left over from any other test
+        producer = confluent_kafka.Producer({"bootstrap.servers": odradek_fresh_broker.bootstrap})
+
 security is "ssl", "mtls", "sasl_plaintext" or "sasl_ssl"; mechanism "PLAIN", "SCRAM-SHA-256",
 "SCRAM-SHA-512" or "OAUTHBEARER"; users {name: password} (default {"alice": "alice-secret"});
 plaintext_too=True adds a PLAINTEXT listener (`plaintext_bootstrap`) for admin (its
@@ -55,6 +61,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import sys
 import warnings
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -75,6 +82,14 @@ def pytest_configure(config: pytest.Config) -> None:
         f"{_SECURE_MARKER}(security, mechanism=None, users=None, plaintext_too=False): the "
         "security set-up of the odradek_secure_broker fixture",
     )
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """End the loop thread `shared_loop=True` brokers ran on, if any did (their fixtures have
+    stopped them by now), so that no broker thread outlives the session."""
+    loop_thread = sys.modules.get("odradek.testing.loop_thread")
+    if loop_thread is not None:
+        loop_thread.stop_shared_loop()
 
 
 def _import_broker() -> None:
@@ -134,6 +149,23 @@ def odradek_broker_factory() -> Iterator[Callable[..., Broker]]:
     yield start
     for broker in started:
         broker.stop()
+
+
+@pytest.fixture
+def odradek_fresh_broker() -> Iterator[Broker]:
+    """A broker of this test's own, stopped (its data removed) after it: its own port and an
+    empty data dir, so nothing another test did is seen. It runs on the event-loop thread
+    that such brokers share, with its data dir on tmpfs (/dev/shm) when there is one, so that
+    it starts and stops in a millisecond or two: for tests that want isolation and write
+    little. For another set-up, `odradek_broker_factory(...)`."""
+    _import_broker()
+    from odradek.testing.broker import Broker
+
+    broker = Broker(shared_loop=True, tmpfs=True).start()
+    try:
+        yield broker
+    finally:
+        broker.stop(clean=False)  # its data is removed: no flush or checkpoint first
 
 
 @pytest.fixture
