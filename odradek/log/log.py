@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from odradek.clock import now_ms
+from odradek.log import flusher as group_flush
 from odradek.log import reader
 from odradek.log.config import LONG_MAX, LogConfig
 from odradek.log.disk_faults import LogDir, storage_op
@@ -105,6 +106,11 @@ class Log:
         self.log_start_offset = log_start_offset
         self._unflushed = 0
         self._last_flush_ms = now_ms()
+        # group commit (flusher.py): the end of what is fsync'ed, the end of what a requested
+        # flush must sync before it is visible, and the round that will sync it
+        self.synced_offset = recovery_point
+        self._flush_barrier = 0
+        self.pending_flush: group_flush.FlushRound | None = None
         self._load(clean_shutdown)
 
     # -- loading --------------------------------------------------------------------------------
@@ -256,8 +262,12 @@ class Log:
         batches: list[tuple[int, BatchHeader]],
         leader_epoch: int,
         log_append_time: bool,
+        defer_flush: bool = False,
     ) -> AppendInfo:
         """Assign offsets to validated batches in `buf` and write them in one call.
+
+        With `defer_flush` (a produce request, on the event loop) a flush this append makes due
+        is left to the loop's group flusher: `pending_flush` is the round to wait for.
 
         A bytearray is patched in place; immutable request bytes are not copied: each batch's
         16-byte prefix (base offset, length, leader epoch) is patched in a small copy and the
@@ -290,7 +300,9 @@ class Log:
                 max_ts, off_max = ts, last
             offset = last + 1
         self.epochs.assign(leader_epoch, first)
-        self._write(buf if writable is not None else pieces, first, offset - 1, max_ts, off_max)
+        self._write(
+            buf if writable is not None else pieces, first, offset - 1, max_ts, off_max, defer_flush
+        )
         position_offset = first
         for _pos, h in batches:
             self.producer_state.apply(h, position_offset, position_offset + h.last_offset_delta)
@@ -335,6 +347,7 @@ class Log:
         last: int,
         max_ts: int,
         off_max: int,
+        defer_flush: bool = False,
     ) -> None:
         size = sum(len(p) for p in data) if isinstance(data, list) else len(data)
         self._maybe_roll(size, max_ts, last)
@@ -344,7 +357,14 @@ class Log:
         if self._unflushed >= cfg.flush_messages or (
             cfg.flush_ms != LONG_MAX and now_ms() - self._last_flush_ms >= cfg.flush_ms
         ):
-            self.flush()
+            flusher = group_flush.for_running_loop() if defer_flush else None
+            if flusher is None:
+                self.flush()
+            else:  # one fsync round, off the loop, serves every log waiting (flusher.py)
+                self._unflushed = 0
+                self._last_flush_ms = now_ms()
+                self._flush_barrier = self.log_end_offset
+                self.pending_flush = flusher.request(self)
 
     def _maybe_roll(self, incoming: int, max_ts: int, last_offset: int) -> None:
         seg = self.active
@@ -386,8 +406,19 @@ class Log:
     def flush(self) -> None:
         self.active.flush()
         self.recovery_point = self.log_end_offset
+        self.synced_offset = self.log_end_offset
         self._unflushed = 0
         self._last_flush_ms = now_ms()
+
+    @property
+    def visible_end(self) -> int:
+        """The end a single-replica high watermark may reach: the log end, unless a requested
+        group flush has not synced its data yet (then what is synced), as Kafka's flush inside
+        the append never lets readers see unflushed data that was due for a flush."""
+        end = self.log_end_offset
+        if self.synced_offset >= self._flush_barrier:
+            return end
+        return min(self.synced_offset, end)
 
     def close(self) -> None:
         """Clean close: flush, snapshot producer state, trim indexes."""
@@ -496,6 +527,8 @@ class Log:
         self.producer_state.delete_snapshots_after(self.log_end_offset)
         self._rebuild_producer_state()
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.synced_offset = min(self.synced_offset, self.log_end_offset)
+        self._flush_barrier = min(self._flush_barrier, self.log_end_offset)
 
     @storage_op
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -508,6 +541,7 @@ class Log:
         self._new_segment(offset)
         self.log_start_offset = offset
         self.recovery_point = offset
+        self.synced_offset = self._flush_barrier = offset
 
     @storage_op
     def advance_log_start(self, offset: int) -> None:

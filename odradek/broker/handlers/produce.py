@@ -18,6 +18,7 @@ there could stop a coordinator from loading.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TypeAlias
 
@@ -26,7 +27,7 @@ from odradek.broker.network import quotas as q
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions import leader_discovery
-from odradek.broker.partitions.partition import AppendResult
+from odradek.broker.partitions.partition import AppendResult, Partition
 from odradek.broker.partitions.topics import INTERNAL_TOPICS, TopicError, check_topic_name
 from odradek.clock import now_ms
 from odradek.log.validator import ValidationError, validate
@@ -99,7 +100,7 @@ def _produce_one(
             f"min.isr requirement of {part.log.config.min_insync_replicas} for partition "
             f"{topic}-{index}",
         )
-    result = part.append_records(validated, transactional_id)
+    result = part.append_records(validated, transactional_id, defer_flush=True)
     metrics = broker.metrics
     if metrics is not None:
         if result.error:
@@ -107,6 +108,22 @@ def _produce_one(
         else:
             metrics.produced(topic, len(validated.buf), result.record_count)
     return result
+
+
+async def _wait_for_flush(pending: list[tuple[Partition | None, AppendResult]]) -> None:
+    """Answer once the group fsync rounds (log/flusher.py) synced what these appends made due
+    for a flush, as Kafka answers after its flush inside the append; a failed fsync took the
+    dir offline, and its partitions answer KAFKA_STORAGE_ERROR."""
+    rounds = {id(res.flush): res.flush for _part, res in pending if res.flush is not None}
+    # asyncio.wait, not await: a cancelled request must not cancel a round others share
+    await asyncio.wait([rnd.future for rnd in rounds.values()])
+    for part, res in pending:
+        rnd, res.flush = res.flush, None
+        if part is None or rnd is None:
+            continue
+        if rnd.future.cancelled() or rnd.error_for(part.log) is not None:
+            res.error = ErrorCode.KAFKA_STORAGE_ERROR
+            res.message = f"fsync of {part.topic}-{part.index} failed (the log dir is offline)"
 
 
 @handles(ApiKey.PRODUCE, versions=(0, 13))
@@ -117,6 +134,7 @@ async def produce(
     version = ctx.api_version
     responses = []
     waits = []
+    flushes = []  # (partition, result) whose append made a group fsync due (flush.messages)
     denied = None if broker.authorizer is None else authz.produce_denied(ctx, req)
     for td in req.topic_data:
         name = td.name
@@ -134,12 +152,17 @@ async def produce(
                 parts.append((pd.index, AppendResult(refused)))
                 continue
             res = _produce_one(ctx, name, pd.index, pd.records, req.acks, req.transactional_id)
+            if res.flush is not None:
+                flushes.append((broker.topics.get(name, pd.index), res))
             if res.error == ErrorCode.NONE and req.acks == -1:
                 part = broker.topics.get(name, pd.index)
                 if part is not None:  # appended, so it exists
                     waits.append((part, res))
             parts.append((pd.index, res))
         responses.append((name, td, parts))
+    if flushes:
+        await _wait_for_flush(flushes)
+        waits = [(part, res) for part, res in waits if res.error == ErrorCode.NONE]
     if waits:
         await broker.replicas.wait_for_acks(waits, req.timeout_ms)
     throttle_ms = 0

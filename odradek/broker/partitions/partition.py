@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from odradek.log.disk_faults import KafkaStorageError
+from odradek.log.flusher import FlushRound
 from odradek.log.log import Log
 from odradek.log.producer_state import SequenceError
 from odradek.log.validator import ValidatedBatches
@@ -38,6 +39,9 @@ class AppendResult:
     log_start_offset: int = -1
     message: str | None = None
     record_count: int = 0
+    # the group fsync round (flush.messages / flush.ms, log/flusher.py) the produce answer
+    # waits for; None when the append made no flush due
+    flush: FlushRound | None = None
 
 
 class Partition:
@@ -70,6 +74,7 @@ class Partition:
         # Until the high watermark reaches it, client ListOffsets answer OFFSET_NOT_AVAILABLE.
         self.leader_epoch_start_offset: int | None = None
         self._waiters: set[asyncio.Future[None]] = set()
+        self._flush_watched: FlushRound | None = None
 
     @property
     def is_leader(self) -> bool:
@@ -96,9 +101,14 @@ class Partition:
         return start is not None and start > self.high_watermark
 
     def append_records(
-        self, validated: ValidatedBatches, transactional_id: str | None = None
+        self,
+        validated: ValidatedBatches,
+        transactional_id: str | None = None,
+        defer_flush: bool = False,
     ) -> AppendResult:
-        """Append a validated produce payload as leader (one writer: no await inside)."""
+        """Append a validated produce payload as leader (one writer: no await inside).
+        `defer_flush`: a flush the append makes due is group-committed off the loop; the
+        result's `flush` is the round to wait for before answering (log/flusher.py)."""
         if self.log.offline:
             return _storage_error(self)
         if not self.is_leader:
@@ -122,24 +132,38 @@ class Partition:
             return AppendResult(exc.code, message=str(exc))
         try:
             info = log.append_as_leader(
-                validated.buf, validated.batches, self.leader_epoch, validated.log_append_time
+                validated.buf,
+                validated.batches,
+                self.leader_epoch,
+                validated.log_append_time,
+                defer_flush,
             )
         except KafkaStorageError:
             self.wake()  # waiting fetches answer KAFKA_STORAGE_ERROR now
             return _storage_error(self)
         self.on_appended()
+        pending = log.pending_flush if defer_flush else None
+        if pending is not None and pending.future.done():
+            pending = None
+        if pending is not None and self._flush_watched is not pending:
+            # the high watermark of a single replica moves past the data once it is synced
+            self._flush_watched = pending
+            pending.future.add_done_callback(lambda _f: self.on_appended())
         return AppendResult(
             ErrorCode.NONE,
             info.first_offset,
             info.log_append_time,
             log.log_start_offset,
             record_count=validated.record_count,
+            flush=pending,
         )
 
     def on_appended(self) -> None:
         """Advance the high watermark (single replica: the log end) and wake waiting fetches."""
         if self.isr == [self.node_id] or len(self.replicas) <= 1:
-            self.high_watermark = self.log.log_end_offset
+            end, visible = self.log.log_end_offset, self.log.visible_end
+            # below the log end while a group flush has yet to sync data due for it
+            self.high_watermark = end if visible == end else max(self.high_watermark, visible)
         self.wake()
 
     def wake(self) -> None:

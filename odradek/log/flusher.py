@@ -1,0 +1,172 @@
+"""Group commit for `flush.messages` / `flush.ms` (issue 17): one fsync round serves every
+produce waiting for it, across partitions, and the fsyncs run off the event loop.
+
+When a produce's append makes a log due for a flush (Log._write with `defer_flush`), the log
+asks the flusher of the running event loop instead of calling fsync itself. The flusher
+collects every log that asked, and as soon as no round is under way it starts one: on the loop
+it takes a duplicate descriptor of each such log's segments written since its last sync (the
+open-files LRU may close a segment's own descriptor meanwhile), then fsyncs them all in a worker
+thread; back on the loop it records each log's synced offset and resolves the round's future,
+which the waiting produce requests (and the partitions' high watermarks) were holding on. Logs
+that ask while a round runs go into the next one, so under load each round serves every batch
+written during the previous round's fsync: one fsync per log per round, not one per batch.
+
+An fsync that fails takes the log's dir offline on the loop (LogDir.fail), as a synchronous
+flush does, and the produce requests waiting on that log answer KAFKA_STORAGE_ERROR.
+
+The recovery point (which tells the next start-up which segments it need not scan) still moves
+only with a full Log.flush (roll, close, or a flush without a loop): a round syncs the .log
+bytes that acknowledgements depend on, and recovery rebuilds indexes from them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from odradek.log.disk_faults import FSYNC, KafkaStorageError
+
+if TYPE_CHECKING:
+    from odradek.log.log import Log
+
+log = logging.getLogger(__name__)
+
+# One thread: rounds never overlap, and the thread only waits on the disk.
+_EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="odradek-fsync")
+_FLUSHERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, GroupFlusher] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+@dataclass(slots=True)
+class FlushRound:
+    """One fsync round: the logs it syncs and, once done, the ones that failed."""
+
+    future: asyncio.Future[None]
+    logs: dict[Log, None] = field(default_factory=dict)
+    failed: dict[Log, KafkaStorageError] = field(default_factory=dict)
+
+    def error_for(self, lg: Log) -> KafkaStorageError | None:
+        return self.failed.get(lg)
+
+
+@dataclass(slots=True)
+class _Job:
+    log: Log
+    upto: int  # the log end offset the round makes durable
+    fds: list[int]
+    injected: OSError | None = None
+    error: OSError | None = None
+
+
+def for_running_loop() -> GroupFlusher | None:
+    """The flusher of the event loop running in this thread; None outside a loop."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    flusher = _FLUSHERS.get(loop)
+    if flusher is None:
+        flusher = _FLUSHERS[loop] = GroupFlusher(loop)
+    return flusher
+
+
+class GroupFlusher:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._next: FlushRound | None = None  # collecting logs while a round runs
+        self._task: asyncio.Task[None] | None = None
+        self.rounds = 0  # completed rounds (tests, bench)
+        self.synced_logs = 0  # log fsync jobs done over all rounds
+
+    def request(self, lg: Log) -> FlushRound:
+        """`lg` has appended data due for a flush: the round that will sync it."""
+        nxt = self._next
+        if nxt is None:
+            nxt = self._next = FlushRound(self._loop.create_future())
+        nxt.logs[lg] = None
+        if self._task is None or self._task.done():
+            self._task = self._loop.create_task(self._run(), name="odradek-group-flush")
+        return nxt
+
+    async def _run(self) -> None:
+        while self._next is not None:
+            rnd, self._next = self._next, None
+            jobs = [job for lg in rnd.logs if (job := _job_for(lg)) is not None]
+            try:
+                if jobs:
+                    await self._loop.run_in_executor(_EXECUTOR, _sync_all, jobs)
+            except BaseException:
+                for job in jobs:
+                    _close_fds(job.fds)
+                if not rnd.future.done():
+                    rnd.future.cancel()
+                raise
+            for job in jobs:
+                lg = job.log
+                exc = job.injected or job.error
+                if exc is None:
+                    lg.synced_offset = max(lg.synced_offset, job.upto)
+                    continue
+                ld = lg.log_dir
+                if ld is None:
+                    log.error("%s-%d: fsync failed: %s", lg.topic, lg.partition, exc)
+                    rnd.failed[lg] = KafkaStorageError(lg.dir, exc.strerror or str(exc))
+                else:
+                    rnd.failed[lg] = ld.fail(exc)
+            self.rounds += 1
+            self.synced_logs += len(jobs)
+            if not rnd.future.done():
+                rnd.future.set_result(None)
+
+
+def _job_for(lg: Log) -> _Job | None:
+    """On the loop: duplicates of the descriptors of `lg`'s segments written since its last
+    sync (a roll may have left data in the previous segment too)."""
+    ld = lg.log_dir
+    if ld is not None and ld.offline:
+        return _Job(lg, lg.log_end_offset, [], error=OSError(0, ld.reason or "log dir offline"))
+    upto = lg.log_end_offset
+    fds: list[int] = []
+    try:
+        for seg in reversed(lg.segments):
+            if seg.next_offset <= lg.synced_offset and fds:
+                break
+            f = seg.file  # held while duplicating
+            fds.append(os.dup(f.fileno()))
+            if seg.base_offset <= lg.synced_offset:
+                break
+    except OSError as exc:
+        _close_fds(fds)
+        return _Job(lg, upto, [], error=exc)
+    injected = None
+    if ld is not None and ld.fsync_errno is not None:
+        injected = ld.injected_error(FSYNC)
+    return _Job(lg, upto, fds, injected=injected)
+
+
+def _sync_all(jobs: list[_Job]) -> None:
+    """In the worker thread: fsync every job's descriptors, then close them."""
+    for job in jobs:
+        try:
+            if job.injected is None and job.error is None:
+                for fd in job.fds:
+                    os.fsync(fd)
+        except OSError as exc:
+            job.error = exc
+        finally:
+            _close_fds(job.fds)
+            job.fds = []
+
+
+def _close_fds(fds: list[int]) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
