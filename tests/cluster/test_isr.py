@@ -20,7 +20,7 @@ def test_high_watermark_is_the_smallest_log_end_over_the_isr() -> None:
 
 
 def test_unknown_replica_fetches_are_ignored() -> None:
-    assert not tracker().on_fetch(7, 0, 0, 0.0)
+    assert tracker().on_fetch(7, 0, 0, 0.0) is None
 
 
 def test_fetch_at_the_log_end_is_caught_up_now() -> None:

@@ -17,7 +17,9 @@ Memory is bounded as in Kafka's SocketServer / Selector:
   scratch buffer bypass the pool.
 
 Requests on a connection are handled one at a time and answered in order. Responses are
-`bytes | FileRegion` pieces: bytes are written, regions go out with `loop.sendfile` (zero-copy).
+`bytes | FileRegion` pieces: bytes are written, regions go out with `loop.sendfile` (zero-copy),
+except small ones (up to 64 KiB, 1 MiB per answer), which are read and written with the rest:
+for a few records sendfile's round trips through the event loop cost more than the copy.
 A protocol error closes only this connection, with a log line.
 """
 
@@ -47,6 +49,8 @@ log = logging.getLogger(__name__)
 
 _NATIVE_INT = struct.Struct("i")
 COPY_CHUNK = 256 * 1024  # bytes of a file region read at once for a TLS connection
+SMALL_REGION = 64 * 1024  # regions up to this size are copied rather than sent with sendfile
+SMALL_REGIONS_COPIED = 1024 * 1024  # ... up to this much per answer, then sendfile again
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -265,8 +269,25 @@ class Connection(asyncio.BufferedProtocol):
         assert transport is not None
         loop = asyncio.get_running_loop()
         pending: list[bytes] = []
+        copied = 0
         for piece in pieces:
             if isinstance(piece, FileRegion):
+                if (
+                    piece.length <= SMALL_REGION
+                    and copied + piece.length <= SMALL_REGIONS_COPIED
+                    and not self.copies_regions
+                ):
+                    # a small region is read and written with the rest: sendfile's own round
+                    # trips through the event loop (drain, pause, sendfile, resume) cost more
+                    # than the copy; follower fetches of a few records are the common case
+                    data = os.pread(piece.file.fileno(), piece.length, piece.position)
+                    if len(data) != piece.length:
+                        raise ConnectionError(
+                            f"read {len(data)} of {piece.length} bytes of a region"
+                        )
+                    copied += piece.length
+                    pending.append(data)
+                    continue
                 if pending:
                     transport.write(b"".join(pending))
                     pending = []

@@ -26,13 +26,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from odradek.broker.partitions.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH
 from odradek.broker.replication.client import PeerClient, PeerError
+from odradek.broker.replication.fetch_response import (
+    MalformedResponse,
+    PartitionAnswer,
+    parse_fetch_v12,
+)
 from odradek.log.disk_faults import KafkaStorageError
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.batch import (
     LOG_OVERHEAD,
     BatchHeader,
+    Buffer,
     CorruptRecordError,
     crc_ok,
     parse_header,
@@ -79,9 +86,10 @@ class FetchState:
     truncating: bool = True
 
 
-def whole_batches(data: bytes) -> tuple[int, list[tuple[int, BatchHeader]]]:
-    """The complete, CRC-checked batches at the start of `data`: (bytes used, batches).
-    A fetch may end in a partial batch (the leader cuts at max bytes); it is left for later."""
+def whole_batches(data: Buffer) -> tuple[int, list[tuple[int, BatchHeader]]]:
+    """The complete, CRC-checked batches at the start of `data`: (bytes used, batches), checked
+    in place (a memoryview of the response frame). A fetch may end in a partial batch (the
+    leader cuts at max bytes); it is left for later."""
     pos = 0
     out = []
     end = len(data)
@@ -108,6 +116,12 @@ class ReplicaFetcher:
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        # the fetch session with the leader (KIP-227): id, next epoch, and what it holds of
+        # each partition (fetch offset, leader epoch, log start offset) as last sent
+        self._session_id = 0
+        self._session_epoch = INITIAL_EPOCH
+        self._sessions = True  # False once the leader answered a full fetch without a session
+        self._in_session: dict[tuple[str, int], tuple[int, int, int]] = {}
 
     # -- membership -------------------------------------------------------------------------
 
@@ -199,6 +213,7 @@ class ReplicaFetcher:
         self.client = client
 
     def _disconnect(self) -> None:
+        self._reset_session()
         if self.client is not None:
             self.client.close()
             self.client = None
@@ -339,24 +354,45 @@ class ReplicaFetcher:
 
     # -- fetching ---------------------------------------------------------------------------
 
+    def _reset_session(self) -> None:
+        """Start over with a full fetch (a new connection, or the leader lost our session)."""
+        self._session_id = 0
+        self._session_epoch = INITIAL_EPOCH
+        self._in_session.clear()
+
     async def _fetch(self, states: list[FetchState]) -> bool:
-        """One Fetch round; False when nothing could be asked or every answer was an error."""
+        """One Fetch round; False when nothing could be asked or every answer was an error.
+
+        In a fetch session (KIP-227), as Kafka's followers: the first request names every
+        partition and opens the session; later ones name only the partitions whose fetch
+        position changed (and forget those no longer fetched here), and the leader answers only
+        for partitions with records or changed offsets. A round trip then costs what changed,
+        not what is followed: the many idle partitions of __consumer_offsets and
+        __transaction_state stay out of every request and answer."""
         mgr = self.manager
         Req = protocol.FetchRequest
         FP = Req.FetchTopic.FetchPartition
         topics: dict[str, list[Any]] = {}
         asked: dict[tuple[str, int], tuple[FetchState, int]] = {}
+        full = self._session_id == 0
+        in_session = self._in_session
         for st in states:
             part = self._current(st)
             if part is None:
                 continue
             lg = part.log
-            asked[(st.topic, st.index)] = (st, lg.log_end_offset)
+            key = (st.topic, st.index)
+            offset = lg.log_end_offset
+            asked[key] = (st, offset)
+            sent = (offset, st.leader_epoch, lg.log_start_offset)
+            if not full and in_session.get(key) == sent:
+                continue  # the leader's session holds this position already
+            in_session[key] = sent
             topics.setdefault(st.topic, []).append(
                 FP(
                     partition=st.index,
                     current_leader_epoch=st.leader_epoch,
-                    fetch_offset=lg.log_end_offset,
+                    fetch_offset=offset,
                     last_fetched_epoch=lg.epochs.latest_epoch,
                     log_start_offset=lg.log_start_offset,
                     partition_max_bytes=mgr.fetch_max_bytes,
@@ -364,41 +400,69 @@ class ReplicaFetcher:
             )
         if not asked:
             return False
+        forgotten: dict[str, list[int]] = {}
+        for key in [k for k in in_session if k not in asked]:
+            del in_session[key]
+            forgotten.setdefault(key[0], []).append(key[1])
         req = Req(
             replica_id=mgr.node_id,
             max_wait_ms=mgr.fetch_wait_ms,
             min_bytes=1,
             max_bytes=RESPONSE_MAX_BYTES,
             isolation_level=0,
-            session_id=0,
-            session_epoch=-1,  # no fetch session: a full request every time
+            session_id=self._session_id,
+            session_epoch=self._session_epoch if self._sessions else FINAL_EPOCH,
             topics=[Req.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
-            forgotten_topics_data=[],
+            forgotten_topics_data=[
+                Req.ForgottenTopic(topic=t, partitions=ps) for t, ps in forgotten.items()
+            ]
+            if not full
+            else [],
             rack_id="",
         )
         assert self.client is not None
         timeout = mgr.fetch_wait_ms / 1000 + REQUEST_TIMEOUT_S
-        resp = await self.client.request(ApiKey.FETCH, FETCH_VERSION, req, timeout)
+        try:
+            frame = await self.client.request_raw(ApiKey.FETCH, FETCH_VERSION, req, timeout)
+            resp = parse_fetch_v12(frame)
+        except PeerError:
+            self._reset_session()
+            raise
+        except MalformedResponse as exc:
+            self._reset_session()
+            raise PeerError(f"undecodable fetch response: {exc}") from None
         if not mgr.can_reach(self.leader_id):
             # the link was cut while the fetch was out (a long poll): its answer is dropped,
             # as a network partition would drop it
             self._disconnect()
             return False
         if resp.error_code:
-            log.debug("fetch from %d failed: %s", self.leader_id, ErrorCode(resp.error_code).name)
-            return False
-        progressed = False
-        for t in resp.responses:
-            for p in t.partitions:
-                entry = asked.get((t.topic, p.partition_index))
-                if entry is None:
-                    continue
-                st, offset = entry
-                part = self._current(st)
-                if part is None:
-                    continue
-                applied = self._guarded(st, self._apply_fetched, part, st, offset, p)
-                progressed = bool(applied) or progressed
+            code = resp.error_code
+            log.debug("fetch from %d failed: %s", self.leader_id, ErrorCode(code).name)
+            self._reset_session()
+            # a lost session is not the leader's trouble: ask again at once, in full
+            return code in (
+                ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+            )
+        if self._sessions and resp.session_id:
+            if full:
+                self._session_id = resp.session_id
+            self._session_epoch = self._session_epoch + 1 if self._session_epoch < 0x7FFFFFFF else 1
+        elif full:
+            self._sessions = False  # a leader without sessions: full fetches, none opened
+            in_session.clear()
+        progressed = not resp.partitions  # nothing changed anywhere: not an error
+        for p in resp.partitions:
+            entry = asked.get((p.topic, p.partition))
+            if entry is None:
+                continue
+            st, offset = entry
+            part = self._current(st)
+            if part is None:
+                continue
+            applied = self._guarded(st, self._apply_fetched, part, st, offset, p)
+            progressed = bool(applied) or progressed
         return progressed
 
     def _apply_fetched(
@@ -406,7 +470,7 @@ class ReplicaFetcher:
         part: Partition,
         st: FetchState,
         offset: int,
-        p: protocol.FetchResponse.FetchableTopicResponse.PartitionData,
+        p: PartitionAnswer,
     ) -> bool:
         """Append one partition's answer (no await inside: one writer)."""
         lg = part.log
@@ -449,8 +513,8 @@ class ReplicaFetcher:
             return False
         if lg.log_end_offset != offset:
             return True  # truncated meanwhile: the next round asks again
-        data = p.records or b""
-        if data:
+        data = p.records
+        if data is not None and len(data):
             used, batches = whole_batches(data)
             batches = [(pos, h) for pos, h in batches if h.last_offset >= offset]
             if batches:

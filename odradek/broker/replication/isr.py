@@ -60,11 +60,15 @@ class LeaderTracker:
         for r in [r for r in self.followers if r not in replicas]:
             del self.followers[r]
 
-    def on_fetch(self, replica_id: int, fetch_offset: int, leader_end: int, now_ms: float) -> bool:
-        """Record a follower's fetch; False when `replica_id` is not a follower here."""
+    def on_fetch(
+        self, replica_id: int, fetch_offset: int, leader_end: int, now_ms: float
+    ) -> bool | None:
+        """Record a follower's fetch: whether its log end offset moved (only then can the high
+        watermark move); None when `replica_id` is not a follower here."""
         st = self.followers.get(replica_id)
         if st is None:
-            return False
+            return None
+        moved = st.log_end_offset != fetch_offset
         if fetch_offset >= leader_end:
             st.last_caught_up_ms = now_ms
         elif st.last_fetch_leader_end != UNKNOWN and fetch_offset >= st.last_fetch_leader_end:
@@ -72,7 +76,7 @@ class LeaderTracker:
         st.log_end_offset = fetch_offset
         st.last_fetch_leader_end = leader_end
         st.last_fetch_ms = now_ms
-        return True
+        return moved
 
     def high_watermark(self, isr: list[int], leader_end: int) -> int:
         """The smallest log end offset over `isr` (UNKNOWN when a member's is unknown)."""

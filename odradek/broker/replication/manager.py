@@ -353,7 +353,8 @@ class ReplicaManager:
         if tracker is None or not part.is_leader:
             return
         leo = part.log.log_end_offset
-        if not tracker.on_fetch(replica_id, fetch_offset, leo, now_ms()):
+        moved = tracker.on_fetch(replica_id, fetch_offset, leo, now_ms())
+        if moved is None:
             return
         if (
             replica_id not in part.isr
@@ -361,7 +362,11 @@ class ReplicaManager:
             and self._eligible(replica_id)
         ):
             self._alter_isr(part, [*part.isr, replica_id], "caught up")
-        self._advance_high_watermark(part)
+        elif moved:
+            # the high watermark follows the followers' log ends (the leader's own appends,
+            # ISR changes and leadership call it themselves): a fetch at the same offset as
+            # the last one, e.g. every idle partition of a follower's session, cannot move it
+            self._advance_high_watermark(part)
 
     def _eligible(self, node: int) -> bool:
         reg = self.store.broker(node)
