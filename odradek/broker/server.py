@@ -119,6 +119,10 @@ class Broker:
                 for name, info in self.topics.store.topics.items()
             },
         )
+        # per-group configs (KIP-848 session timeout and heartbeat interval)
+        self.group_coordinator.consumer.group_configs = lambda g: self.store.group_configs.get(
+            g, {}
+        )
         self.topics.listeners.append(self.group_coordinator)
         self.services.append(self.group_coordinator)
 

@@ -1,11 +1,13 @@
-"""`odradek configs describe|alter`, as kafka-configs.sh: topic and broker configs.
+"""`odradek configs describe|alter`, as kafka-configs.sh: topic, broker and group configs.
 
 DescribeConfigs (key 32, with synonyms) shows each config as kafka-configs.sh prints it:
 `name=value sensitive=false synonyms={SOURCE:name=value, ...}`; without `--all` only the configs
 set on the entity itself (source DYNAMIC_TOPIC_CONFIG / DYNAMIC_BROKER_CONFIG), with `--all`
 every config with its source. IncrementalAlterConfigs (key 44, KIP-339) sets (`--add-config`)
 and deletes (`--delete-config`) keys; `--add-config` takes kafka-configs.sh's syntax
-`k1=v1,k2=[v1,v2],k3=v3` (square brackets around a value holding commas).
+`k1=v1,k2=[v1,v2],k3=v3` (square brackets around a value holding commas). Groups
+(`--entity-type groups` or `--group`, KIP-848 / KIP-932 per-group configs) need not exist; the
+groups listed without a name are those with configs (ListConfigResources, key 74).
 """
 
 from __future__ import annotations
@@ -25,9 +27,20 @@ from odradek.cli_commands.common import (
 )
 from odradek.cli_commands.output import CliError, print_json
 
-ENTITY_TYPES = {"topics": "TOPIC", "topic": "TOPIC", "brokers": "BROKER", "broker": "BROKER"}
+ENTITY_TYPES = {
+    "topics": "TOPIC",
+    "topic": "TOPIC",
+    "brokers": "BROKER",
+    "broker": "BROKER",
+    "groups": "GROUP",
+    "group": "GROUP",
+}
 # the source of a config set on the entity itself (what describe shows without --all)
-DYNAMIC_SOURCE = {"TOPIC": "DYNAMIC_TOPIC_CONFIG", "BROKER": "DYNAMIC_BROKER_CONFIG"}
+DYNAMIC_SOURCE = {
+    "TOPIC": "DYNAMIC_TOPIC_CONFIG",
+    "BROKER": "DYNAMIC_BROKER_CONFIG",
+    "GROUP": "DYNAMIC_GROUP_CONFIG",
+}
 _SPLIT = re.compile(r",(?=[^\]]*(?:\[|$))")  # kafka-configs.sh: commas outside [...]
 
 
@@ -74,16 +87,17 @@ def _entity_options(p: argparse.ArgumentParser, name_required: bool) -> None:
     p.add_argument(
         "--entity-type",
         choices=sorted(ENTITY_TYPES),
-        help="topics or brokers",
+        help="topics, brokers or groups",
     )
     p.add_argument(
         "--entity-name",
         metavar="NAME",
-        help="topic name or broker id"
-        + ("" if name_required else " (default: every topic / broker)"),
+        help="topic name, broker id or group id"
+        + ("" if name_required else " (default: every topic / broker / group with configs)"),
     )
     p.add_argument("--topic", metavar="NAME", help="same as --entity-type topics --entity-name")
     p.add_argument("--broker", metavar="ID", help="same as --entity-type brokers --entity-name")
+    p.add_argument("--group", metavar="ID", help="same as --entity-type groups --entity-name")
 
 
 def _entity(args: argparse.Namespace, name_required: bool) -> tuple[str, str | None]:
@@ -93,20 +107,23 @@ def _entity(args: argparse.Namespace, name_required: bool) -> tuple[str, str | N
         for x in (
             ("TOPIC", args.topic) if args.topic is not None else None,
             ("BROKER", args.broker) if args.broker is not None else None,
+            ("GROUP", args.group) if args.group is not None else None,
         )
         if x
     ]
     if args.entity_type or args.entity_name is not None:
         if given:
-            raise CliError("give either --entity-type/--entity-name or --topic/--broker")
+            raise CliError("give either --entity-type/--entity-name or --topic/--broker/--group")
         if not args.entity_type:
-            raise CliError("--entity-name needs --entity-type (topics or brokers)")
+            raise CliError("--entity-name needs --entity-type (topics, brokers or groups)")
         given.append((ENTITY_TYPES[args.entity_type], args.entity_name))
     if len(given) != 1:
-        raise CliError("give one entity: --entity-type topics|brokers, --topic or --broker")
+        raise CliError(
+            "give one entity: --entity-type topics|brokers|groups, --topic, --broker or --group"
+        )
     rtype, name = given[0]
     if name_required and not name:
-        raise CliError("--entity-name is required (a topic name or broker id)")
+        raise CliError("--entity-name is required (a topic name, broker id or group id)")
     if rtype == "BROKER" and name is not None and not name.isdigit():
         raise CliError(f"a broker is named by its numeric id, got {name!r}")
     return rtype, name
@@ -125,6 +142,8 @@ def _check_exists(admin: Any, rtype: str, names: list[str]) -> None:
                 raise CliError(
                     f"cannot describe topic {topic['name']!r}: {error_name(topic['error_code'])}"
                 )
+    elif rtype == "GROUP":
+        return  # a group's configs may be set before the group exists, as Kafka allows
     else:
         known = {str(b) for b in broker_ids(admin)}
         for name in names:
@@ -137,6 +156,8 @@ def _check_exists(admin: Any, rtype: str, names: list[str]) -> None:
 def _all_names(admin: Any, rtype: str) -> list[str]:
     if rtype == "TOPIC":
         return sorted(admin.list_topics())
+    if rtype == "GROUP":
+        return sorted(admin.list_config_resources(["GROUP"]).get("group", []))
     return [str(b) for b in broker_ids(admin)]
 
 
@@ -266,7 +287,7 @@ def cmd_alter(args: argparse.Namespace) -> int:
         raise CliError(f"--add-config and --delete-config both name {', '.join(sorted(both))}")
     with Closing(admin_client(args)) as admin:
         _check_exists(admin, rtype, [name])
-        if deletes and rtype == "TOPIC":
+        if deletes and rtype in ("TOPIC", "GROUP"):
             # as kafka-configs.sh: deleting a config that is not set is an error
             current = {c["name"] for c in _describe(admin, rtype, [name], False)[0]["configs"]}
             missing = [k for k in deletes if k not in current]

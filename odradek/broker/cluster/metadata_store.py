@@ -168,6 +168,15 @@ class MetadataStore:
         then subscribers hear MetadataChange("client-metrics")."""
         raise NotImplementedError
 
+    # Per-group configs (GROUP config resources, KIP-848 / KIP-932): group id -> overrides,
+    # groups without overrides absent. ZooKeeper keeps them at /config/groups/<group>.
+    group_configs: dict[str, dict[str, str]]
+
+    def alter_group_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace a group's configs (empty: delete them), persisted before returning; then
+        subscribers hear MetadataChange("group-configs")."""
+        raise NotImplementedError
+
     # -- clusters: registrations, controller, conditional partition updates, watches -----------
 
     def register_broker(self, registration: BrokerRegistration) -> None:
@@ -272,6 +281,7 @@ class LocalMetadataStore(MetadataStore):
         self.client_quotas: dict[QuotaEntity, dict[str, float]] = {}
         self.scram_credentials: dict[str, dict[str, str]] = {}
         self.client_metrics: dict[str, dict[str, str]] = {}
+        self.group_configs: dict[str, dict[str, str]] = {}
         self._subscribers: list[Subscriber] = []
         self._broker_epochs = 0
         if os.path.exists(self.path):
@@ -283,6 +293,8 @@ class LocalMetadataStore(MetadataStore):
                 self.client_quotas[ent] = {str(k): float(v) for k, v in q["values"].items()}
             for name, configs in doc.get("client_metrics", {}).items():
                 self.client_metrics[str(name)] = {str(k): str(v) for k, v in configs.items()}
+            for name, configs in doc.get("group_configs", {}).items():
+                self.group_configs[str(name)] = {str(k): str(v) for k, v in configs.items()}
             for user, creds in doc.get("scram_credentials", {}).items():
                 self.scram_credentials[str(user)] = {str(m): str(c) for m, c in creds.items()}
             for t in doc.get("topics", []):
@@ -335,6 +347,8 @@ class LocalMetadataStore(MetadataStore):
             doc["scram_credentials"] = self.scram_credentials
         if self.client_metrics:
             doc["client_metrics"] = self.client_metrics
+        if self.group_configs:
+            doc["group_configs"] = self.group_configs
         write_atomic(self.path, json.dumps(doc, indent=1))
 
     @classmethod
@@ -389,6 +403,14 @@ class LocalMetadataStore(MetadataStore):
             self.client_metrics.pop(name, None)
         self._save()
         self._notify(MetadataChange("client-metrics"))
+
+    def alter_group_configs(self, name: str, configs: dict[str, str]) -> None:
+        if configs:
+            self.group_configs[name] = dict(configs)
+        else:
+            self.group_configs.pop(name, None)
+        self._save()
+        self._notify(MetadataChange("group-configs"))
 
     def alter_scram_credentials(self, changes: ScramChanges) -> None:
         credentials = {user: dict(creds) for user, creds in self.scram_credentials.items()}

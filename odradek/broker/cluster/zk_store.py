@@ -28,7 +28,13 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from odradek.broker.cluster import zk_client_metrics, zk_config, zk_quotas, zk_scram
+from odradek.broker.cluster import (
+    zk_client_metrics,
+    zk_config,
+    zk_group_configs,
+    zk_quotas,
+    zk_scram,
+)
 from odradek.broker.cluster import zk_layout as zl
 from odradek.broker.cluster.metadata_store import (
     BrokerRegistration,
@@ -90,6 +96,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         self.scram_credentials: dict[str, dict[str, str]] = zk_scram.read_all(self.zk)
         self._watching_scram = False
         self.client_metrics: dict[str, dict[str, str]] = zk_client_metrics.read_all(self.zk)
+        self.group_configs: dict[str, dict[str, str]] = zk_group_configs.read_all(self.zk)
         self._watching_client_metrics = False
         log.info("cluster metadata in ZooKeeper at %s (cluster id %s)", connect, self.cluster_id)
 
@@ -128,6 +135,7 @@ class ZooKeeperMetadataStore(MetadataStore):
             self._watching_client_metrics = True
             self.zk.ensure_path(zk_config.CONFIG_CHANGES)
             self.zk.ChildrenWatch(zk_config.CONFIG_CHANGES, self._on_client_metrics)
+            self.zk.ChildrenWatch(zk_config.CONFIG_CHANGES, self._on_group_configs)
 
     # -- MetadataStore: SCRAM credentials ---------------------------------------------------
 
@@ -176,6 +184,32 @@ class ZooKeeperMetadataStore(MetadataStore):
         if subscriptions != self.client_metrics:
             self.client_metrics = subscriptions
             self._notify(MetadataChange("client-metrics"))
+
+    # -- MetadataStore: per-group configs -------------------------------------------------------
+
+    def alter_group_configs(self, name: str, configs: dict[str, str]) -> None:
+        zk_group_configs.write(self.zk, name, configs)
+        current = dict(self.group_configs)
+        if configs:
+            current[name] = dict(configs)
+        else:
+            current.pop(name, None)
+        self._apply_group_configs(current)
+
+    def _on_group_configs(self, children: list[str]) -> None:
+        if self.session.closed:
+            return
+        try:
+            read = zk_group_configs.read_all(self.zk)
+        except Exception:
+            log.exception("reading group configs from ZooKeeper failed")
+            return
+        self.session.post(self._apply_group_configs, read)
+
+    def _apply_group_configs(self, configs: dict[str, dict[str, str]]) -> None:
+        if configs != self.group_configs:
+            self.group_configs = configs
+            self._notify(MetadataChange("group-configs"))
 
     # -- MetadataStore: client quotas -------------------------------------------------------
 

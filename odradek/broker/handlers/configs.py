@@ -13,6 +13,8 @@ config that is not dynamically updatable. The empty broker name is the cluster-w
 default, which is always empty here, as on a Kafka cluster with no dynamic defaults set.
 CLIENT_METRICS (16): KIP-714 subscriptions, described and altered (odradek/broker/telemetry/
 configs.py), authorized on the cluster as BROKER.
+GROUP (32): per-group configs of KIP-848 and share groups (odradek/coordinator/group_configs.py),
+authorized on the group (GROUP_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions.topics import TopicError, check_topic_name
 from odradek.broker.telemetry import configs as client_metrics_configs
+from odradek.coordinator import group_configs
 from odradek.log.config import TOPIC_CONFIGS
 from odradek.security.acl_types import AclOperation, ResourceType
 from odradek.wire import protocol
@@ -44,7 +47,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # ConfigResource.Type
-TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS = 2, 4, 8, 16
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 RESOURCE_NAMES = {2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER", 16: "CLIENT_METRICS", 32: "GROUP"}
 
 # AlterConfigOp.OpType
@@ -87,7 +90,18 @@ def config_denied(
     elif rtype in (BROKER, BROKER_LOGGER, CLIENT_METRICS):
         if not ctx.authorize_cluster(operation):
             return "Cluster authorization failed."
+    elif rtype == GROUP:
+        if not ctx.authorize(operation, ResourceType.GROUP, name):
+            return "Group authorization failed."
     return None
+
+
+def _denied_code(rtype: int) -> ErrorCode:
+    if rtype == TOPIC:
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if rtype == GROUP:
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
 
 def _unsupported(rtype: int) -> ResourceError:
@@ -134,6 +148,11 @@ def _entries_for(broker: Broker, rtype: int, name: str) -> list[ConfigEntry]:
         try:
             return client_metrics_configs.entries(broker, name)
         except client_metrics_configs.ClientMetricsConfigError as exc:
+            raise ResourceError(exc.code, exc.message) from None
+    if rtype == GROUP:
+        try:
+            return group_configs.entries(broker, name)
+        except group_configs.GroupConfigError as exc:
             raise ResourceError(exc.code, exc.message) from None
     raise _unsupported(rtype)
 
@@ -192,11 +211,7 @@ async def describe_configs(
             ctx, AclOperation.DESCRIBE_CONFIGS, res.resource_type, res.resource_name
         )
         if denied is not None:
-            code = (
-                ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                if res.resource_type == TOPIC
-                else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-            )
+            code = _denied_code(res.resource_type)
             results.append(
                 DResult(
                     error_code=code,
@@ -311,6 +326,12 @@ def _alter_one(broker: Broker, res: AlterResource, validate_only: bool, incremen
         except client_metrics_configs.ClientMetricsConfigError as exc:
             raise ResourceError(exc.code, exc.message) from None
         return
+    if res.resource_type == GROUP:
+        try:
+            group_configs.alter(broker, res.resource_name, res.configs, incremental, validate_only)
+        except group_configs.GroupConfigError as exc:
+            raise ResourceError(exc.code, exc.message) from None
+        return
     if res.resource_type != TOPIC:
         raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {res.resource_type}")
     info = _topic_info(broker, res.resource_name)
@@ -340,11 +361,7 @@ def _alter(
             ctx, AclOperation.ALTER_CONFIGS, res.resource_type, res.resource_name
         )
         if denied is not None:
-            code = (
-                ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                if res.resource_type == TOPIC
-                else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-            )
+            code = _denied_code(res.resource_type)
             message = denied
         elif counts[(res.resource_type, res.resource_name)] > 1:
             code, message = ErrorCode.INVALID_REQUEST, "Each resource must appear at most once."

@@ -124,7 +124,7 @@ async def share_group_heartbeat(ctx: RequestContext, req: Any) -> Any:
         _client_host(ctx),
         coord.topic_metadata(),
         mono_ms(),
-        coord.session_ms,
+        coord.group_session_ms(req.group_id),
         coord.max_size,
     )
     coord.poke()
@@ -144,7 +144,7 @@ async def share_group_heartbeat(ctx: RequestContext, req: Any) -> Any:
         error_message=None,
         member_id=result.member_id,
         member_epoch=result.epoch,
-        heartbeat_interval_ms=coord.heartbeat_ms,
+        heartbeat_interval_ms=coord.group_heartbeat_ms(req.group_id),
         assignment=assignment,
     )
 
@@ -319,7 +319,7 @@ async def share_fetch(ctx: RequestContext, req: Any) -> Any:
             throttle_time_ms=0,
             error_code=code,
             error_message=message,
-            acquisition_lock_timeout_ms=coord.lock_ms,
+            acquisition_lock_timeout_ms=coord.group_lock_ms(group_id),
             responses=[],
             node_endpoints=[],
         )
@@ -395,7 +395,7 @@ async def share_fetch(ctx: RequestContext, req: Any) -> Any:
         throttle_time_ms=0,
         error_code=NONE,
         error_message=None,
-        acquisition_lock_timeout_ms=coord.lock_ms,
+        acquisition_lock_timeout_ms=coord.group_lock_ms(group_id),
         responses=[T(topic_id=tid, partitions=parts) for tid, parts in responses.items()],
         node_endpoints=[],
     )

@@ -8,9 +8,9 @@ Errors answer with the code alone, as Kafka's getErrorResponse (no message field
 unexpected failure is INVALID_REQUEST, as KafkaApis answers it, never a closed connection.
 
 ListConfigResources v0 lists the ClientMetrics resources (names only, type 16 implied). v1
-takes resource types: TOPIC (2), BROKER (4), BROKER_LOGGER (8) and CLIENT_METRICS (16) are
-listed (GROUP (32) resources have no configs here, so none are listed); an empty list means all
-of them; another type is INVALID_REQUEST. With an authorizer it needs DESCRIBE_CONFIGS on the
+takes resource types: TOPIC (2), BROKER (4), BROKER_LOGGER (8), CLIENT_METRICS (16) and GROUP
+(32, the groups with per-group configs) are listed; an empty list means all of them; another
+type is INVALID_REQUEST. With an authorizer it needs DESCRIBE_CONFIGS on the
 cluster, as Kafka's KafkaApis (else CLUSTER_AUTHORIZATION_FAILED).
 """
 
@@ -37,7 +37,7 @@ PushResp: TypeAlias = protocol.PushTelemetryResponse
 ListResp: TypeAlias = protocol.ListConfigResourcesResponse
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
-LISTED_TYPES = (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS)
+LISTED_TYPES = (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP)
 
 
 def client_attributes(ctx: RequestContext) -> dict[str, str | None]:
@@ -122,6 +122,8 @@ def _names(broker: Broker, rtype: int) -> list[str]:
     if rtype in (BROKER, BROKER_LOGGER):
         ids = broker.store.live_brokers() if broker.store.clustered else [broker.node_id]
         return [str(i) for i in sorted(ids)]
+    if rtype == GROUP:
+        return sorted(broker.store.group_configs)
     return sorted(getattr(broker.store, "client_metrics", {}))
 
 
@@ -138,14 +140,13 @@ async def list_config_resources(
     types: list[int] = [CLIENT_METRICS]
     if ctx.api_version >= 1:
         types = list(dict.fromkeys(req.resource_types or ())) or list(LISTED_TYPES)
-        if any(t not in LISTED_TYPES and t != GROUP for t in types):
+        if any(t not in LISTED_TYPES for t in types):
             return ListResp(
                 throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, config_resources=[]
             )
     resources = [
         ListResp.ConfigResource(resource_name=name, resource_type=t)
         for t in types
-        if t != GROUP
         for name in _names(ctx.broker, t)
     ]
     return ListResp(throttle_time_ms=0, error_code=ErrorCode.NONE, config_resources=resources)

@@ -197,6 +197,9 @@ class ConsumerGroupManager:
         self.scheduler = scheduler
         self.topics = topics
         self.append = append
+        # a group's own configs (GROUP config resources): consumer.session.timeout.ms and
+        # consumer.heartbeat.interval.ms override the broker's (set by the broker)
+        self.group_configs: Callable[[str], Mapping[str, str]] = lambda _group_id: {}
         self.groups: dict[str, ConsumerGroup] = {}
         self.rebalances = 0
         self._regex_cache: dict[str, re.Pattern[str]] = {}
@@ -204,6 +207,14 @@ class ConsumerGroupManager:
         self._revoking: dict[tuple[str, str], int] = {}
 
     # -- queries ---------------------------------------------------------------------------------
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        raw = self.group_configs(group_id).get("consumer.heartbeat.interval.ms")
+        return int(raw) if raw else self.config.heartbeat_interval_ms
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        raw = self.group_configs(group_id).get("consumer.session.timeout.ms")
+        return int(raw) if raw else self.config.session_timeout_ms
 
     def get(self, group_id: str) -> ConsumerGroup | None:
         return self.groups.get(group_id)
@@ -394,7 +405,7 @@ class ConsumerGroupManager:
             None,
             updated.member_id,
             updated.member_epoch,
-            self.config.heartbeat_interval_ms,
+            self.heartbeat_interval_ms(group.group_id),
             _copy(updated.assigned) if full or changed else None,
         )
 
@@ -638,7 +649,7 @@ class ConsumerGroupManager:
                 self.remove_member(group, member_id)
 
         self.scheduler.schedule(
-            ("cg-session", group_id, member_id), self.config.session_timeout_ms, expire
+            ("cg-session", group_id, member_id), self.session_timeout_ms(group_id), expire
         )
 
     def _schedule_rebalance_timeout(self, group_id: str, member: ConsumerMember) -> None:

@@ -19,12 +19,16 @@ it). Records that were acquired when the broker stopped come back available with
 counts they had (written on acquisition too, so `group.share.delivery.count.limit` holds
 across crashes).
 
-Settings (Kafka's names, broker-wide; the per-group configs are not read yet):
-`group.share.record.lock.duration.ms` (30000), `group.share.delivery.count.limit` (5),
-`group.share.session.timeout.ms` (45000), `group.share.heartbeat.interval.ms` (5000),
-`group.share.max.size` (200), `share.coordinator.state.topic.num.partitions` (50),
+Settings (Kafka's names, broker-wide): `group.share.record.lock.duration.ms` (30000),
+`group.share.delivery.count.limit` (5), `group.share.session.timeout.ms` (45000),
+`group.share.heartbeat.interval.ms` (5000), `group.share.max.size` (200),
+`share.coordinator.state.topic.num.partitions` (50),
 `share.coordinator.state.topic.replication.factor` (that of `__consumer_offsets` when unset).
-A new share-partition starts at the log end (Kafka's `share.auto.offset.reset` default, latest).
+A group's own configs (odradek/coordinator/group_configs.py) override the first four:
+share.record.lock.duration.ms, share.session.timeout.ms, share.heartbeat.interval.ms; and
+share.auto.offset.reset says where a new share-partition starts: at the log end (latest, Kafka's
+default), the log start (earliest) or the first record at or after now less a duration
+(by_duration:<ISO 8601>, the log end when there is none).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from odradek.clock import now_ms as wall_ms
+from odradek.coordinator import group_configs
 from odradek.coordinator.codec import partition_for
 from odradek.coordinator.share import records as rec
 from odradek.coordinator.share.group import ShareGroup
@@ -124,6 +129,30 @@ class ShareCoordinator:
     @property
     def heartbeat_ms(self) -> int:
         return self.setting("group.share.heartbeat.interval.ms", 5000)
+
+    def group_lock_ms(self, group_id: str) -> int:
+        return int(group_configs.value(self.broker, group_id, "share.record.lock.duration.ms"))
+
+    def group_session_ms(self, group_id: str) -> int:
+        return int(group_configs.value(self.broker, group_id, "share.session.timeout.ms"))
+
+    def group_heartbeat_ms(self, group_id: str) -> int:
+        return int(group_configs.value(self.broker, group_id, "share.heartbeat.interval.ms"))
+
+    def initial_offset(self, group_id: str, part: Partition) -> int:
+        """Where a new share-partition of the group starts (share.auto.offset.reset)."""
+        raw = str(group_configs.value(self.broker, group_id, "share.auto.offset.reset"))
+        try:
+            strategy, ms = group_configs.reset_strategy(raw)
+        except ValueError:
+            strategy, ms = "latest", 0
+        if strategy == "earliest":
+            return part.log.log_start_offset
+        if strategy == "by_duration":
+            found = part.log.offset_for_timestamp(wall_ms() - ms)
+            if found is not None and found[0] < part.high_watermark:
+                return found[0]
+        return part.high_watermark
 
     @property
     def max_size(self) -> int:
@@ -605,13 +634,14 @@ class ShareCoordinator:
             sp = self.partitions.get(key)  # another request may have loaded it meanwhile
             if sp is None:
                 if loaded is None:
-                    sp = SharePartition(part.high_watermark, self.lock_ms, self.delivery_limit)
+                    start = self.initial_offset(key[0], part)
+                    sp = SharePartition(start, self.group_lock_ms(key[0]), self.delivery_limit)
                     sp.leader_epoch = part.leader_epoch
                     self.partitions[key] = sp
                     self.persist(key)
                 else:
                     sp = self.partitions[key] = loaded
-        sp.lock_ms = self.lock_ms
+        sp.lock_ms = self.group_lock_ms(key[0])
         sp.delivery_limit = self.delivery_limit
         sp.max_in_flight = self.max_record_locks
         sp.skip_below(part.log.log_start_offset)
