@@ -7,7 +7,9 @@
 #                             the C framing accelerator when a compiler and Python.h are there
 #   scripts/setup.sh test   (the default) what `make test`, `make lint` and `make bench` need:
 #                             the above with the `test` extra, gcc and Python headers,
-#                             kcat, java/javac and zookeeper from Debian (only when missing),
+#                             kcat, java/javac, zookeeper and librdkafka-dev from Debian (only
+#                             when missing), bench/native/build/odradek_perf (the C bench
+#                             driver, compiled when missing or older than its source),
 #                             the `pipelines` extra (pyspark, apache-flink: about 75 s and 1.3 GB
 #                             on a cold pip cache; ODRADEK_PIPELINES=0 leaves it out and the
 #                             Spark and Flink tests report themselves as skipped),
@@ -41,7 +43,7 @@ PIPELINES=${ODRADEK_PIPELINES:-1}
 if [ "${ODRADEK_SKIP_PIPELINES:-0}" = 1 ]; then PIPELINES=0; fi
 
 say() { printf 'setup: %s\n' "$*"; }
-if [ "$PROFILE" = run ]; then STEPS=3; else STEPS=6; fi
+if [ "$PROFILE" = run ]; then STEPS=3; else STEPS=7; fi
 step() {  # step N "what": the progress line before a step that does something
     local n=$1
     shift
@@ -94,6 +96,8 @@ if command -v "$PYTHON" >/dev/null 2>&1 && [ ! -x "$VENV/bin/python" ] \
 fi
 if [ "$PROFILE" = test ]; then
     command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+    # librdkafka's C headers for the native bench driver (bench/native/odradek_perf.c)
+    [ -f /usr/include/librdkafka/rdkafka.h ] || missing+=(librdkafka-dev)
     if ! command -v java >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
         missing+=(default-jdk-headless)
     fi
@@ -273,6 +277,16 @@ print("setup: Spark tests use " + ", ".join(j.name for j in jars))' "$ROOT/../sh
         touch "$VENV/.odradek-sparkjars-checked"
     fi
     spark_jars=../shared/sparkjars
+fi
+
+# --- [7] the native bench driver ------------------------------------------------------------
+# bench/native/odradek_perf (git-ignored build/): `make bench`'s native rows; a no-op when built
+if [ "$PROFILE" = test ] && ! "$VENV/bin/python" -c 'import sys
+from bench.native import BINARY, SOURCE
+sys.exit(not (BINARY.exists() and BINARY.stat().st_mtime >= SOURCE.stat().st_mtime))' 2>/dev/null; then
+    step 7 "compile bench/native/odradek_perf.c (librdkafka)"
+    (cd "$ROOT" && "$VENV/bin/python" -m bench.native >/dev/null) \
+        || say "the native bench driver did not build: make bench shows the Python rows only" >&2
 fi
 
 say "ready (.venv with the test extra$([ "$PIPELINES" != 0 ] && echo ' and pipelines'), kcat, java," \
