@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, NewTopic
-from kafka.errors import InvalidConfigurationError
+from kafka.errors import InvalidConfigurationError, UnsupportedVersionError
 from kafka.structs import OffsetAndMetadata
 
 from odradek.testing import Broker
@@ -245,6 +245,29 @@ def test_kafka_python_old_group_offsets_and_admin(
         wait_for(lambda: f"made-{name}" not in admin.list_topics(), "the topic to go")
     finally:
         admin.close()
+
+
+def test_kafka_python_082_commits_without_group_management(broker: Broker) -> None:
+    """Kafka 0.8.2's Kafka-stored offsets (OffsetCommit/OffsetFetch v1, no JoinGroup); 0.8.1's
+    ZooKeeper ones (v0) are refused as a KRaft broker refuses them."""
+    tp = TopicPartition("t", 1)
+    for api_version in ((0, 8, 2), (0, 8, 1)):
+        consumer = KafkaConsumer(
+            bootstrap_servers=broker.bootstrap,
+            group_id="group-0.8",
+            api_version=api_version,
+            enable_auto_commit=False,
+        )
+        try:
+            consumer.assign([tp])
+            if api_version == (0, 8, 2):
+                consumer.commit({tp: OffsetAndMetadata(9, "", -1)})
+                assert consumer.committed(tp) == 9
+            else:
+                with pytest.raises(UnsupportedVersionError):
+                    consumer.commit({tp: OffsetAndMetadata(10, "", -1)})
+        finally:
+            consumer.close()
 
 
 # -- message.format.version --------------------------------------------------------------------
