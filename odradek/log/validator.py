@@ -77,6 +77,7 @@ class ValidatedBatches:
     buf: bytes | bytearray
     batches: list[tuple[int, BatchHeader]]
     log_append_time: bool
+    converted: int = 0  # records up-converted from a magic 0/1 message set
 
     @property
     def record_count(self) -> int:
@@ -290,4 +291,4 @@ def _up_convert(buf: bytes, config: LogConfig, now: int) -> ValidatedBatches:
             f"up-converted batch of {len(batch)} bytes over max.message.bytes {limit}",
         )
     out: bytes | bytearray = bytearray(batch) if log_append else batch
-    return ValidatedBatches(out, list(iter_batches(out)), log_append)
+    return ValidatedBatches(out, list(iter_batches(out)), log_append, len(converted))

@@ -5,10 +5,11 @@ api_version (0, 9) (Produce v1, magic 0), (0, 10, 0) and (0, 10, 1) (Produce v2,
 librdkafka (confluent-kafka, kcat) with api.version.request=false and
 broker.version.fallback=0.9.0 (Produce v1, magic 0; a fallback of 0.10 or more makes librdkafka
 ask ApiVersions and use magic 2). A modern consumer then reads the same keys, values and
-timestamps (magic 0: none, -1), and the stored batches keep the producer's codec. A
-LogAppendTime topic stamps the records and Produce v2 answers with the stamp. Raw requests:
-a bad inner CRC, inner offsets going backwards, a magic 0 message with a timestamp, a bad
-second message, mixed magics get CORRUPT_MESSAGE / INVALID_RECORD and append nothing.
+timestamps (magic 0: none, -1), the stored batches keep the producer's codec, and the records
+count in odradek_topic_produce_message_conversions. A LogAppendTime topic stamps the records
+and Produce v2 answers with the stamp. Raw requests: a bad inner CRC, inner offsets going
+backwards, a magic 0 message with a timestamp, a bad second message, mixed magics, a zstd
+wrapper get CORRUPT_MESSAGE / INVALID_RECORD and append nothing.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
+import urllib.request
 import zlib
 from collections.abc import Iterator
 from typing import Any
@@ -24,6 +26,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
+from prometheus_client.parser import text_string_to_metric_families
 
 from odradek.testing import Broker
 from odradek.testing.raw import RawClient
@@ -47,7 +50,7 @@ Produce = protocol.ProduceRequest
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[Broker]:
-    with Broker() as b:
+    with Broker(config={"metrics.listen": "127.0.0.1:0"}) as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
         topics = [NewTopic(t, 1, 1) for t in ("kp", RDK_TOPIC, "kcat", "raw")]
         topics.append(NewTopic("lat", 1, 1, config={"message.timestamp.type": "LogAppendTime"}))
@@ -111,6 +114,20 @@ def stored_batches(broker: Broker, topic: str) -> list[tuple[int, int, int, int]
                 return out
 
 
+def conversions(broker: Broker, topic: str) -> float:
+    """odradek_topic_produce_message_conversions for the topic, scraped."""
+    port = broker.server.metrics.port
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == "odradek_topic_produce_message_conversions_total" and s.labels == {
+                "topic": topic
+            }:
+                return float(s.value)
+    return 0.0
+
+
 def test_kafka_python_old_producers_every_codec(broker: Broker) -> None:
     expected = []
     for api in OLD_APIS:
@@ -143,6 +160,7 @@ def test_kafka_python_old_producers_every_codec(broker: Broker) -> None:
     batches = stored_batches(broker, "kp")
     codecs = [c for _api in OLD_APIS for c in KP_CODECS.values()]
     assert batches == [(3 * i, 3, codec, -1) for i, codec in enumerate(codecs)]
+    assert conversions(broker, "kp") == len(expected)
 
 
 def test_log_append_time_topic(broker: Broker) -> None:
@@ -313,3 +331,4 @@ def test_hostile_legacy_sets_append_nothing(broker: Broker) -> None:
         assert (last.error_code, last.base_offset) == (0, 2)
     got = consume(broker, "raw", 3)
     assert [(o, v) for o, _k, v, _ts in got] == [(0, b"first"), (1, b"a0"), (2, b"last")]
+    assert conversions(broker, "raw") == 3

@@ -1,12 +1,12 @@
 """Produce (key 0), v0-13 served (Kafka 3.9's floor, Kafka 4.1's maximum). v0-2 carry message
 sets of magic 0/1, up-converted to one v2 batch per partition before the append (the legacy path
-of odradek/log/validator.py); v0 answers without throttle time, v2 adds log_append_time; v3 one
-magic-2 batch per partition and the transactional id; v5 log start offset; v8 record errors and
-error message; v9 flexible; v10 CurrentLeader and NodeEndpoints on NOT_LEADER_OR_FOLLOWER /
-FENCED_LEADER_EPOCH (KIP-951, partitions/leader_discovery.py); v12 is v11 (KIP-890 part 2 is
-only for transaction.version 2, which is not finalized here, so clients use it as v11); v13
-names topics by id (an unknown id is UNKNOWN_TOPIC_ID). Batches are validated as bytes and
-appended whole; acks=0 gets no response.
+of odradek/log/validator.py; counted in odradek_topic_produce_message_conversions); v0 answers
+without throttle time, v2 adds log_append_time; v3 one magic-2 batch per partition and the
+transactional id; v5 log start offset; v8 record errors and error message; v9 flexible; v10
+CurrentLeader and NodeEndpoints on NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH (KIP-951,
+partitions/leader_discovery.py); v12 is v11 (KIP-890 part 2 is only for transaction.version 2,
+which is not finalized here, so clients use it as v11); v13 names topics by id (an unknown id is
+UNKNOWN_TOPIC_ID). Batches are validated as bytes and appended whole; acks=0 gets no response.
 
 Clients may not write to the internal topics (`__consumer_offsets`, `__transaction_state`):
 INVALID_TOPIC_EXCEPTION, as Kafka's ReplicaManager.appendToLocalLog ("Cannot append to internal
@@ -107,6 +107,8 @@ def _produce_one(
             metrics.error(ApiKey.PRODUCE, result.error)
         else:
             metrics.produced(topic, len(validated.buf), result.record_count)
+            if validated.converted:
+                metrics.up_converted(topic, validated.converted)
     return result
 
 

@@ -374,6 +374,14 @@ class BrokerMetrics:
             ["topic"],
             registry=r,
         )
+        # Kafka's ProduceMessageConversionsPerSec: records old (Produce v0-2) producers sent as
+        # message format 0/1, up-converted to v2 batches
+        self.produce_conversions = Counter(
+            "odradek_topic_produce_message_conversions",
+            "Records up-converted from message format 0/1 for Produce v0-2",
+            ["topic"],
+            registry=r,
+        )
         self.requests = Counter("odradek_requests", "Requests handled", ["api"], registry=r)
         self.latency = Histogram(
             "odradek_request_latency_seconds", "Request handling time", ["api"], registry=r
@@ -435,6 +443,10 @@ class BrokerMetrics:
     def produced(self, topic: str, nbytes: int, records: int) -> None:
         self.bytes_in.labels(topic).inc(nbytes)
         self.records_in.labels(topic).inc(records)
+
+    def up_converted(self, topic: str, records: int) -> None:
+        """Records of a Produce v0-2 message set appended as a v2 batch."""
+        self.produce_conversions.labels(topic).inc(records)
 
     def fetched(self, topic: str, region: FileRegion) -> None:
         self.bytes_out.labels(topic).inc(region.length)
