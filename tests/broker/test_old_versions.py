@@ -314,3 +314,9 @@ def test_message_format_version_is_accepted_described_and_warned(
         assert (record.value, record.headers) == (b"x", [("h", b"1")])
     finally:
         consumer.close()
+    # a restart loads the topic with its setting, warning again only for a format below v2
+    broker.call(lambda s: s.topics.set_configs("mfv", {"message.format.version": "0.9.0"}))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="odradek.broker.partitions.topics"):
+        broker.restart()
+    assert "message.format.version with value `0.9.0` is ignored for `mfv`" in caplog.text

@@ -77,6 +77,7 @@ class TopicManager:
         known = set()
         for info in self.store.topics.values():
             self.by_id[info.topic_id] = info.name
+            _warn_message_format(info.name, info.configs)  # as Kafka's LogManager at start-up
             for idx in range(len(info.partitions)):
                 known.add((info.name, idx))
                 self._open_partition(info, idx)
