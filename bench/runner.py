@@ -21,7 +21,7 @@ from pathlib import Path
 
 import confluent_kafka
 
-from bench import ceilings, native, quota, rebalance
+from bench import ceilings, native, quota, rawfetch, rebalance
 from bench.broker_proc import REPO_ROOT, BrokerStartError, OdradekProcess
 from bench.probe import ProbeError
 from bench.procstat import ProcessMeter, SelfMeter, Usage, memory_mb
@@ -51,6 +51,9 @@ NATIVE_PARTITIONS = 1
 RATE_MB = 50.0  # offered load of the fixed-rate latency rows, MB/s of values
 RATE_SECONDS = 5.0
 RATE_SIZE = 1024
+# linger.ms of the fixed-rate rows: librdkafka's default 5 ms alone would put the p50 at ~5 ms;
+# 0 sends a request per message or two, whose per-request cost then dominates
+RATE_LINGER_MS = 1
 FLUSH_RECORDS = 500_000  # the flush.messages=1 row at full speed
 STARTUP_RUNS = 2  # fresh brokers started only to time start-up, besides the benchmark's own
 
@@ -84,6 +87,7 @@ class Options:
     native_partitions: int = NATIVE_PARTITIONS
     rate_mb: float = RATE_MB  # 0: no fixed-rate rows
     rate_seconds: float = RATE_SECONDS
+    rate_linger_ms: int = RATE_LINGER_MS
     flush_rows: bool = True  # acks=all with flush.messages=1 beside the page-cache default
     ceilings: bool = True
 
@@ -256,6 +260,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long each fixed-rate row offers its load (default %(default)s)",
     )
     p.add_argument(
+        "--rate-linger-ms",
+        type=int,
+        default=RATE_LINGER_MS,
+        help="linger.ms of the fixed-rate rows (default %(default)s)",
+    )
+    p.add_argument(
         "--no-flush-rows",
         action="store_true",
         help="leave out the native acks=all flush.messages=1 rows",
@@ -308,6 +318,7 @@ def parse_options(argv: list[str] | None) -> Options:
         native_partitions=a.native_partitions,
         rate_mb=max(0.0, a.rate),
         rate_seconds=max(0.1, a.rate_seconds),
+        rate_linger_ms=max(0, a.rate_linger_ms),
         flush_rows=not a.no_flush_rows,
         ceilings=not a.no_ceilings,
     )
@@ -315,6 +326,9 @@ def parse_options(argv: list[str] | None) -> Options:
 
 def client_label() -> str:
     return f"confluent-kafka {confluent_kafka.__version__}"
+
+
+RAW_LABEL = "raw Fetch v4 (Python, batch headers only)"
 
 
 def native_label() -> str:
@@ -434,8 +448,17 @@ class Bench:
             return
         rate = opts.rate_mb * 1e6
         records = max(1, math.ceil(rate * opts.rate_seconds / RATE_SIZE))
-        at = f"at {opts.rate_mb:g} MB/s offered"
-        self.workload(RATE_SIZE, records, consume_too=False, label=at, driver="native", rate=rate)
+        at = f"at {opts.rate_mb:g} MB/s offered, linger {opts.rate_linger_ms} ms"
+        paced = replace(self.native_client, linger_ms=opts.rate_linger_ms)
+        self.workload(
+            RATE_SIZE,
+            records,
+            consume_too=False,
+            label=at,
+            driver="native",
+            rate=rate,
+            client=paced,
+        )
         if not opts.flush_rows:
             return
         fsync = {"flush.messages": "1"}
@@ -457,7 +480,7 @@ class Bench:
             driver="native",
             rate=rate,
             topic_config=fsync,
-            client=flush_client,
+            client=replace(paced, acks="all"),
         )
 
     def throttled_workload(self, rate: float, periods: int) -> None:
@@ -534,6 +557,29 @@ class Bench:
                 do_consume = lambda: consume(client, topic, delivered)  # noqa: E731
             consumed = self._measure(name, do_consume)
             self.report.rows.append(self._row(name, consumed, records, client, driver))
+            if driver == "native" and not tls:
+                self.raw_fetch(size, topic, delivered, client)
+
+    def raw_fetch(self, size: int, topic: str, records: int, client: ClientSettings) -> None:
+        """The same records read by bench.rawfetch (no per-record client work): the broker's
+        serving rate, which the librdkafka row may hide behind its own CPU."""
+        name = f"consume {size} B raw fetch"
+        wire: list[int] = []
+
+        def phase() -> PhaseResult:
+            result, nbytes = rawfetch.consume(
+                client.bootstrap, topic, client.partitions, records, client.phase_timeout_s
+            )
+            wire.append(nbytes)
+            # in values, as the other rows (the batches' framing is left out)
+            return replace(
+                result,
+                value_bytes=result.records * size,
+                measured_bytes=result.measured_records * size,
+            )
+
+        m = self._measure(name, phase)
+        self.report.rows.append(self._row(name, m, records, client, "raw"))
 
     def _measure(self, name: str, phase: Callable[[], PhaseResult]) -> Measured:
         meter = ProcessMeter(self.pid) if self.pid is not None else None
@@ -577,7 +623,13 @@ class Bench:
         broker_cpu = usage.cpu_s if usage is not None else 0.0
         return Row(
             workload=name,
-            client=native_label() if driver == "native" else client_label(),
+            client=(
+                native_label()
+                if driver == "native"
+                else RAW_LABEL
+                if driver == "raw"
+                else client_label()
+            ),
             partitions=client.partitions if client is not None else self.opts.partitions,
             records=result.records,
             expected=expected,
@@ -622,7 +674,11 @@ def _fmt_target(what: str, value: float | None, goal: str, met: bool | None, uni
 
 def evaluate_targets(report: Report) -> list[str]:
     """Issue 17's single-broker targets against the native rows (empty without them)."""
-    rows = {r.workload: r for r in report.rows if r.client.startswith("odradek_perf")}
+    rows = {
+        r.workload: r
+        for r in report.rows
+        if r.client.startswith("odradek_perf") or r.client == RAW_LABEL
+    }
     if not rows:
         return []
 
@@ -634,9 +690,14 @@ def evaluate_targets(report: Report) -> list[str]:
 
     out = []
     consume = rate("consume 1024 B", "mb_per_s")
+    raw = rate("consume 1024 B raw fetch", "mb_per_s")
+    if raw is not None:
+        out.append(
+            _fmt_target("consume 1 KiB, raw fetch", raw, ">= 2,000 MB/s", raw >= 2000, "MB/s")
+        )
     out.append(
         _fmt_target(
-            "consume 1 KiB",
+            "consume 1 KiB, librdkafka",
             consume,
             ">= 2,000 MB/s",
             None if consume is None else consume >= 2000,

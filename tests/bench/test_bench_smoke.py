@@ -15,14 +15,17 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 RECORDS = 2000
 RATE_RECORDS = 977  # --rate 2 (MB/s) for --rate-seconds 0.5, of 1024 B values
 NATIVE = "odradek_perf"
+RAW = "raw Fetch"
 NATIVE_WORKLOADS = [
     "produce 100 B",
     "consume 100 B",
+    "consume 100 B raw fetch",
     "produce 1024 B",
     "consume 1024 B",
-    "produce 1024 B at 2 MB/s offered",
+    "consume 1024 B raw fetch",
+    "produce 1024 B at 2 MB/s offered, linger 1 ms",
     "produce 1024 B acks=all flush.messages=1",
-    "produce 1024 B acks=all flush.messages=1 at 2 MB/s offered",
+    "produce 1024 B acks=all flush.messages=1 at 2 MB/s offered, linger 1 ms",
 ]
 WORKLOADS = [
     "produce 100 B",
@@ -81,8 +84,8 @@ def test_bench_small_run(tmp_path: Path) -> None:
     assert "produce p50/p99/p99.9 ms" in header and "broker CPU s" in header
     assert "broker peak RSS MB" in header and "broker CPU s/GB" in header
     rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table[2:]]
-    native = [row for row in rows if row[1].startswith(NATIVE)]
-    python = [row for row in rows if not row[1].startswith(NATIVE)]
+    native = [row for row in rows if row[1].startswith((NATIVE, RAW))]
+    python = [row for row in rows if not row[1].startswith((NATIVE, RAW))]
     assert rows == native + python  # the native rows first
     native_workloads = NATIVE_WORKLOADS if HAVE_NATIVE else []
     assert [row[0] for row in native] == native_workloads
