@@ -1,8 +1,8 @@
 """The handler registry: `@handles(api_key, versions=(lo, hi))`.
 
 It is the only source of the ApiVersions answer, so the broker advertises exactly what is
-implemented. `advertise_min` lets Produce advertise from v0 (librdkafka needs it) while the
-handler still serves only the versions in `versions` (KIP-896 floors).
+implemented. `advertise_min` advertises a lower floor than the handler serves (Produce used it
+to show v0 to librdkafka while refusing v0-2; it serves them now and no handler uses it).
 """
 
 from __future__ import annotations
