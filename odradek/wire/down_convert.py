@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import zlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -35,9 +36,8 @@ from odradek.wire.batch import (
     CorruptRecordError,
     parse_header,
 )
-from odradek.wire.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
-from odradek.wire.legacy_records import NO_TIMESTAMP, encode_message_set
-from odradek.wire.records import decode_records
+from odradek.wire.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD, compress, decompress
+from odradek.wire.legacy_records import NO_TIMESTAMP, write_message, xxh32
 from odradek.wire.regions import ChunkedPiece
 
 if TYPE_CHECKING:
@@ -47,11 +47,138 @@ log = logging.getLogger(__name__)
 
 CHUNK = 256 * 1024  # source bytes converted at once, and the size of the pieces written
 _LEGACY_CODECS = (NONE, GZIP, SNAPPY, LZ4)
+_LOG_APPEND_ATTR = 0x08
+_PREFIX = struct.Struct(">qiI")  # offset, message size, crc (the last two patched)
+_V0_HEAD = struct.Struct(">bb")
+_V1_HEAD = struct.Struct(">bbq")
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+_NULL = _I32.pack(-1)
+# an LZ4 frame as compression.compress writes it, and magic 0's wrong header checksum byte
+_LZ4_PREFIX = b"\x04\x22\x4d\x18\x60\x40"
+_LZ4_BROKEN_HC = bytes([(xxh32(_LZ4_PREFIX) >> 8) & 0xFF])
 _OVERFLOW_HEAD = struct.Struct(">qi")
 
 
 class UnsupportedCompression(ValueError):
     """A batch whose codec (zstd) has no magic 0/1 form."""
+
+
+def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
+    """A multi-byte unsigned varint at `pos` (the one-byte case is inlined by the caller)."""
+    result = 0
+    shift = 0
+    for _ in range(10):
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+    raise CorruptRecordError("varint longer than 10 bytes")
+
+
+def _messages(
+    data: bytes,
+    count: int,
+    header: BatchHeader,
+    magic: int,
+    first_offset: int,
+    relative_to: int | None,
+) -> tuple[bytearray, int, int, int, int]:
+    """The records section `data` of a batch as legacy messages, in one pass (decoding records
+    into objects first costs twice as much): (messages, records, first offset, last offset,
+    largest timestamp). Headers are skipped. `relative_to`: magic 1 inner offsets are written
+    relative to the first record kept (the caller passes 0 to ask for that)."""
+    out = bytearray()
+    view = memoryview(data)
+    pos = 0
+    base_offset = header.base_offset
+    base_ts = header.base_timestamp
+    log_append = header.timestamp_type == 1
+    attrs = _LOG_APPEND_ATTR if magic and log_append else 0
+    head_v1 = _V1_HEAD
+    prefix = _PREFIX
+    i32 = _I32
+    crc32 = zlib.crc32
+    kept = 0
+    first = last = -1
+    max_ts = NO_TIMESTAMP
+    rel_base: int | None = None
+    for _ in range(count):
+        b = data[pos]
+        if b < 0x80:
+            raw, pos = b, pos + 1
+        else:
+            raw, pos = _uvarint(data, pos)
+        end = pos + ((raw >> 1) ^ -(raw & 1))
+        p = pos + 1  # attributes: unused
+        b = data[p]
+        if b < 0x80:
+            raw, p = b, p + 1
+        else:
+            raw, p = _uvarint(data, p)
+        ts_delta = (raw >> 1) ^ -(raw & 1)
+        b = data[p]
+        if b < 0x80:
+            raw, p = b, p + 1
+        else:
+            raw, p = _uvarint(data, p)
+        offset = base_offset + ((raw >> 1) ^ -(raw & 1))
+        b = data[p]
+        if b < 0x80:
+            raw, p = b, p + 1
+        else:
+            raw, p = _uvarint(data, p)
+        klen = (raw >> 1) ^ -(raw & 1)
+        kstart = p
+        if klen > 0:
+            p += klen
+        b = data[p]
+        if b < 0x80:
+            raw, p = b, p + 1
+        else:
+            raw, p = _uvarint(data, p)
+        vlen = (raw >> 1) ^ -(raw & 1)
+        vstart = p
+        if vlen > 0:
+            p += vlen
+        if p > end or end > len(data):
+            raise CorruptRecordError(f"record at {pos} overruns its length")
+        pos = end
+        if offset < first_offset:
+            continue
+        ts = header.max_timestamp if log_append else base_ts + ts_delta
+        if ts > max_ts:
+            max_ts = ts
+        if first < 0:
+            first = offset
+            if relative_to is not None:
+                rel_base = offset
+        last = offset
+        kept += 1
+        start = len(out)
+        out += prefix.pack(offset - rel_base if rel_base is not None else offset, 0, 0)
+        out += head_v1.pack(1, attrs, ts) if magic else _V0_HEAD.pack(0, attrs)
+        if klen < 0:
+            out += _NULL
+        else:
+            out += i32.pack(klen)
+            out += view[kstart : kstart + klen]
+        if vlen < 0:
+            out += _NULL
+        else:
+            out += i32.pack(vlen)
+            out += view[vstart : vstart + vlen]
+        i32.pack_into(out, start + 8, len(out) - start - 12)
+        _U32.pack_into(out, start + 12, crc32(view_of(out, start + 16)))
+    if pos != len(data):
+        raise CorruptRecordError(f"{len(data) - pos} bytes left after {count} records")
+    return out, kept, first, last, max_ts
+
+
+def view_of(buf: bytearray, start: int) -> memoryview:
+    return memoryview(buf)[start:]
 
 
 def convert_batch(
@@ -62,15 +189,33 @@ def convert_batch(
     Records below `first_offset` are left out; a batch left with none converts to b"". Raises
     UnsupportedCompression for zstd, CorruptRecordError for a batch that cannot be decoded.
     """
-    header, records = decode_records(buf, max_size=max_size)
+    header = parse_header(buf, 0)
+    if len(buf) < header.size:
+        raise CorruptRecordError(f"truncated batch: {len(buf)} of {header.size} bytes")
     codec = header.compression
     if codec not in _LEGACY_CODECS:
         raise UnsupportedCompression(f"codec {codec} has no magic {magic} form")
-    recs = [(r.offset, r.timestamp, r.key, r.value) for r in records if r.offset >= first_offset]
-    if not recs:
-        return b"", 0
-    append_time = header.max_timestamp if header.timestamp_type else NO_TIMESTAMP
-    return encode_message_set(recs, magic, codec, log_append_time=append_time), len(recs)
+    data = decompress(codec, memoryview(buf)[HEADER_SIZE : header.size], max_size)
+    count = header.records_count
+    if count < 0 or count * 7 > len(data):
+        raise CorruptRecordError(f"record count {count} does not fit {len(data)} bytes")
+    try:
+        relative = 0 if codec != NONE and magic else None
+        out, kept, _first, last, max_ts = _messages(
+            data, count, header, magic, first_offset, relative
+        )
+    except (IndexError, struct.error) as exc:
+        raise CorruptRecordError(f"undecodable records: {exc}") from None
+    if not kept or codec == NONE:
+        return bytes(out), kept
+    payload = compress(codec, out)
+    if codec == LZ4 and magic == 0 and payload[:6] == _LZ4_PREFIX:
+        payload = payload[:6] + _LZ4_BROKEN_HC + payload[7:]  # KAFKA-3160, as Kafka 0.8/0.9
+    wrapper = bytearray()
+    ts = header.max_timestamp if header.timestamp_type == 1 else max_ts
+    attrs = (_LOG_APPEND_ATTR if magic and header.timestamp_type == 1 else 0) | codec
+    write_message(wrapper, last, magic, attrs, ts, None, payload)
+    return bytes(wrapper), kept
 
 
 # -- the lazy, chunked records of one partition ---------------------------------------------------
