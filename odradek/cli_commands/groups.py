@@ -481,6 +481,9 @@ def _group_info(admin: Any, groups: list[str], share: bool = False) -> dict[str,
                 other = share_groups.share_group_info(admin, group, forced=share)
             if other is not None:
                 described[group] = info = other
+            elif info is not None and "GroupIdNotFound" in (info.get("error") or ""):
+                # DescribeGroups v6 (KIP-1043) names an unknown group; before, it was Dead
+                described[group] = info = {**info, "error": None, "group_state": "Dead"}
         if info is None:
             raise CliError(f"the broker did not describe group {group!r}")
         if info.get("error"):

@@ -11,7 +11,9 @@ and name in request and response (mandatory).
 Heartbeat (key 12), v0-4: v1 throttle time; v3 group_instance_id; v4 flexible.
 LeaveGroup (key 13), v0-5: v3 batch of members (KIP-345); v4 flexible; v5 reason (KIP-800).
 ListGroups (key 16), v0-5: v3 flexible; v4 states filter (KIP-518); v5 types filter (KIP-848).
-DescribeGroups (key 15), v0-5: v3 authorized operations; v4 group_instance_id; v5 flexible.
+DescribeGroups (key 15), v0-6: v3 authorized operations; v4 group_instance_id; v5 flexible; v6
+an unknown group (or one that is not classic) answers GROUP_ID_NOT_FOUND with a message, still
+described as Dead (KIP-1043; before v6 it is Dead without an error).
 DeleteGroups (key 42), v0-2: v2 flexible.
 """
 
@@ -358,10 +360,15 @@ def _described(
         )
     s = coord.describe_group(group_id)
     error = s.error
+    message = None
     if error == ErrorCode.GROUP_ID_NOT_FOUND:
-        error = ErrorCode.NONE  # before v6 an unknown group is described as Dead
+        if ctx.api_version >= 6:
+            message = f"Group {group_id} not found."
+        else:
+            error = ErrorCode.NONE  # before v6 an unknown group is described as Dead
     return G(
         error_code=error,
+        error_message=message,
         group_id=group_id,
         group_state=s.state,
         protocol_type=s.protocol_type,
@@ -383,7 +390,7 @@ def _described(
     )
 
 
-@handles(ApiKey.DESCRIBE_GROUPS, versions=(0, 5))
+@handles(ApiKey.DESCRIBE_GROUPS, versions=(0, 6))
 async def describe_groups(
     ctx: RequestContext, req: protocol.DescribeGroupsRequest
 ) -> protocol.DescribeGroupsResponse:

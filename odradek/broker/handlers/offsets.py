@@ -8,13 +8,16 @@ generation, member id and a commit timestamp per partition (-1: now); v2-4 reten
 v6 committed_leader_epoch (KIP-320); v7 group_instance_id (KIP-345); v8 flexible; v9
 GROUP_ID_NOT_FOUND for an unknown group with a generation (KIP-848); a consumer-protocol group
 checks the member id and epoch (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID; UNSUPPORTED_VERSION below
-v9). Commits to unknown topics or partitions get UNKNOWN_TOPIC_OR_PARTITION.
+v9); v10 names topics by id (KIP-848; an unknown id: UNKNOWN_TOPIC_ID). Commits to unknown
+topics or partitions get UNKNOWN_TOPIC_OR_PARTITION.
 OffsetFetch (key 9), v0-9: v0 reads the ZooKeeper offsets OffsetCommit v0 writes (an offset
 not there answers -1 with no error; UNSUPPORTED_VERSION on a broker without ZooKeeper); v0 and v1
 have no top-level error: a group error is repeated on every requested partition; v2 null topics
 = every committed offset, top-level error; v3 throttle time; v5 leader epoch; v6 flexible; v7
 require_stable (KIP-447); v8 several groups (KIP-709); v9 member id and epoch (KIP-848: checked
-for consumer-protocol groups, ignored by classic ones).
+for consumer-protocol groups, ignored by classic ones); v10 topic ids instead of names (KIP-848:
+an unknown id answers UNKNOWN_TOPIC_ID; with null topics, the offsets of topics that no longer
+exist are left out, as they have no id).
 OffsetDelete (key 47), v0 (KIP-496).
 """
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from odradek.broker.network.context import RequestContext
@@ -135,7 +139,13 @@ def _fetch_from_zookeeper(
 # -- OffsetCommit ------------------------------------------------------------------------------
 
 
-@handles(ApiKey.OFFSET_COMMIT, versions=(0, 9))
+def _by_id(ctx: RequestContext, topic_id: Any) -> str:
+    """v10 names topics by id: the name, or a key no topic has (an id not known here)."""
+    name = ctx.topics.name_for_id(topic_id) if topic_id is not None else None
+    return name if name is not None else f"\0{topic_id}"
+
+
+@handles(ApiKey.OFFSET_COMMIT, versions=(0, 10))
 async def offset_commit(
     ctx: RequestContext, req: protocol.OffsetCommitRequest
 ) -> protocol.OffsetCommitResponse:
@@ -149,10 +159,15 @@ async def offset_commit(
     errors: dict[tuple[str, int], ErrorCode] = {}
     valid: dict[tuple[str, int], OffsetAndMetadata] = {}
     group_ok = ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id)
-    for t in req.topics:
-        topic_ok = group_ok and _topic_ok(ctx, AclOperation.READ, t.name)
+    names = [_by_id(ctx, t.topic_id) if version >= 10 else t.name for t in req.topics]
+    for t, name in zip(req.topics, names, strict=True):
+        unknown_id = name.startswith("\0")
+        topic_ok = group_ok and (unknown_id or _topic_ok(ctx, AclOperation.READ, name))
         for p in t.partitions:
-            tp = (t.name, p.partition_index)
+            tp = (name, p.partition_index)
+            if unknown_id and group_ok:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_ID
+                continue
             if not topic_ok:  # the group denied: every partition 30; a topic denied: 29
                 errors[tp] = (
                     ErrorCode.TOPIC_AUTHORIZATION_FAILED
@@ -160,7 +175,7 @@ async def offset_commit(
                     else ErrorCode.GROUP_AUTHORIZATION_FAILED
                 )
                 continue
-            if not _partition_exists(broker, t.name, p.partition_index):
+            if not _partition_exists(broker, name, p.partition_index):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             # v1 carries a commit timestamp per partition (-1: the broker's time)
@@ -202,15 +217,16 @@ async def offset_commit(
         topics=[
             TopicResp(
                 name=t.name,
+                topic_id=t.topic_id,
                 partitions=[
                     PartResp(
                         partition_index=p.partition_index,
-                        error_code=errors[(t.name, p.partition_index)],
+                        error_code=errors[(name, p.partition_index)],
                     )
                     for p in t.partitions
                 ],
             )
-            for t in req.topics
+            for t, name in zip(req.topics, names, strict=True)
         ],
     )
 
@@ -260,7 +276,78 @@ def _fetch_group(
     return error, by_topic
 
 
-@handles(ApiKey.OFFSET_FETCH, versions=(0, 9))
+def _fetch_group_by_id(ctx: RequestContext, g: Any, require_stable: bool) -> Any:
+    """One group of OffsetFetch v10: topics named by id in the request and the answer."""
+    G = protocol.OffsetFetchResponse.OffsetFetchResponseGroup
+    T = G.OffsetFetchResponseTopics
+    P = T.OffsetFetchResponsePartitions
+    unknown: list[Any] = []
+    wanted = None
+    if g.topics is not None:
+        wanted = []
+        for t in g.topics:
+            name = _by_id(ctx, t.topic_id)
+            if name.startswith("\0"):
+                unknown.append(t)
+            else:
+                wanted.append(_NamedTopic(name, list(t.partition_indexes)))
+    error, by_topic = _fetch_group(ctx, g.group_id, wanted, require_stable)
+    if error == ErrorCode.NONE and ctx.group_coordinator is not None:
+        stale = ctx.group_coordinator.consumer.validate_offset_fetch(
+            g.group_id, g.member_id, g.member_epoch
+        )
+        if stale is not None:
+            error = stale
+    if error:
+        return G(group_id=g.group_id, error_code=error, topics=[])
+    topics = []
+    for name, parts in by_topic.items():
+        info = ctx.topics.info(name)
+        if info is None:
+            continue  # committed for a topic that is gone: it has no id to name it by
+        topics.append(
+            T(
+                topic_id=info.topic_id,
+                partitions=[
+                    P(
+                        partition_index=p,
+                        committed_offset=o,
+                        committed_leader_epoch=e,
+                        metadata=m,
+                        error_code=pe,
+                    )
+                    for p, o, e, m, pe in parts
+                ],
+            )
+        )
+    for t in unknown:
+        topics.append(
+            T(
+                topic_id=t.topic_id,
+                partitions=[
+                    P(
+                        partition_index=p,
+                        committed_offset=-1,
+                        committed_leader_epoch=-1,
+                        metadata="",
+                        error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                    )
+                    for p in t.partition_indexes
+                ],
+            )
+        )
+    return G(group_id=g.group_id, error_code=ErrorCode.NONE, topics=topics)
+
+
+@dataclass(slots=True)
+class _NamedTopic:
+    """A v10 request topic resolved to its name (what `_fetch_group` reads)."""
+
+    name: str
+    partition_indexes: list[int]
+
+
+@handles(ApiKey.OFFSET_FETCH, versions=(0, 10))
 async def offset_fetch(
     ctx: RequestContext, req: protocol.OffsetFetchRequest
 ) -> protocol.OffsetFetchResponse:
@@ -275,6 +362,9 @@ async def offset_fetch(
         P = T.OffsetFetchResponsePartitions
         groups = []
         for g in req.groups:
+            if version >= 10:
+                groups.append(_fetch_group_by_id(ctx, g, require_stable))
+                continue
             error, by_topic = _fetch_group(ctx, g.group_id, g.topics, require_stable)
             if version >= 9 and error == ErrorCode.NONE and ctx.group_coordinator is not None:
                 # a KIP-848 member fetches with its member id and epoch (STALE_MEMBER_EPOCH)
