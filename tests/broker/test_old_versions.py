@@ -13,6 +13,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as CTopicPartition
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, NewTopic
 from kafka.errors import InvalidConfigurationError, UnsupportedVersionError
@@ -255,6 +257,50 @@ def test_kafka_python_old_group_offsets_and_admin(
         wait_for(lambda: f"made-{name}" not in admin.list_topics(), "the topic to go")
     finally:
         admin.close()
+
+
+def test_librdkafka_with_0_9_0_fallback_consumes_in_a_group(broker: Broker) -> None:
+    """confluent-kafka with api.version.request=false and broker.version.fallback=0.9.0 (the
+    only fallback below 0.10 it honours: 0.10+ asks ApiVersions): Metadata v0, ListOffsets v0,
+    JoinGroup v0, OffsetCommit v2 / OffsetFetch v1, Fetch v1."""
+    topic = broker.create_topic("rdkafka-0.9", partitions=2)
+    produce(broker, topic, 5)
+    config = {
+        "bootstrap.servers": broker.bootstrap,
+        "group.id": "rdkafka-0.9",
+        "api.version.request": False,
+        "broker.version.fallback": "0.9.0",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "log_level": 3,  # not the deprecation warnings of those two settings
+    }
+
+    def read(consumer: Consumer, count: int) -> list[bytes]:
+        got: list[bytes] = []
+        deadline = time.monotonic() + WAIT_S
+        while len(got) < count:
+            assert time.monotonic() < deadline, f"read {got}"
+            msg = consumer.poll(0.1)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+                consumer.commit(message=msg, asynchronous=False)
+        return got
+
+    first = Consumer(config)
+    try:
+        assert first.get_watermark_offsets(CTopicPartition(topic, 0), timeout=WAIT_S) == (0, 5)
+        first.subscribe([topic])
+        assert read(first, 3) == [f"v{i:03d}".encode() * 20 for i in range(3)]
+        (done,) = first.committed([CTopicPartition(topic, 0)], timeout=WAIT_S)
+        assert done.offset == 3
+    finally:
+        first.close()
+    second = Consumer(config)
+    try:
+        second.subscribe([topic])
+        assert read(second, 2) == [f"v{i:03d}".encode() * 20 for i in (3, 4)]
+    finally:
+        second.close()
 
 
 def test_kafka_python_082_commits_without_group_management(broker: Broker) -> None:
