@@ -20,6 +20,9 @@ from kafka.admin import ConfigResource, NewTopic
 from kafka.errors import InvalidConfigurationError, UnsupportedVersionError
 from kafka.structs import OffsetAndMetadata
 
+from odradek.broker import config as broker_config
+from odradek.broker.config import BrokerConfig
+from odradek.log.config import ConfigError
 from odradek.testing import Broker
 from odradek.testing.raw import RawClient
 from odradek.testing.zookeeper import ZooKeeperServer
@@ -376,3 +379,21 @@ def test_message_format_version_is_accepted_described_and_warned(
     with caplog.at_level(logging.WARNING, logger="odradek.broker.partitions.topics"):
         broker.restart()
     assert "message.format.version with value `0.9.0` is ignored for `mfv`" in caplog.text
+
+
+def test_broker_log_message_format_version(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The broker default: a valid version string, warned about below v2, the topics' default."""
+    monkeypatch.setattr(broker_config, "_warned", set())
+    with caplog.at_level(logging.WARNING, logger="odradek.broker.config"):
+        cfg = BrokerConfig({"log.message.format.version": "0.10.2"})
+        BrokerConfig({"log.message.format.version": "2.8"})
+    assert [r.getMessage() for r in caplog.records] == [
+        "Broker configuration log.message.format.version with value 0.10.2 is ignored because "
+        "the inter-broker protocol version `3.9-IV0` is greater or equal than 3.0. This "
+        "configuration is deprecated and it will be removed in Apache Kafka 4.0."
+    ]
+    assert cfg.topic_default("message.format.version") == ("0.10.2", "STATIC_BROKER_CONFIG")
+    with pytest.raises(ConfigError):
+        BrokerConfig({"log.message.format.version": "4.0"})  # not a Kafka 3.9 version
