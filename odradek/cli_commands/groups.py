@@ -13,7 +13,8 @@ only accepts for a group without members: like Kafka's tool it refuses a group t
 (or Dead, i.e. unknown), and without `--execute` only shows what it would do. The targets:
 --to-earliest/--to-latest/--to-current/--to-offset/--shift-by, --to-datetime and --by-duration
 (ListOffsets by timestamp), --from-file (the topic,partition,offset CSV that `--export` prints);
-every target is kept within the log's start and end, as Kafka does.
+every target is kept within the log's start and end, as Kafka does. Share groups (KIP-932) are
+described, reset and have offsets deleted as kafka-share-groups.sh does it (share_groups.py).
 """
 
 from __future__ import annotations

@@ -103,7 +103,10 @@ SUPPORTED_OPERATIONS: dict[ResourceType, frozenset[AclOperation]] = {
         {_O.READ, _O.WRITE, _O.CREATE, _O.DESCRIBE, _O.DELETE, _O.ALTER}
         | {_O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS}
     ),
-    ResourceType.GROUP: frozenset({_O.READ, _O.DESCRIBE, _O.DELETE}),
+    # Kafka 4's AclEntry: the configs operations came with the group configs (KIP-848)
+    ResourceType.GROUP: frozenset(
+        {_O.READ, _O.DESCRIBE, _O.DELETE, _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS}
+    ),
     ResourceType.CLUSTER: frozenset(
         {_O.CREATE, _O.CLUSTER_ACTION, _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS}
         | {_O.IDEMPOTENT_WRITE, _O.ALTER, _O.DESCRIBE}

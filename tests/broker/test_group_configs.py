@@ -255,3 +255,28 @@ def test_group_configs_through_zookeeper(tmp_path: Path) -> None:
 
     with ZooKeeperServer(str(tmp_path)) as zk:
         asyncio.run(asyncio.wait_for(body(zk.connect("/group-configs")), 60))
+
+
+def test_without_acls_group_configs_and_share_offsets_are_refused(tmp_path: Path) -> None:
+    config = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}
+    with Broker(config=config, data_dir=str(tmp_path)) as b:  # no ACLs: all denied
+        admin = KafkaAdminClient(bootstrap_servers=b.bootstrap)
+        try:
+            refused = alter(
+                admin, "g", {"share.auto.offset.reset": (AlterConfigOp.SET, "earliest")}
+            )
+            assert str(refused).startswith("[Error 30]"), refused  # GROUP_AUTHORIZATION_FAILED
+        finally:
+            admin.close()
+        D: Any = protocol.request_class(90)
+        described = raw_call(
+            b.bootstrap,
+            90,
+            1,
+            groups=[D.DescribeShareGroupOffsetsRequestGroup(group_id="g", topics=None)],
+        )
+        assert described.groups[0].error_code == 30
+        altered = raw_call(b.bootstrap, 91, 0, group_id="g", topics=[])
+        deleted = raw_call(b.bootstrap, 92, 0, group_id="g", topics=[])
+        assert (altered.error_code, deleted.error_code) == (30, 30)
+        assert b.call(lambda s: dict(s.store.group_configs)) == {}

@@ -96,6 +96,8 @@ def test_super_users_bypass_deny_and_compare_as_strings() -> None:
         Op.READ,
         Op.DESCRIBE,
         Op.DELETE,
+        Op.DESCRIBE_CONFIGS,
+        Op.ALTER_CONFIGS,
     }
     # "User:*" in super.users names a user called "*", it is not a wildcard (Kafka compares strings)
     assert not a.authorize("User:bob", H, Op.WRITE, T.TOPIC, "t")
@@ -313,7 +315,13 @@ def test_authorized_operations() -> None:
     )
     ops = a.authorized_operations("User:bob", H, T.TOPIC, "t")
     assert ops == {Op.WRITE, Op.DESCRIBE, Op.ALTER_CONFIGS, Op.DESCRIBE_CONFIGS}
-    assert a.authorized_operations("User:bob", H, T.GROUP, "g") == {Op.READ, Op.DESCRIBE, Op.DELETE}
+    assert a.authorized_operations("User:bob", H, T.GROUP, "g") == {
+        Op.READ,
+        Op.DESCRIBE,
+        Op.DELETE,
+        Op.DESCRIBE_CONFIGS,
+        Op.ALTER_CONFIGS,
+    }
     assert a.authorized_operations("User:bob", H, T.CLUSTER, "kafka-cluster") == {
         Op.IDEMPOTENT_WRITE
     }
