@@ -23,6 +23,7 @@ OffsetDelete (key 47), v0 (KIP-496).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -66,36 +67,73 @@ def _zk_offset_path(group_id: str, topic: str, partition: int) -> str:
     return f"/consumers/{group_id}/offsets/{topic}/{partition}"
 
 
-def _commit_to_zookeeper(
+def _zk_write(zk: Any, nodes: dict[tuple[str, int], tuple[str, bytes]]) -> dict[Any, Exception]:
+    """Set or create each node; the failures. Runs in a worker thread (kazoo is thread-safe):
+    a request naming many partitions makes as many ZooKeeper round trips."""
+    from kazoo.exceptions import NoNodeError
+
+    failed: dict[Any, Exception] = {}
+    for tp, (path, data) in nodes.items():
+        try:
+            try:
+                zk.set(path, data)
+            except NoNodeError:
+                zk.create(path, data, makepath=True)
+        except Exception as exc:  # an invalid path, a lost session: Errors.forException
+            failed[tp] = exc
+    return failed
+
+
+def _zk_read(zk: Any, paths: dict[tuple[str, int], str]) -> dict[Any, int | Exception]:
+    """The offset in each node that exists, or the failure. Runs in a worker thread."""
+    from kazoo.exceptions import NoNodeError
+
+    found: dict[Any, int | Exception] = {}
+    for tp, path in paths.items():
+        try:
+            data, _stat = zk.get(path)
+            found[tp] = int(data.decode())
+        except NoNodeError:
+            pass
+        except Exception as exc:  # also a node that does not hold a number
+            found[tp] = exc
+    return found
+
+
+async def _commit_to_zookeeper(
     ctx: RequestContext, group_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata]
 ) -> dict[tuple[str, int], ErrorCode]:
     """OffsetCommit v0, Kafka's commitOffsetsToZookeeper (the metadata is not stored)."""
     zk = _zookeeper(ctx.broker)
     if zk is None:  # a KRaft broker: "Version 0 offset commit requests" are unsupported
         return dict.fromkeys(offsets, ErrorCode.UNSUPPORTED_VERSION)
-    from kazoo.exceptions import NoNodeError
-
     coord = ctx.group_coordinator
     limit = coord.offsets.config.max_metadata_size if coord is not None else MAX_METADATA
     errors: dict[tuple[str, int], ErrorCode] = {}
+    nodes = {}
     for (topic, partition), om in offsets.items():
         if len(om.metadata) > limit:
             errors[(topic, partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            continue
-        path, data = _zk_offset_path(group_id, topic, partition), str(om.offset).encode()
-        try:
-            try:
-                zk.set(path, data)
-            except NoNodeError:
-                zk.create(path, data, makepath=True)
-            errors[(topic, partition)] = ErrorCode.NONE
-        except Exception as exc:  # an invalid path, a lost session: Errors.forException
-            log.warning("OffsetCommit v0 of group %r to %s failed: %r", group_id, path, exc)
-            errors[(topic, partition)] = ErrorCode.UNKNOWN_SERVER_ERROR
+        else:
+            path = _zk_offset_path(group_id, topic, partition)
+            nodes[(topic, partition)] = (path, str(om.offset).encode())
+    failed = await asyncio.to_thread(_zk_write, zk, nodes) if nodes else {}
+    for tp in nodes:
+        errors[tp] = ErrorCode.UNKNOWN_SERVER_ERROR if tp in failed else ErrorCode.NONE
+    if failed:
+        tp, exc = next(iter(failed.items()))
+        log.warning(
+            "OffsetCommit v0 of group %r: %d of %d ZooKeeper writes failed, first %s: %r",
+            group_id,
+            len(failed),
+            len(nodes),
+            nodes[tp][0],
+            exc,
+        )
     return errors
 
 
-def _fetch_from_zookeeper(
+async def _fetch_from_zookeeper(
     ctx: RequestContext, req: protocol.OffsetFetchRequest
 ) -> protocol.OffsetFetchResponse:
     """OffsetFetch v0, Kafka's handleOffsetFetchRequestFromZookeeper."""
@@ -110,30 +148,45 @@ def _fetch_from_zookeeper(
         group_error = ErrorCode.UNSUPPORTED_VERSION
     else:
         group_error = None
-    from kazoo.exceptions import NoNodeError
+    denied = {
+        t.name
+        for t in topics
+        if group_error is None and not _topic_ok(ctx, AclOperation.DESCRIBE, t.name)
+    }
+    paths = {
+        (t.name, index): _zk_offset_path(req.group_id, t.name, index)
+        for t in topics
+        if group_error is None and t.name not in denied
+        for index in t.partition_indexes
+        if _partition_exists(ctx.broker, t.name, index)
+    }
+    found = await asyncio.to_thread(_zk_read, zk, paths) if paths else {}
+    failures = [v for v in found.values() if isinstance(v, Exception)]
+    if failures:
+        log.warning(
+            "OffsetFetch v0 of group %r: %d reads failed, first: %r",
+            req.group_id,
+            len(failures),
+            failures[0],
+        )
 
-    answer = []
-    for t in topics:
-        allowed = group_error is None and _topic_ok(ctx, AclOperation.DESCRIBE, t.name)
-        parts = []
-        for index in t.partition_indexes:
-            offset, error = -1, group_error or ErrorCode.NONE
-            if group_error is None and not allowed:
-                error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            elif group_error is None and _partition_exists(ctx.broker, t.name, index):
-                try:
-                    data, _stat = zk.get(_zk_offset_path(req.group_id, t.name, index))
-                    offset = int(data.decode())
-                except NoNodeError:
-                    pass
-                except Exception as exc:
-                    log.warning("OffsetFetch v0 of group %r failed: %r", req.group_id, exc)
-                    error = ErrorCode.UNKNOWN_SERVER_ERROR
-            parts.append(
-                P(partition_index=index, committed_offset=offset, metadata="", error_code=error)
-            )
-        answer.append(T(name=t.name, partitions=parts))
-    return Resp(topics=answer)
+    def part(topic: str, index: int) -> Any:
+        offset, error = -1, group_error or ErrorCode.NONE
+        if topic in denied:
+            error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        value = found.get((topic, index))
+        if isinstance(value, Exception):
+            error = ErrorCode.UNKNOWN_SERVER_ERROR
+        elif value is not None:
+            offset = value
+        return P(partition_index=index, committed_offset=offset, metadata="", error_code=error)
+
+    return Resp(
+        topics=[
+            T(name=t.name, partitions=[part(t.name, i) for i in t.partition_indexes])
+            for t in topics
+        ]
+    )
 
 
 # -- OffsetCommit ------------------------------------------------------------------------------
@@ -188,7 +241,7 @@ async def offset_commit(
                 expire_timestamp=now + retention if retention >= 0 else -1,
             )
     if valid and version == 0:
-        errors.update(_commit_to_zookeeper(ctx, req.group_id, valid))
+        errors.update(await _commit_to_zookeeper(ctx, req.group_id, valid))
     elif valid:
         coord = ctx.group_coordinator
         if coord is None:
@@ -353,7 +406,7 @@ async def offset_fetch(
 ) -> protocol.OffsetFetchResponse:
     version = ctx.api_version
     if version == 0:
-        return _fetch_from_zookeeper(ctx, req)
+        return await _fetch_from_zookeeper(ctx, req)
     Resp = protocol.OffsetFetchResponse
     require_stable = bool(req.require_stable) if version >= 7 else False
     if version >= 8:
