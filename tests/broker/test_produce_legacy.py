@@ -181,21 +181,25 @@ def test_log_append_time_topic(broker: Broker) -> None:
     assert [(v, ts) for _o, _k, v, ts in got] == [(b"v%d" % i, (2, stamp)) for i in range(3)]
 
 
-def test_librdkafka_fallback_0_9_producers(broker: Broker) -> None:
+def test_librdkafka_fallback_producers(broker: Broker) -> None:
+    """Fallback 0.9.0: Produce v1 with magic 0 (no timestamps); fallback 0.10.0: librdkafka asks
+    ApiVersions after all and produces magic 2, timestamps kept."""
     expected = []
     errors: list[Any] = []
-    for codec in ("none", "gzip", "snappy", "lz4"):
+    runs = [("0.9.0", codec) for codec in ("none", "gzip", "snappy", "lz4")]
+    runs.append(("0.10.0", "gzip"))
+    for fallback, codec in runs:
         p = Producer(
             {
                 "bootstrap.servers": broker.bootstrap,
                 "api.version.request": False,
-                "broker.version.fallback": "0.9.0",
+                "broker.version.fallback": fallback,
                 "compression.codec": codec,
                 "linger.ms": 1000,
             }
         )
         for i in range(3):
-            key, value = b"k%d" % i, b"rdk-%s-%d" % (codec.encode(), i)
+            key, value = b"k%d" % i, b"rdk-%s-%s-%d" % (fallback.encode(), codec.encode(), i)
             p.produce(
                 RDK_TOPIC,
                 key=key,
@@ -204,13 +208,14 @@ def test_librdkafka_fallback_0_9_producers(broker: Broker) -> None:
                 timestamp=TS + i,  # magic 0 cannot carry it
                 on_delivery=lambda err, _msg: errors.append(err) if err else None,
             )
-            expected.append((key, value, (1, -1)))
+            expected.append((key, value, (1, -1 if fallback == "0.9.0" else TS + i)))
         p.poll(0)
         assert p.flush(DEADLINE_S) == 0
         assert not errors
     got = consume(broker, RDK_TOPIC, len(expected))
     assert [(k, v, ts) for _o, k, v, ts in got] == expected
-    assert [c for _b, _n, c, _p in stored_batches(broker, RDK_TOPIC)] == [0, 1, 2, 3]
+    assert [c for _b, _n, c, _p in stored_batches(broker, RDK_TOPIC)] == [0, 1, 2, 3, 1]
+    assert conversions(broker, RDK_TOPIC) == 12  # the magic-2 records were not converted
 
 
 @pytest.mark.skipif(KCAT is None, reason="kcat not installed")
