@@ -109,9 +109,34 @@ def test_old_encoding_round_trips(cls: Any, data: bytes) -> None:
     assert bytes(decoded.encode(version=version)) == data
 
 
-def test_describe_log_dirs_v0_request() -> None:
-    """Kafka's v0 layout, by hand: a nullable array of (topic, [partition int32])."""
-    data = b"\x00\x00\x00\x01" + b"\x00\x01t" + b"\x00\x00\x00\x02" + b"\x00\x00\x00\x03" * 2
+def _s(text: str) -> bytes:
+    return len(text).to_bytes(2, "big") + text.encode()
+
+
+def _n(count: int) -> bytes:
+    return count.to_bytes(4, "big")
+
+
+def test_versions_kafka_protocol_old_lacks_by_hand() -> None:
+    """Kafka's v0 layouts of DescribeLogDirs (a nullable array of (topic, [partition int32])),
+    AlterReplicaLogDirs ([(path, [(topic, [partition])])]) and WriteTxnMarkers ([(producer id
+    int64, epoch int16, result bool, [(topic, [partition])], coordinator epoch int32)])."""
+    data = _n(1) + _s("t") + _n(2) + _n(3) * 2
     decoded = protocol.decode_request(35, 0, data, 0)
     assert [(t.topic, list(t.partitions)) for t in decoded.topics] == [("t", [3, 3])]
     assert protocol.decode_request(35, 0, b"\xff\xff\xff\xff", 0).topics is None  # every dir
+
+    data = _n(1) + _s("/d") + _n(1) + _s("t") + _n(1) + _n(4)
+    (d,) = protocol.decode_request(34, 0, data, 0).dirs
+    assert (d.path, [(t.name, list(t.partitions)) for t in d.topics]) == ("/d", [("t", [4])])
+
+    marker = (7).to_bytes(8, "big") + (1).to_bytes(2, "big") + b"\x01"
+    data = _n(1) + marker + _n(1) + _s("t") + _n(1) + _n(0) + _n(5)
+    (m,) = protocol.decode_request(27, 0, data, 0).markers
+    assert (m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch) == (
+        7,
+        1,
+        True,
+        5,
+    )
+    assert [(t.name, list(t.partition_indexes)) for t in m.topics] == [("t", [0])]
