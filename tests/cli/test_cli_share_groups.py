@@ -20,6 +20,7 @@ from confluent_kafka import AcknowledgeType, ShareConsumer
 from kafka import KafkaProducer
 
 from odradek.testing import Broker
+from odradek.testing.cluster import Cluster
 from odradek.testing.raw import RawClient
 from odradek.wire import protocol
 
@@ -206,3 +207,25 @@ def test_altered_share_offsets_survive_a_restart(tmp_path: Path) -> None:
         b.restart()
         assert offsets(b.bootstrap, group) == {(topic, 0): (4, 2)}
         assert consume(b.bootstrap, group, topic, 2) == ["0:4", "0:5"]
+
+
+@pytest.mark.cluster
+def test_reset_reaches_partition_leaders_on_other_brokers() -> None:
+    """On three brokers the group's coordinator, the partitions' leaders and their state
+    partitions' leaders differ: partition leaders that served the group before the reset read
+    the new start offsets when the next member comes."""
+    with Cluster(3, config=CONFIG) as cluster:
+        cluster.create_topic("ct", 3, 1)
+        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, linger_ms=5)
+        for p in range(3):
+            for _ in range(4):
+                producer.send("ct", value=b"x", partition=p)
+        producer.flush(10)
+        producer.close()
+        cli(cluster.bootstrap, "groups", "reset-offsets", "--share", "cg", "--topic", "ct",
+            "--to-earliest", "--execute")  # fmt: skip
+        assert len(consume(cluster.bootstrap, "cg", "ct", 12)) == 12
+        cli(cluster.bootstrap, "groups", "reset-offsets", "cg", "--topic", "ct", "--to-offset",
+            "2", "--execute")  # fmt: skip
+        got = consume(cluster.bootstrap, "cg", "ct", 6)
+        assert got == [f"{p}:{o}" for p in range(3) for o in (2, 3)]

@@ -304,6 +304,21 @@ def _leader(ctx: RequestContext, topic_id: uuid.UUID, index: int) -> tuple[int, 
     return (part.leader, part.leader_epoch) if part is not None else (-1, -1)
 
 
+async def _reread_idle(coord: ShareCoordinator, group_id: str, topics: Any) -> None:
+    """A new share session on a broker that is not the group's coordinator: the share-partitions
+    it names that hold no acquired record are read again from `__share_group_state`, where an
+    AlterShareGroupOffsets or DeleteShareGroupOffsets answered by the coordinator (for an empty
+    group, so before this member came) may have changed them."""
+    keys: list[SpKey] = [
+        (group_id, t.topic_id, p.partition_index) for t in topics for p in t.partitions
+    ]
+    await coord.flushed(keys)  # what this broker wrote reaches the share coordinator first
+    for key in keys:
+        sp = coord.partitions.get(key)
+        if sp is not None and sp.in_flight() == 0:
+            del coord.partitions[key]
+
+
 # -- ShareFetch --------------------------------------------------------------------------------
 
 
@@ -332,6 +347,8 @@ async def share_fetch(ctx: RequestContext, req: Any) -> Any:
     error, session = _session(coord, group_id, member_id, req.share_session_epoch, fetch=True)
     if error or session is None:
         return top_error(error)
+    if req.share_session_epoch == 0 and ctx.group_coordinator.status(group_id, "share"):
+        await _reread_idle(coord, group_id, req.topics)
 
     results: dict[tuple[uuid.UUID, int], dict[str, Any]] = {}
 
