@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from odradek.broker.config import BROKER_KEYS
+from odradek.coordinator import group_configs
 from odradek.log.config import TOPIC_CONFIGS, render_value
 
 
@@ -62,6 +63,23 @@ def render() -> str:
     for key in sorted(TOPIC_CONFIGS):
         t = TOPIC_CONFIGS[key]
         lines.append(f"| `{key}` | `{t.broker_key}` | {_default(t.default)} | {t.doc} |")
+    lines += [
+        "",
+        "## Group keys",
+        "",
+        "Set per group (KIP-848 consumer groups, KIP-932 share groups) with",
+        "IncrementalAlterConfigs on resource type GROUP (`odradek configs alter --group G",
+        "--add-config k=v`), within Kafka's bounds (`group.consumer.min.session.timeout.ms`,",
+        "`group.share.max.record.lock.duration.ms`, ...); unset, the broker key in the second",
+        "column applies.",
+        "",
+        "| key | broker key | default | effect |",
+        "| --- | --- | --- | --- |",
+    ]
+    for key in sorted(group_configs.KEYS):
+        g = group_configs.KEYS[key]
+        broker_key = f"`{g.synonym}`" if g.synonym else "-"
+        lines.append(f"| `{key}` | {broker_key} | {_default(g.default)} | {g.doc} |")
     return "\n".join(lines) + "\n"
 
 

@@ -62,7 +62,7 @@ KEYS: dict[str, GroupKey] = {
             "group.consumer.session.timeout.ms",
             45000,
             INT,
-            "The timeout to detect client failures when using the consumer group protocol.",
+            "session timeout of the group's consumer-protocol (KIP-848) members",
             (
                 ("group.consumer.min.session.timeout.ms", 45000),
                 ("group.consumer.max.session.timeout.ms", 60000),
@@ -73,7 +73,7 @@ KEYS: dict[str, GroupKey] = {
             "group.consumer.heartbeat.interval.ms",
             5000,
             INT,
-            "The heartbeat interval given to the members of a consumer group.",
+            "heartbeat interval given to the group's consumer-protocol members",
             (
                 ("group.consumer.min.heartbeat.interval.ms", 5000),
                 ("group.consumer.max.heartbeat.interval.ms", 15000),
@@ -84,7 +84,7 @@ KEYS: dict[str, GroupKey] = {
             "group.share.session.timeout.ms",
             45000,
             INT,
-            "The timeout to detect client failures when using the share group protocol.",
+            "session timeout of the share group's members",
             (
                 ("group.share.min.session.timeout.ms", 45000),
                 ("group.share.max.session.timeout.ms", 60000),
@@ -95,7 +95,7 @@ KEYS: dict[str, GroupKey] = {
             "group.share.heartbeat.interval.ms",
             5000,
             INT,
-            "The heartbeat interval given to the members of a share group.",
+            "heartbeat interval given to the share group's members",
             (
                 ("group.share.min.heartbeat.interval.ms", 5000),
                 ("group.share.max.heartbeat.interval.ms", 15000),
@@ -106,7 +106,7 @@ KEYS: dict[str, GroupKey] = {
             "group.share.record.lock.duration.ms",
             30000,
             INT,
-            "The record acquisition lock duration in milliseconds for share groups.",
+            "how long a member of the share group holds the records it acquired",
             (
                 ("group.share.min.record.lock.duration.ms", 15000),
                 ("group.share.max.record.lock.duration.ms", 60000),
@@ -117,8 +117,8 @@ KEYS: dict[str, GroupKey] = {
             None,
             "latest",
             STRING,
-            "The strategy to initialize the share-partition start offset: earliest, latest or "
-            "by_duration:<duration> (ISO 8601, PnDTnHnMn.nS, not negative).",
+            "where a new share-partition of the group starts: latest, earliest or "
+            "by_duration:PnDTnHnMn.nS (the first record at or after now less that duration)",
         ),
     )
 }
