@@ -73,6 +73,11 @@ if TYPE_CHECKING:
     from odradek.testing.cluster import Cluster, TopicSpec
 
 _counter = itertools.count()
+# odradek_fresh_broker's config: one partition per internal topic
+FRESH_BROKER_CONFIG = {
+    "offsets.topic.num.partitions": 1,
+    "transaction.state.log.num.partitions": 1,
+}
 _SECURE_MARKER = "odradek_security"
 
 
@@ -157,11 +162,13 @@ def odradek_fresh_broker() -> Iterator[Broker]:
     empty data dir, so nothing another test did is seen. It runs on the event-loop thread
     that such brokers share, with its data dir on tmpfs (/dev/shm) when there is one, so that
     it starts and stops in a millisecond or two: for tests that want isolation and write
-    little. For another set-up, `odradek_broker_factory(...)`."""
+    little. Its internal topics have one partition (`FRESH_BROKER_CONFIG`, as in Kafka's own
+    integration tests), so the first group or transaction opens one log, not 50. For another
+    set-up, `odradek_broker_factory(...)`."""
     _import_broker()
     from odradek.testing.broker import Broker
 
-    broker = Broker(shared_loop=True, tmpfs=True).start()
+    broker = Broker(config=FRESH_BROKER_CONFIG, shared_loop=True, tmpfs=True).start()
     try:
         yield broker
     finally:

@@ -26,7 +26,11 @@ from typing import TYPE_CHECKING
 from odradek.broker.handlers import share_groups
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
-from odradek.broker.partitions.internal_topics import ensure_offsets_topic, offsets_replicated
+from odradek.broker.partitions.internal_topics import (
+    creator,
+    ensure_offsets_topic,
+    offsets_replicated,
+)
 from odradek.coordinator.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from odradek.coordinator.group.join import JoinParams
 from odradek.coordinator.group.state import LeaveMember
@@ -44,6 +48,11 @@ log = logging.getLogger(__name__)
 YIELD_EVERY = 1024  # DescribeGroups names handled between yields to the event loop
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
+# A lookup that finds its internal topic being created (the first group or transaction on the
+# broker) waits up to this long for it before answering COORDINATOR_NOT_AVAILABLE. Deviation:
+# Kafka answers at once and the client asks again after its backoff (a second with
+# librdkafka), though a broker opens a small topic in milliseconds.
+FIRST_USE_WAIT_S = 1.0
 # READ (3), DELETE (6), DESCRIBE (8): what a group allows when no authorizer is configured. The
 # protocol layer takes the int32 bit field as a set of bit numbers; None is "not requested"
 # (Integer.MIN_VALUE on the wire).
@@ -113,6 +122,19 @@ def _find(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, tupl
     return find_one(ctx.broker, key_type, key, ctx.listener)
 
 
+async def _find_soon(
+    ctx: RequestContext, key_type: int, key: str
+) -> tuple[ErrorCode, tuple[int, str, int]]:
+    """_find, once more after the creation of an internal topic under way, if any, is done."""
+    found = _find(ctx, key_type, key)
+    if found[0] == ErrorCode.COORDINATOR_NOT_AVAILABLE:
+        pending = list(creator(ctx.broker).pending.values())
+        if pending:
+            await asyncio.wait(pending, timeout=FIRST_USE_WAIT_S)  # never cancels them
+            found = _find(ctx, key_type, key)
+    return found
+
+
 @handles(ApiKey.FIND_COORDINATOR, versions=(0, 6))
 async def find_coordinator(
     ctx: RequestContext, req: protocol.FindCoordinatorRequest
@@ -121,7 +143,7 @@ async def find_coordinator(
     key_type = req.key_type if version >= 1 else GROUP_KEY
     Resp = protocol.FindCoordinatorResponse
     if version < 4:
-        error, (node_id, host, port) = _find(ctx, key_type, req.key)
+        error, (node_id, host, port) = await _find_soon(ctx, key_type, req.key)
         return Resp(
             throttle_time_ms=0,
             error_code=error,
@@ -132,7 +154,7 @@ async def find_coordinator(
         )
     coordinators = []
     for key in req.coordinator_keys:
-        error, (node_id, host, port) = _find(ctx, key_type, key)
+        error, (node_id, host, port) = await _find_soon(ctx, key_type, key)
         coordinators.append(
             Resp.Coordinator(
                 key=key,
