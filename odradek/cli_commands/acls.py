@@ -49,6 +49,7 @@ from odradek.security.acl_types import (
     ResourceType,
     parse_principal,
 )
+from odradek.security.acl_wire import binding_fields, binding_from_wire, filter_fields
 
 OPERATIONS = [
     op for op in AclOperation if op not in (AclOperation.UNKNOWN, AclOperation.ANY)
@@ -244,33 +245,10 @@ def _check(code: int, message: str | None) -> None:
 def describe(client: Any, flt: AclBindingFilter) -> list[AclBinding]:
     from kafka.protocol.admin import DescribeAclsRequest
 
-    resp = _send(
-        client,
-        DescribeAclsRequest(
-            resource_type_filter=int(flt.pattern.resource_type),
-            resource_name_filter=flt.pattern.name,
-            pattern_type_filter=int(flt.pattern.pattern_type),
-            principal_filter=flt.entry.principal,
-            host_filter=flt.entry.host,
-            operation=int(flt.entry.operation),
-            permission_type=int(flt.entry.permission_type),
-        ),
-    )
+    resp = _send(client, DescribeAclsRequest(**filter_fields(flt)))
     _check(resp.error_code, resp.error_message)
     return [
-        AclBinding(
-            ResourcePattern(
-                ResourceType.from_code(r.resource_type),
-                r.resource_name,
-                PatternType.from_code(r.pattern_type),
-            ),
-            AccessControlEntry(
-                a.principal,
-                a.host,
-                AclOperation.from_code(a.operation),
-                AclPermissionType.from_code(a.permission_type),
-            ),
-        )
+        binding_from_wire(r, a, PatternType.from_code(r.pattern_type))
         for r in resp.resources
         for a in r.acls
     ]
@@ -283,16 +261,7 @@ def create(client: Any, bindings: list[AclBinding]) -> None:
         client,
         Req(
             creations=[
-                Req.AclCreation(
-                    resource_type=int(b.pattern.resource_type),
-                    resource_name=b.pattern.name,
-                    resource_pattern_type=int(b.pattern.pattern_type),
-                    principal=b.entry.principal,
-                    host=b.entry.host,
-                    operation=int(b.entry.operation),
-                    permission_type=int(b.entry.permission_type),
-                )
-                for b in bindings
+                Req.AclCreation(**binding_fields(b, "resource_pattern_type")) for b in bindings
             ]
         ),
     )
@@ -303,42 +272,12 @@ def create(client: Any, bindings: list[AclBinding]) -> None:
 def delete(client: Any, flts: list[AclBindingFilter]) -> list[AclBinding]:
     from kafka.protocol.admin import DeleteAclsRequest as Req
 
-    resp = _send(
-        client,
-        Req(
-            filters=[
-                Req.DeleteAclsFilter(
-                    resource_type_filter=int(f.pattern.resource_type),
-                    resource_name_filter=f.pattern.name,
-                    pattern_type_filter=int(f.pattern.pattern_type),
-                    principal_filter=f.entry.principal,
-                    host_filter=f.entry.host,
-                    operation=int(f.entry.operation),
-                    permission_type=int(f.entry.permission_type),
-                )
-                for f in flts
-            ]
-        ),
-    )
+    resp = _send(client, Req(filters=[Req.DeleteAclsFilter(**filter_fields(f)) for f in flts]))
     removed: dict[AclBinding, None] = {}
     for result in resp.filter_results:
         _check(result.error_code, result.error_message)
         for m in result.matching_acls:
-            removed[
-                AclBinding(
-                    ResourcePattern(
-                        ResourceType.from_code(m.resource_type),
-                        m.resource_name,
-                        PatternType.from_code(m.pattern_type),
-                    ),
-                    AccessControlEntry(
-                        m.principal,
-                        m.host,
-                        AclOperation.from_code(m.operation),
-                        AclPermissionType.from_code(m.permission_type),
-                    ),
-                )
-            ] = None
+            removed[binding_from_wire(m, m, PatternType.from_code(m.pattern_type))] = None
     return list(removed)
 
 

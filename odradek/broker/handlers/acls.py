@@ -19,21 +19,20 @@ from odradek.broker.network.dispatch import ProtocolError
 from odradek.broker.network.registry import handles
 from odradek.security.acl import Authorizer
 from odradek.security.acl_types import (
-    AccessControlEntry,
-    AccessControlEntryFilter,
-    AclBinding,
     AclBindingFilter,
     AclOperation,
-    AclPermissionType,
     InvalidAcl,
     MalformedAclRequest,
     PatternType,
-    ResourcePattern,
-    ResourcePatternFilter,
-    ResourceType,
     group_by_pattern,
     request_creation,
     request_filter,
+)
+from odradek.security.acl_wire import (
+    binding_fields,
+    binding_from_wire,
+    entry_fields,
+    filter_from_wire,
 )
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
@@ -53,19 +52,7 @@ def _pattern_type(req: Any, field: str, version: int) -> PatternType:
 
 
 def _filter(f: Any, version: int) -> AclBindingFilter:
-    flt = AclBindingFilter(
-        ResourcePatternFilter(
-            ResourceType.from_code(f.resource_type_filter),
-            f.resource_name_filter,
-            _pattern_type(f, "pattern_type_filter", version),
-        ),
-        AccessControlEntryFilter(
-            f.principal_filter,
-            f.host_filter,
-            AclOperation.from_code(f.operation),
-            AclPermissionType.from_code(f.permission_type),
-        ),
-    )
+    flt = filter_from_wire(f, _pattern_type(f, "pattern_type_filter", version))
     try:
         return request_filter(flt, version)
     except MalformedAclRequest as exc:
@@ -99,15 +86,7 @@ async def describe_acls(
             resource_type=int(pattern.resource_type),
             resource_name=pattern.name,
             pattern_type=int(pattern.pattern_type),
-            acls=[
-                DescResp.DescribeAclsResource.AclDescription(
-                    principal=e.principal,
-                    host=e.host,
-                    operation=int(e.operation),
-                    permission_type=int(e.permission_type),
-                )
-                for e in entries
-            ],
+            acls=[DescResp.DescribeAclsResource.AclDescription(**entry_fields(e)) for e in entries],
         )
         for pattern, entries in group_by_pattern(authorizer.acls(flt)).items()
     ]
@@ -121,19 +100,7 @@ async def create_acls(
     version = ctx.api_version
     bindings = []
     for c in req.creations:
-        binding = AclBinding(
-            ResourcePattern(
-                ResourceType.from_code(c.resource_type),
-                c.resource_name,
-                _pattern_type(c, "resource_pattern_type", version),
-            ),
-            AccessControlEntry(
-                c.principal,
-                c.host,
-                AclOperation.from_code(c.operation),
-                AclPermissionType.from_code(c.permission_type),
-            ),
-        )
+        binding = binding_from_wire(c, c, _pattern_type(c, "resource_pattern_type", version))
         try:
             bindings.append(request_creation(binding, version))
         except MalformedAclRequest as exc:
@@ -229,17 +196,7 @@ async def delete_acls(
                 error_code=0,
                 error_message=None,
                 matching_acls=[
-                    R.DeleteAclsMatchingAcl(
-                        error_code=0,
-                        error_message=None,
-                        resource_type=int(b.pattern.resource_type),
-                        resource_name=b.pattern.name,
-                        pattern_type=int(b.pattern.pattern_type),
-                        principal=b.entry.principal,
-                        host=b.entry.host,
-                        operation=int(b.entry.operation),
-                        permission_type=int(b.entry.permission_type),
-                    )
+                    R.DeleteAclsMatchingAcl(error_code=0, error_message=None, **binding_fields(b))
                     for b in outcome
                 ],
             )
