@@ -332,7 +332,9 @@ class ShareCoordinator:
         part = self._state_partition(key)
         if part is None:
             return None
-        return self._scan(part, lambda k: k == key).get(key)
+        found = self._scan(part, lambda k: k == key).get(key)
+        self._state_epochs.setdefault(key, -1)  # read: a first write need not read again
+        return found
 
     def stored_group_states(self, group_id: str, keys: Iterable[SpKey]) -> dict[SpKey, StoredState]:
         """The stored states of `group_id` in the local state partitions these keys map to,
