@@ -36,6 +36,7 @@ from odradek.coordinator.group.coordinator import (
     GroupCoordinator,
     GroupCoordinatorConfig,
 )
+from odradek.log import open_files
 from odradek.log.cleaner import LogCleanerService
 from odradek.log.manager import LogManager
 from odradek.security.scram import ScramCredential, ScramMechanism
@@ -198,7 +199,9 @@ class Broker:
 
     async def start(self) -> None:
         self.started_at = time.monotonic()
+        open_files.at_start()  # soft RLIMIT_NOFILE up to the hard limit; sizes the file LRU
         self.topics.load()
+        open_files.check_partitions(len(self.logs.logs))  # warns when the limit is too low
         for svc in self.services:
             await svc.start()
         for listener in self.security.listeners:

@@ -215,6 +215,7 @@ def _sequence(base: int, delta: int) -> int:
 
 
 def dump_segment(path: str, deep: bool, parser: Parser | None, out: Any) -> None:
+    from odradek.log.open_files import SegmentFile
     from odradek.log.reader import DECODE_ERRORS, segment_batches
     from odradek.log.segment import LogSegment
     from odradek.wire.batch import crc_ok
@@ -227,8 +228,9 @@ def dump_segment(path: str, deep: bool, parser: Parser | None, out: Any) -> None
         def __init__(self, file_path: str, base_offset: int) -> None:
             self.path = file_path
             self.base_offset = base_offset
-            self.file = open(file_path, "rb", buffering=0)  # noqa: SIM115 (closed below)
-            self.size = os.fstat(self.file.fileno()).st_size
+            self._gone = False
+            self._file = SegmentFile(file_path, "r")  # closed below
+            self.size = os.fstat(self._file.fileno()).st_size
 
         def close(self) -> None:
             self.file.close()

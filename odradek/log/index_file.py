@@ -1,23 +1,35 @@
-"""Memory-mapped, preallocated index files, as Kafka's AbstractIndex (and its LazyIndex).
+"""Index files of fixed-size entries, as Kafka's AbstractIndex, held in memory and no descriptor.
 
-An index file is preallocated to `segment.index.bytes` (sparse), memory-mapped, and trimmed to
-its real entry count when the segment is closed or rolled. The map is made on first use, not
-when the segment is loaded, and the descriptor is closed as soon as the map exists. The owning
-segment is told when the index maps itself (`on_map`), so the process's LRU of open segments
-(open_files.py) bounds maps as well as descriptors; `unmap` lets go of the map (it is made again
-on the next use; the entry count is kept in memory). Subclasses define the entry layout and read
-the map through `_map()`, holding it in a local for the length of one operation.
+Kafka memory-maps its indexes. Python's `mmap` keeps a duplicate of the file descriptor for as
+long as the map lives, so a mapped index costs a descriptor (and a map against
+vm.max_map_count): 10,000 partitions would hold 20,000 index descriptors. Here an index is read
+into a bytearray on first use (Kafka's LazyIndex) and a new entry is appended to it and written
+to the file at once (open, pwrite, close: an entry is added at most once per append and per
+`index.interval.bytes`, so this is rare next to the log writes), so no descriptor stays open and
+a live broker's index reads as Kafka's mapped one (`odradek dump-log`). An index the LRU of open
+segments lets go of (open_files.py) drops its bytes and reads them again when next used.
+
+The index is a hint (the segment scans batch headers from the position it gives): a log flush
+does not fsync it (flush.messages=1 would pay a second fsync per batch); it is fsync'd when the
+segment is sealed, and recovery rebuilds the index of every segment past the recovery point.
+The file is no longer preallocated to `segment.index.bytes`: it holds exactly its entries (a
+preallocated file left by an older version is read as before: recovery or a roll trims it);
+`segment.index.bytes` still bounds the entry count (`full` makes the segment roll).
 """
 
 from __future__ import annotations
 
-import mmap
 import os
+import threading
 from collections.abc import Callable
+
+# one lock for every index: appends on the event loop against the LRU letting go from a worker
+# thread (the cleaner); uncontended in practice
+_LOCK = threading.RLock()
 
 
 class IndexFile:
-    """Fixed-size entries in an mmap; binary search over them is done by subclasses."""
+    """Fixed-size entries in a bytearray; binary search over them is done by subclasses."""
 
     entry_size = 8
 
@@ -27,53 +39,65 @@ class IndexFile:
         base_offset: int,
         max_bytes: int,
         entries: int | None = None,
-        on_map: Callable[[], None] | None = None,
+        on_load: Callable[[], None] | None = None,
     ):
         self.path = path
         self.base_offset = base_offset
         self._max_entries = max(1, max_bytes // self.entry_size)
-        self._on_map = on_map
-        self._mm: mmap.mmap | None = None
-        self._dirty = False  # written since the last flush (an unmapped index fsyncs its file)
+        self._on_load = on_load
+        self._buf: bytearray | None = None
         try:
             self._file_size = os.stat(path).st_size
-            exists = True
-        except FileNotFoundError:
-            os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644))
+        except FileNotFoundError:  # a new segment's: created empty, as Kafka's
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
             self._file_size = 0
-            exists = False
-        if entries is None:
-            entries = self._file_size // self.entry_size if exists else 0
-        self.entries = entries
+        self._written = self._file_size // self.entry_size  # entries in the file
+        self.entries = self._written if entries is None else entries
+        self._dirty = False  # written since the last fsync
 
     @property
-    def mapped(self) -> bool:
-        return self._mm is not None
+    def loaded(self) -> bool:
+        return self._buf is not None
 
-    def _map(self) -> mmap.mmap:
-        """The map, made now if there is none (sized `_max_entries` entries). Callers hold the
-        returned object for the length of one operation: an LRU eviction only drops
-        `self._mm`, so a held map stays valid."""
-        mm = self._mm
-        if mm is not None:
-            return mm
-        size = self._max_entries * self.entry_size
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    def _load(self) -> bytearray:
+        """The entries, read from the file if not in memory. Callers hold the returned object
+        for the length of one operation (letting go only drops `self._buf`)."""
+        buf = self._buf
+        if buf is not None:
+            return buf
+        n = self.entries * self.entry_size
         try:
-            if self._file_size != size:
-                os.ftruncate(fd, size)
-                self._file_size = size
-            mm = mmap.mmap(fd, size)
-        finally:
-            os.close(fd)
-        self._mm = mm
-        if self._on_map is not None:
-            self._on_map()
-        return mm
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            data = b""
+        else:
+            try:
+                data = os.pread(fd, n, 0) if n else b""
+            finally:
+                os.close(fd)
+        buf = bytearray(data)
+        if len(buf) < n:  # a file cut short under us: keep what is there
+            self.entries = len(buf) // self.entry_size
+            del buf[self.entries * self.entry_size :]
+        self._buf = buf
+        if self._on_load is not None:
+            self._on_load()
+        return buf
 
-    def unmap(self) -> None:
-        """Let go of the map (the LRU of open segments); it is made again when next used."""
-        self._mm = None
+    def _append(self, entry: bytes) -> None:
+        with _LOCK:
+            buf = self._load()
+            del buf[self.entries * self.entry_size :]
+            buf += entry
+            self.entries += 1
+            self._persist_locked(fsync=False)  # written through, as a map would be
+
+    def let_go(self) -> None:
+        """The LRU of open segments: write what is pending and drop the bytes (read again on
+        the next use)."""
+        with _LOCK:
+            self._persist_locked(fsync=False)
+            self._buf = None
 
     @property
     def full(self) -> bool:
@@ -81,58 +105,77 @@ class IndexFile:
 
     def reset(self) -> None:
         """Drop every entry (before a rebuild)."""
-        n = self.entries * self.entry_size
-        if n and self._max_entries:
-            mm = self._map()
-            n = min(n, len(mm))
-            mm[:n] = bytes(n)
-            self._dirty = True
-        self.entries = 0
+        self.truncate_entries(0)
 
     def truncate_entries(self, count: int) -> None:
-        start = count * self.entry_size
-        end = self.entries * self.entry_size
-        if end > start:
-            mm = self._map()
-            mm[start:end] = bytes(end - start)
-            self._dirty = True
-        self.entries = min(self.entries, count)
+        with _LOCK:
+            if count >= self.entries:
+                return
+            buf = self._load()
+            del buf[count * self.entry_size :]
+            self.entries = count
+            if self._written > count or self._file_size > count * self.entry_size:
+                self._truncate_file(count * self.entry_size)
+                self._written = count
+
+    def _truncate_file(self, size: int) -> None:
+        try:
+            os.truncate(self.path, size)
+        except FileNotFoundError:
+            size = 0
+        self._file_size = size
+
+    def _persist(self, fsync: bool) -> None:
+        """Write the entries not in the file yet (one pwrite); fsync when asked and dirty."""
+        with _LOCK:
+            self._persist_locked(fsync)
+
+    def _persist_locked(self, fsync: bool) -> None:
+        start, end = self._written, self.entries
+        buf = self._buf
+        if (end <= start or buf is None) and not (fsync and self._dirty):
+            return
+        es = self.entry_size
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            if end > start and buf is not None:
+                os.pwrite(fd, memoryview(buf)[start * es : end * es], start * es)
+                self._written = end
+                self._file_size = max(self._file_size, end * es)
+                self._dirty = True
+            if fsync:
+                os.fsync(fd)
+                self._dirty = False
+        finally:
+            os.close(fd)
 
     def flush(self) -> None:
-        mm = self._mm
-        if mm is not None:
-            mm.flush()
-        elif self._dirty:  # written through a map since let go of: fsync the file itself
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        self._dirty = False
+        """Pending entries to the file, not fsync'd: the index is a hint (a missing entry only
+        makes a scan start earlier), so a log flush (flush.messages=1 fsyncs every batch) does
+        not pay a second fsync for it; the index is fsync'd when the segment is sealed."""
+        self._persist(fsync=False)
 
     def trim(self) -> None:
-        """Shrink the file to its entries (done on roll and close)."""
-        self.resize(self.entries * self.entry_size)
+        """The segment is sealed (roll, close): its entries go to the file (fsync'd), which is
+        cut to them (a preallocated file of an older version too), and the index is full."""
+        self._persist(fsync=True)
+        with _LOCK:
+            self._max_entries = self.entries
+            if self._file_size > self.entries * self.entry_size:
+                self._truncate_file(self.entries * self.entry_size)
 
     def resize(self, max_bytes: int) -> None:
-        """Room for `max_bytes` (a truncated segment becomes active again); the file is sized
-        now, the map made again on the next use."""
-        mm = self._mm
-        if mm is not None:
-            mm.flush()
-            self._mm = None
-            mm.close()  # before a shrinking truncate: no access may land past the new end
+        """Room for `max_bytes` (a truncated segment becomes active again)."""
         self._max_entries = max(self.entries, max_bytes // self.entry_size)
-        size = self._max_entries * self.entry_size
-        if size != self._file_size:
-            os.truncate(self.path, size)
-            self._file_size = size
 
     def close(self) -> None:
-        mm = self._mm
-        if mm is not None:
-            self._mm = None
-            mm.close()
+        """Write what is pending and let go of the bytes."""
+        self._persist(fsync=False)
+        self._buf = None
+
+    def drop(self) -> None:
+        """Let go of the bytes without writing (an unclean stop, a deleted segment)."""
+        self._buf = None
 
     def _search(self, key_at: Callable[[int], int], target: int) -> int:
         """Index of the last entry whose key <= target, or -1."""

@@ -23,12 +23,10 @@ class OffsetIndex(IndexFile):
     def append(self, offset: int, position: int) -> None:
         if self.full:
             return
-        _ENTRY.pack_into(self._map(), self.entries * 8, offset - self.base_offset, position)
-        self.entries += 1
-        self._dirty = True
+        self._append(_ENTRY.pack(offset - self.base_offset, position))
 
     def entry(self, n: int) -> tuple[int, int]:
-        rel, pos = _ENTRY.unpack_from(self._map(), n * 8)
+        rel, pos = _ENTRY.unpack_from(self._load(), n * 8)
         return self.base_offset + rel, pos
 
     def last(self) -> tuple[int, int] | None:
@@ -38,7 +36,7 @@ class OffsetIndex(IndexFile):
         """File position to start scanning from for `offset`."""
         if not self.entries:
             return 0
-        mm = self._map()
+        mm = self._load()
         base = self.base_offset
         n = self._search(lambda i: base + _ENTRY.unpack_from(mm, i * 8)[0], offset)
         return 0 if n < 0 else _ENTRY.unpack_from(mm, n * 8)[1]
@@ -47,7 +45,7 @@ class OffsetIndex(IndexFile):
         """Drop entries for offsets >= `offset`."""
         if not self.entries:
             return
-        mm = self._map()
+        mm = self._load()
         base = self.base_offset
         n = self._search(lambda i: base + _ENTRY.unpack_from(mm, i * 8)[0], offset - 1)
         self.truncate_entries(n + 1)

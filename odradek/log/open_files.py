@@ -1,15 +1,15 @@
-"""Bounded open segment files: an LRU of the segments holding a file descriptor or index maps.
+"""Bounded open segment files: an LRU of the segments holding a descriptor or index bytes.
 
-A broker with 10,000 partitions cannot keep every `.log` open and every index mapped: the process
-has RLIMIT_NOFILE descriptors (connections need theirs too) and vm.max_map_count maps. So, as
-Kafka opens its indexes lazily, a segment opens its `.log` and maps its indexes on first use
-(segment.py, index_file.py) and registers here; past `limit` segments the least recently used
-one lets go of its descriptor and maps, and opens them again when next read or written.
+A broker with 10,000 partitions cannot keep every `.log` open: the process has RLIMIT_NOFILE
+descriptors, and connections need theirs too. So, as Kafka opens its indexes lazily, a segment
+opens its `.log` and reads its indexes on first use (segment.py; indexes hold no descriptor,
+index_file.py) and registers here; past `limit` segments the least recently used one lets go of
+its descriptor and index bytes, and takes them again when next read or written.
 
 Letting go drops the segment's reference only. The file object closes when its last holder is
 gone: a `FileRegion` handed to a connection holds the file, so a region being sent with sendfile
 keeps its descriptor valid whatever the LRU does, and a reader in another thread (the cleaner)
-that holds the file object or the map in a local variable is never cut off mid-read. Open files
+that holds the file object in a local variable is never cut off mid-read. Open files
 are thus bounded by `limit` plus the regions and reads in flight.
 
 One cache per process, because the descriptor limit is per process (several in-process brokers
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 # descriptors kept for everything else (listeners, connections, checkpoints, ZooKeeper, ...)
 RESERVED_FDS = 256
 MIN_LIMIT = 16
-MAX_LIMIT = 8192  # also bounds index maps (two per segment) far below vm.max_map_count (65530)
+MAX_LIMIT = 8192  # also bounds the index bytes held in memory
 
 
 class Evictable(Protocol):
@@ -79,6 +79,7 @@ class OpenSegments:
         self._lru: OrderedDict[int, Evictable] = OrderedDict()
         self._lock = threading.Lock()
         self.evictions = 0  # segments that let go of their files (tests, bench)
+        self.warned = False
 
     def __len__(self) -> int:
         return len(self._lru)
@@ -89,7 +90,8 @@ class OpenSegments:
         self._shrink()
 
     def opened(self, seg: Evictable) -> None:
-        """`seg` now holds a descriptor or a map: count it, let go of the oldest past the limit."""
+        """`seg` now holds a descriptor or index bytes: count it, let go of the oldest past the
+        limit."""
         with self._lock:
             self._lru[id(seg)] = seg
             self._lru.move_to_end(id(seg))
@@ -115,10 +117,48 @@ class OpenSegments:
                     return
                 _key, victim = self._lru.popitem(last=False)
                 self.evictions += 1
+                first = not self.warned
+                self.warned = True
+            if first:
+                log.info(
+                    "%d segments hold open files, the limit (from the open-files limit %d): "
+                    "the least recently used now close and reopen when read again",
+                    self.limit,
+                    nofile()[0],
+                )
             victim.release_handles()
 
 
 CACHE = OpenSegments(limit_for(nofile()[0]))
+
+
+def at_start() -> int:
+    """At broker start: lift the soft RLIMIT_NOFILE to the hard limit where allowed and size the
+    LRU from it; returns the limit."""
+    raise_nofile()
+    return configure()
+
+
+def check_partitions(partitions: int) -> bool:
+    """Say clearly, once at start, when the open-files limit is too low to keep a segment file
+    open for each of `partitions` (they then share `CACHE.limit` descriptors, reopening files as
+    they are read). Returns False when it is too low."""
+    soft, hard = nofile()
+    unlimited = soft == resource.RLIM_INFINITY or soft < 0
+    if partitions <= CACHE.limit or unlimited or (soft - RESERVED_FDS) // 2 >= partitions:
+        return True  # (past MAX_LIMIT the LRU bounds memory, not the descriptor limit)
+    want = 2 * partitions + RESERVED_FDS
+    log.warning(
+        "open-files limit %d (hard %d) is too low for %d partitions: at most %d segment files "
+        "are kept open, the others are reopened when read (slower). Raise it to at least %d "
+        "(ulimit -n, or LimitNOFILE= in a systemd unit)",
+        soft,
+        hard,
+        partitions,
+        CACHE.limit,
+        want,
+    )
+    return False
 
 
 def configure(limit: int | None = None) -> int:

@@ -5,11 +5,11 @@ Appends are one positional write of the batch bytes; reads return file regions. 
 located by reading only their first 27 header bytes (base_offset, batch_length and, at offset 23,
 last_offset_delta: `wire.batch.peek_span`, the layout is in odradek/wire/batch.py).
 
-Nothing is opened when a segment is loaded: the `.log` is opened and the indexes are mapped on
+Nothing is opened when a segment is loaded: the `.log` is opened and the indexes are read on
 first use, and the process's LRU of open segments (open_files.py) makes the least recently used
 ones let go of them past its limit, so open files stay bounded whatever the partition count.
-`file` reopens transparently; code reading or writing keeps the file object (or an index's map)
-in a local for the whole operation, so being let go of meanwhile never cuts it off.
+`file` reopens transparently; code reading or writing keeps the file object (or an index's
+bytes) in a local for the whole operation, so being let go of meanwhile never cuts it off.
 """
 
 from __future__ import annotations
@@ -94,13 +94,13 @@ class LogSegment:
             os.path.join(directory, file_name(base_offset, ".index")),
             base_offset,
             index_bytes,
-            on_map=self._mapped,
+            on_load=self._loaded,
         )
         self.time_index = TimeIndex(
             os.path.join(directory, file_name(base_offset, ".timeindex")),
             base_offset,
             index_bytes,
-            on_map=self._mapped,
+            on_load=self._loaded,
         )
         self.txn_index = TransactionIndex(
             os.path.join(directory, file_name(base_offset, ".txnindex"))
@@ -138,22 +138,23 @@ class LogSegment:
         self.time_index.path = os.path.join(directory, file_name(self.base_offset, ".timeindex"))
         self.txn_index.path = os.path.join(directory, file_name(self.base_offset, ".txnindex"))
 
-    def _mapped(self) -> None:
+    def _loaded(self) -> None:
         CACHE.opened(self)
 
     def release_handles(self) -> None:
-        """The LRU lets go of this segment's descriptor and maps. Only references are
-        dropped: a file region or a reader holding the file object (or a map) keeps it valid
-        until done, and then it closes."""
+        """The LRU lets go of this segment's descriptor and index bytes (pending entries are
+        written first). Only references are dropped: a file region or a reader holding the file
+        object keeps it valid until done, and then it closes."""
         self._file = None
-        self.index.unmap()
-        self.time_index.unmap()
+        self.index.let_go()
+        self.time_index.let_go()
 
     def release(self) -> None:
-        """Close the descriptor and maps without writing anything (an unclean stop)."""
+        """Close the descriptor and drop the indexes without writing anything (an unclean
+        stop; a clean one seals first)."""
         CACHE.forget(self)
-        self.index.close()
-        self.time_index.close()
+        self.index.drop()
+        self.time_index.drop()
         f, self._file = self._file, None
         if f is not None:
             f.close()
@@ -253,13 +254,13 @@ class LogSegment:
 
     def detach(self) -> None:
         """This segment leaves its log (deleted, or replaced by a cleaned copy): out of the
-        LRU, maps closed. Its open file, if any, is kept for whoever still holds the segment
+        LRU, indexes dropped. Its open file, if any, is kept for whoever still holds the segment
         or a region of it (it closes with the last of them); it is never opened again, since
         its path is gone or names the replacement."""
         self._gone = True
         CACHE.forget(self)
-        self.index.close()
-        self.time_index.close()
+        self.index.drop()
+        self.time_index.drop()
 
     def delete(self) -> None:
         """Remove the files; open file regions (and a reader holding this segment while its

@@ -23,29 +23,28 @@ class TimeIndex(IndexFile):
     def append(self, timestamp: int, offset: int) -> None:
         if self.full:
             return
-        mm = self._map()
-        if self.entries and timestamp <= _ENTRY.unpack_from(mm, (self.entries - 1) * 12)[0]:
-            return
-        _ENTRY.pack_into(mm, self.entries * 12, timestamp, offset - self.base_offset)
-        self.entries += 1
-        self._dirty = True
+        if self.entries:
+            mm = self._load()
+            if timestamp <= _ENTRY.unpack_from(mm, (self.entries - 1) * 12)[0]:
+                return
+        self._append(_ENTRY.pack(timestamp, offset - self.base_offset))
 
     def entry(self, n: int) -> tuple[int, int]:
-        ts, rel = _ENTRY.unpack_from(self._map(), n * 12)
+        ts, rel = _ENTRY.unpack_from(self._load(), n * 12)
         return ts, self.base_offset + rel
 
     def lookup(self, timestamp: int) -> int:
         """An offset to start searching from: the last entry with timestamp < `timestamp`."""
         if not self.entries:
             return self.base_offset
-        mm = self._map()
+        mm = self._load()
         n = self._search(lambda i: _ENTRY.unpack_from(mm, i * 12)[0], timestamp - 1)
         return self.base_offset if n < 0 else self.entry(n)[1]
 
     def truncate_to_offset(self, offset: int) -> None:
         keep = 0
         if self.entries:
-            mm = self._map()
+            mm = self._load()
             rel = offset - self.base_offset
             while keep < self.entries and _ENTRY.unpack_from(mm, keep * 12)[1] < rel:
                 keep += 1

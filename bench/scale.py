@@ -1,0 +1,538 @@
+"""`python -m bench.scale`: one broker with many partitions, connections and groups (issue 17).
+
+Rows (each a spawned `odradek serve` on a free port with a temporary data dir, always stopped):
+
+- **partitions**: `--topics` x `--partitions` (default 1,000 x 10) created with CreateTopics
+  (confluent-kafka's AdminClient, `--batch` topics a request), one record produced to every
+  partition, then the broker is stopped (SIGTERM) and started again on the same data. Reported:
+  creation time, start time of the restarted broker (spawn to first ApiVersions answer and to
+  its ready line), a full Metadata v12 request (every topic, raw socket, median and max of
+  `--metadata-runs`), RSS, and the broker's open descriptors (`/proc/PID/fd`) after creation
+  and after the restart. The child runs under `--nofile` (default 20,000, the issue's limit) as
+  its RLIMIT_NOFILE, soft and hard.
+- **connections**: `--connections` idle-ish client connections (each sends ApiVersions then a
+  Metadata request every `--refresh-s`) and `--groups` classic consumer groups of one member
+  (JoinGroup v3, SyncGroup, Heartbeat every 3 s, one OffsetCommit), all from one asyncio loop;
+  meanwhile a probe connection times ApiVersions round trips every 20 ms for `--probe-s`.
+  Reported: probe latency p50/p99/max, broker CPU and RSS.
+
+Nothing is asserted; the numbers go in the table. Targets (issue 17): start < 10 s, Metadata
+< 100 ms, RSS < 500 MB, descriptors bounded; probe <= 50 ms with 2,000 connections and 1,000
+groups.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import struct
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.broker_proc import OdradekProcess
+from bench.procstat import cpu_seconds, memory_mb
+
+HOST = "127.0.0.1"
+_SIZE = struct.Struct(">i")
+PROBE_EVERY_S = 0.02
+
+
+# -- a broker under a chosen RLIMIT_NOFILE ----------------------------------------------------
+
+
+class LimitedProcess(OdradekProcess):
+    """`odradek serve` whose RLIMIT_NOFILE (soft and hard) is `nofile`: a tiny Python
+    trampoline sets it and execs the broker (same pid)."""
+
+    def __init__(self, nofile: int | None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.nofile = nofile
+
+    def command(self) -> list[str]:
+        cmd = super().command()
+        if self.nofile is None:
+            return cmd
+        n = self.nofile
+        trampoline = (
+            "import os, resource, sys; "
+            f"resource.setrlimit(resource.RLIMIT_NOFILE, ({n}, {n})); "
+            "os.execv(sys.argv[1], sys.argv[1:])"
+        )
+        return [cmd[0], "-c", trampoline, *cmd]
+
+    def restart(self) -> Any:
+        """Stop (SIGTERM, clean) and start again on the same data dir and port."""
+        keep, self.keep_data = self.keep_data, True
+        self.stop()
+        self.keep_data = keep
+        self._ready.clear()
+        self._ready_at = None
+        self._lines.clear()
+        return self.start(timeout=120.0)
+
+
+def open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+# -- raw requests -------------------------------------------------------------------------------
+
+
+def _request(api_key: int, version: int, corr: int, body: bytes, flexible: bool) -> bytes:
+    client = b"odradek-scale"
+    head = struct.pack(">hhih", api_key, version, corr, len(client)) + client
+    if flexible:
+        head += b"\x00"  # request header v2: no tagged fields
+    payload = head + body
+    return _SIZE.pack(len(payload)) + payload
+
+
+def metadata_all_request(corr: int) -> bytes:
+    """Metadata v12 for every topic: topics null, no auto-creation, no authorized operations."""
+    return _request(3, 12, corr, b"\x00\x00\x00\x00", True)
+
+
+def api_versions_request(corr: int) -> bytes:
+    return _request(18, 0, corr, b"", False)
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> bytes:
+    (size,) = _SIZE.unpack(await reader.readexactly(4))
+    return await reader.readexactly(size)
+
+
+async def _round_trip(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, data: bytes
+) -> bytes:
+    writer.write(data)
+    return await _read_frame(reader)
+
+
+def metadata_times(port: int, runs: int) -> tuple[list[float], int]:
+    """Milliseconds of `runs` full Metadata round trips on one connection, and the response
+    size in bytes."""
+
+    async def go() -> tuple[list[float], int]:
+        reader, writer = await asyncio.open_connection(HOST, port)
+        times, size = [], 0
+        try:
+            for i in range(runs):
+                t0 = time.perf_counter()
+                payload = await _round_trip(reader, writer, metadata_all_request(i + 1))
+                times.append((time.perf_counter() - t0) * 1000)
+                size = len(payload)
+        finally:
+            writer.close()
+        return times, size
+
+    return asyncio.run(go())
+
+
+# -- partitions row -----------------------------------------------------------------------------
+
+
+@dataclass
+class PartitionsRow:
+    topics: int
+    partitions: int
+    nofile: int | None
+    create_s: float = 0.0
+    produce_s: float = 0.0
+    fds_created: int = 0
+    rss_created_mb: float = 0.0
+    restart_api_versions_ms: float = 0.0
+    restart_ready_ms: float = 0.0
+    fds_restarted: int = 0
+    rss_restarted_mb: float = 0.0
+    metadata_ms: list[float] = field(default_factory=list)
+    metadata_bytes: int = 0
+    records_found: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def create_topics(bootstrap: str, names: list[str], partitions: int, batch: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "odradek-scale"})
+    for i in range(0, len(names), batch):
+        chunk = names[i : i + batch]
+        futures = admin.create_topics(
+            [NewTopic(n, num_partitions=partitions, replication_factor=1) for n in chunk],
+            operation_timeout=60,
+            request_timeout=120,
+        )
+        for f in futures.values():
+            f.result(timeout=120)
+
+
+def produce_everywhere(bootstrap: str, names: list[str], partitions: int) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 50, "socket.nagle.disable": True}
+    )
+    failed: list[Any] = []
+
+    def report(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failed.append(err)
+
+    for name in names:
+        for p in range(partitions):
+            while True:
+                try:
+                    producer.produce(name, b"v", partition=p, on_delivery=report)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        producer.poll(0)
+    if producer.flush(120) or failed:
+        raise RuntimeError(f"{len(failed)} records not delivered: {failed[:3]}")
+
+
+def count_records(bootstrap: str, names: list[str], partitions: int) -> int:
+    """High watermarks summed over a sample of partitions (every 50th topic, all partitions)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "odradek-scale-check"})
+    total = 0
+    try:
+        for name in names[::50]:
+            for p in range(partitions):
+                _low, high = consumer.get_watermark_offsets(TopicPartition(name, p), timeout=10)
+                total += high
+    finally:
+        consumer.close()
+    return total
+
+
+def partitions_row(
+    topics: int, partitions: int, nofile: int | None, batch: int, metadata_runs: int
+) -> PartitionsRow:
+    row = PartitionsRow(topics, partitions, nofile)
+    names = [f"scale-{i:05d}" for i in range(topics)]
+    proc = LimitedProcess(nofile, overrides={"num.partitions": "1"})
+    try:
+        proc.start(timeout=60.0)
+        t0 = time.perf_counter()
+        create_topics(proc.bootstrap, names, partitions, batch)
+        row.create_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        produce_everywhere(proc.bootstrap, names, partitions)
+        row.produce_s = time.perf_counter() - t0
+        row.fds_created = open_fds(proc.pid)
+        row.rss_created_mb = memory_mb(proc.pid)[0]
+        timing = proc.restart()
+        row.restart_api_versions_ms = timing.api_versions_ms
+        row.restart_ready_ms = timing.ready_line_ms
+        row.metadata_ms, row.metadata_bytes = metadata_times(proc.port, metadata_runs)
+        row.records_found = count_records(proc.bootstrap, names, partitions)
+        row.fds_restarted = open_fds(proc.pid)
+        row.rss_restarted_mb = memory_mb(proc.pid)[0]
+        row.notes += [line for line in proc.output().splitlines() if "open-files" in line]
+    finally:
+        proc.stop()
+    return row
+
+
+# -- connections and groups row -----------------------------------------------------------------
+
+
+@dataclass
+class ConnectionsRow:
+    connections: int
+    groups: int
+    probe_ms: list[float] = field(default_factory=list)
+    joined: int = 0
+    committed: int = 0
+    failures: int = 0
+    broker_cpu_s: float = 0.0
+    rss_mb: float = 0.0
+    fds: int = 0
+    seconds: float = 0.0
+
+
+def _encode(req: Any, version: int, corr: int) -> bytes:
+    req.with_header(correlation_id=corr, client_id="odradek-scale")
+    return bytes(req.encode(version=version, header=True, framed=True))
+
+
+def _decode(req: Any, payload: bytes, version: int) -> Any:
+    module = sys.modules[type(req).__module__]
+    cls = getattr(module, type(req).__name__.removesuffix("Request") + "Response")
+    return cls.decode(payload, version=version, header=True)
+
+
+async def _group_member(
+    group: str, topic: str, row: ConnectionsRow, stop: asyncio.Event, ready: asyncio.Event
+) -> None:
+    """One classic consumer of its own group: join (v3: the member id comes in the answer),
+    sync as leader, commit once, heartbeat every 3 s until `stop`."""
+    from kafka.protocol.consumer import (
+        HeartbeatRequest,
+        JoinGroupRequest,
+        OffsetCommitRequest,
+        SyncGroupRequest,
+    )
+
+    reader, writer = await asyncio.open_connection(HOST, row_port(row))
+    corr = 0
+
+    async def call(req: Any, version: int) -> Any:
+        nonlocal corr
+        corr += 1
+        payload = await _round_trip(reader, writer, _encode(req, version, corr))
+        return _decode(req, payload, version)
+
+    try:
+        join = await call(
+            JoinGroupRequest(
+                group_id=group,
+                session_timeout_ms=30000,
+                rebalance_timeout_ms=30000,
+                member_id="",
+                protocol_type="consumer",
+                protocols=[("range", b"\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00")],
+            ),
+            3,
+        )
+        if join.error_code:
+            raise RuntimeError(f"JoinGroup {group}: error {join.error_code}")
+        member, generation = join.member_id, join.generation_id
+        sync = await call(
+            SyncGroupRequest(
+                group_id=group,
+                generation_id=generation,
+                member_id=member,
+                assignments=[(member, b"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00")],
+            ),
+            2,
+        )
+        if sync.error_code:
+            raise RuntimeError(f"SyncGroup {group}: error {sync.error_code}")
+        row.joined += 1
+        commit = await call(
+            OffsetCommitRequest(
+                group_id=group,
+                generation_id_or_member_epoch=generation,
+                member_id=member,
+                retention_time_ms=-1,
+                topics=[(topic, [(0, 0, "")])],
+            ),
+            2,
+        )
+        if all(p.error_code == 0 for t in commit.topics for p in t.partitions):
+            row.committed += 1
+        ready.set()
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), 3.0)
+            except TimeoutError:
+                hb = await call(
+                    HeartbeatRequest(group_id=group, generation_id=generation, member_id=member),
+                    2,
+                )
+                if hb.error_code:
+                    row.failures += 1
+    except (OSError, asyncio.IncompleteReadError, RuntimeError, ValueError):
+        row.failures += 1
+    finally:
+        writer.close()
+
+
+async def _client(row: ConnectionsRow, refresh_s: float, stop: asyncio.Event, n: int) -> None:
+    """An idle-ish client: ApiVersions, then a Metadata for one topic every `refresh_s`."""
+    try:
+        reader, writer = await asyncio.open_connection(HOST, row_port(row))
+    except OSError:
+        row.failures += 1
+        return
+    try:
+        await _round_trip(reader, writer, api_versions_request(1))
+        corr = 1
+        await asyncio.sleep(refresh_s * (n % 100) / 100)  # spread the refreshes
+        while not stop.is_set():
+            corr += 1
+            # Metadata v1 for one topic (the row's topic): a client's periodic refresh
+            await _round_trip(reader, writer, _metadata_one(corr, row_topic(row)))
+            try:
+                await asyncio.wait_for(stop.wait(), refresh_s)
+            except TimeoutError:
+                pass
+    except (OSError, asyncio.IncompleteReadError):
+        row.failures += 1
+    finally:
+        writer.close()
+
+
+def _metadata_one(corr: int, topic: str) -> bytes:
+    name = topic.encode()
+    body = struct.pack(">ih", 1, len(name)) + name
+    return _request(3, 1, corr, body, False)
+
+
+_PORTS: dict[int, tuple[int, str]] = {}
+
+
+def row_port(row: ConnectionsRow) -> int:
+    return _PORTS[id(row)][0]
+
+
+def row_topic(row: ConnectionsRow) -> str:
+    return _PORTS[id(row)][1]
+
+
+async def _probe(port: int, seconds: float, out: list[float]) -> None:
+    reader, writer = await asyncio.open_connection(HOST, port)
+    try:
+        end = time.perf_counter() + seconds
+        corr = 0
+        while time.perf_counter() < end:
+            corr += 1
+            t0 = time.perf_counter()
+            await _round_trip(reader, writer, api_versions_request(corr))
+            out.append((time.perf_counter() - t0) * 1000)
+            await asyncio.sleep(PROBE_EVERY_S)
+    finally:
+        writer.close()
+
+
+def connections_row(
+    connections: int, groups: int, refresh_s: float, probe_s: float, nofile: int | None
+) -> ConnectionsRow:
+    row = ConnectionsRow(connections, groups)
+    topic = "scale-groups"
+    proc = LimitedProcess(nofile)
+    try:
+        proc.start(timeout=60.0)
+        create_topics(proc.bootstrap, [topic], 1, 1)
+        _PORTS[id(row)] = (proc.port, topic)
+
+        async def go() -> None:
+            stop = asyncio.Event()
+            tasks = []
+            readies = []
+            for g in range(groups):
+                ready = asyncio.Event()
+                readies.append(ready)
+                tasks.append(
+                    asyncio.create_task(_group_member(f"scale-g{g:05d}", topic, row, stop, ready))
+                )
+            for n in range(max(0, connections - groups)):
+                tasks.append(asyncio.create_task(_client(row, refresh_s, stop, n)))
+            # the groups' first joins wait group.initial.rebalance.delay.ms (3 s)
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and row.joined + row.failures < groups:
+                await asyncio.sleep(0.2)
+            cpu0 = cpu_seconds(proc.pid)
+            t0 = time.perf_counter()
+            await _probe(proc.port, probe_s, row.probe_ms)
+            row.seconds = time.perf_counter() - t0
+            row.broker_cpu_s = cpu_seconds(proc.pid) - cpu0
+            row.rss_mb = memory_mb(proc.pid)[0]
+            row.fds = open_fds(proc.pid)
+            stop.set()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        asyncio.run(go())
+    finally:
+        _PORTS.pop(id(row), None)
+        proc.stop()
+    return row
+
+
+# -- report -------------------------------------------------------------------------------------
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def print_partitions(row: PartitionsRow) -> None:
+    total = row.topics * row.partitions
+    print(
+        f"### {total:,} partitions ({row.topics:,} topics x {row.partitions}), "
+        f"RLIMIT_NOFILE {row.nofile or 'inherited'}\n"
+    )
+    print("| measure | value | target |")
+    print("|---|---|---|")
+    print(f"| CreateTopics, all | {row.create_s:.1f} s | |")
+    print(f"| produce 1 record to each partition | {row.produce_s:.1f} s | |")
+    print(f"| open fds after creation | {row.fds_created:,} | bounded |")
+    print(f"| RSS after creation | {row.rss_created_mb:.0f} MB | < 500 MB |")
+    print(
+        f"| restart: first ApiVersions answer | {row.restart_api_versions_ms / 1000:.2f} s "
+        "| < 10 s |"
+    )
+    print(f"| restart: ready line | {row.restart_ready_ms / 1000:.2f} s | < 10 s |")
+    md = row.metadata_ms
+    print(
+        f"| full Metadata v12 ({row.metadata_bytes / 1e3:.0f} kB), median / max | "
+        f"{statistics.median(md):.0f} / {max(md):.0f} ms | < 100 ms |"
+    )
+    print(f"| open fds after restart | {row.fds_restarted:,} | bounded |")
+    print(f"| RSS after restart | {row.rss_restarted_mb:.0f} MB | < 500 MB |")
+    sample = (row.topics + 49) // 50 * row.partitions
+    print(
+        f"| records found after restart (sample of {sample:,} partitions) | "
+        f"{row.records_found:,} | {sample:,} |"
+    )
+    for note in row.notes:
+        print(f"\nbroker: `{note.strip()}`")
+    print()
+
+
+def print_connections(row: ConnectionsRow) -> None:
+    p = row.probe_ms
+    print(f"### {row.connections:,} connections, {row.groups:,} consumer groups\n")
+    print("| measure | value | target |")
+    print("|---|---|---|")
+    print(f"| groups joined / committed | {row.joined:,} / {row.committed:,} | {row.groups:,} |")
+    print(f"| client failures | {row.failures} | 0 |")
+    print(
+        f"| probe ApiVersions p50 / p99 / max ({len(p)} probes) | "
+        f"{_pct(p, 0.5):.1f} / {_pct(p, 0.99):.1f} / {max(p) if p else float('nan'):.1f} ms "
+        "| <= 50 ms |"
+    )
+    print(
+        f"| broker CPU over {row.seconds:.0f} s | {row.broker_cpu_s:.1f} s "
+        f"({100 * row.broker_cpu_s / max(row.seconds, 1e-9):.0f} %) | |"
+    )
+    print(f"| broker RSS / open fds | {row.rss_mb:.0f} MB / {row.fds:,} | |")
+    print()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__.split("\n")[0])
+    ap.add_argument("--topics", type=int, default=1000)
+    ap.add_argument("--partitions", type=int, default=10)
+    ap.add_argument("--batch", type=int, default=100, help="topics per CreateTopics request")
+    ap.add_argument("--metadata-runs", type=int, default=10)
+    ap.add_argument(
+        "--nofile", type=int, default=20000, help="the broker's RLIMIT_NOFILE; 0: inherit"
+    )
+    ap.add_argument("--connections", type=int, default=2000)
+    ap.add_argument("--groups", type=int, default=1000)
+    ap.add_argument("--refresh-s", type=float, default=5.0)
+    ap.add_argument("--probe-s", type=float, default=20.0)
+    ap.add_argument("--rows", default="partitions,connections")
+    a = ap.parse_args(argv)
+    rows = set(a.rows.split(","))
+    nofile = a.nofile or None
+    print(f"load: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores\n", flush=True)
+    if "partitions" in rows:
+        print_partitions(partitions_row(a.topics, a.partitions, nofile, a.batch, a.metadata_runs))
+    if "connections" in rows:
+        print_connections(connections_row(a.connections, a.groups, a.refresh_s, a.probe_s, nofile))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
