@@ -90,11 +90,17 @@ def test_describe_alter_validate_and_list(broker: Broker) -> None:
             {"share.record.lock.duration.ms": (AlterConfigOp.SET, "1000")},
             {"consumer.session.timeout.ms": (AlterConfigOp.SET, "90000")},
             {"share.auto.offset.reset": (AlterConfigOp.SET, "middle")},
+            {"share.auto.offset.reset": (AlterConfigOp.SET, "by_duration:-PT1H")},
             {"no.such.key": (AlterConfigOp.SET, "1")},
         ):
             refused = alter(admin, "cfg-a", ops)
             assert str(refused).startswith("[Error 40] InvalidConfiguration"), (ops, refused)
         assert describe(admin, "cfg-a") == after
+        by_time = {"share.auto.offset.reset": (AlterConfigOp.SET, "by_duration:P1DT2H")}
+        assert alter(admin, "cfg-a", by_time) == "OK"
+        reset = describe(admin, "cfg-a")["share.auto.offset.reset"]
+        assert reset == ("by_duration:P1DT2H", "DYNAMIC_GROUP_CONFIG")
+        alter(admin, "cfg-a", {"share.auto.offset.reset": (AlterConfigOp.DELETE, None)})
         assert "cfg-a" in admin.list_config_resources(["GROUP"])["group"]
         alter(
             admin,
