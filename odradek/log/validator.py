@@ -40,7 +40,9 @@ from odradek.wire.batch import (
     BATCH_LENGTH_OFFSET,
     COMPRESSION_MASK,
     HEADER_SIZE,
+    HEADER_STRUCT,
     LOG_OVERHEAD,
+    MAGIC,
     BatchHeader,
     CorruptRecordError,
     InvalidRecordError,
@@ -55,13 +57,15 @@ from odradek.wire.legacy_records import (
     LOG_APPEND_TIME,
     NO_TIMESTAMP,
     Message,
-    inner_messages,
+    iter_inner,
     read_message,
 )
-from odradek.wire.records import RecordInput, build_batch, check_framing
+from odradek.wire.records import check_framing, write_varint, write_varlong
 
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
+_TWO63 = 2**63
+_TWO64 = 2**64
 
 CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
@@ -227,9 +231,102 @@ def _validate_legacy(records: bytes, config: LogConfig, now: int) -> ValidatedBa
         raise ValidationError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
 
 
+class _UpConverter:
+    """Message by message into a v2 records section (streamed: no record objects are kept, so
+    memory stays a few times the decompressed set whatever its record count)."""
+
+    def __init__(self, config: LogConfig, now: int) -> None:
+        self.now = now
+        self.log_append = config.message_timestamp_type == "LogAppendTime"
+        self.before = config.message_timestamp_before_max_ms
+        self.after = config.message_timestamp_after_max_ms
+        self.compact = config.compact
+        self.section = bytearray()
+        self.count = 0
+        self.base_timestamp = NO_TIMESTAMP
+        self.max_timestamp = NO_TIMESTAMP
+
+    def add(self, m: Message, batch: Message) -> None:
+        """Check record `m` of `batch` (its wrapper, or itself when uncompressed) and add it."""
+        index = self.count
+        batch_log_append = batch.timestamp_type == LOG_APPEND_TIME
+        timestamp = batch.timestamp if batch_log_append else m.timestamp
+        if self.compact and m.key is None:
+            raise InvalidRecordError(
+                f"record {index}: compacted topic cannot accept message without key"
+            )
+        if not self.log_append and timestamp != NO_TIMESTAMP:
+            now = self.now
+            if now - timestamp > self.before or timestamp - now > self.after:
+                raise ValidationError(
+                    ErrorCode.INVALID_TIMESTAMP,
+                    f"timestamp {timestamp} of record {index} is out of range "
+                    f"[{now - self.before}, {now + self.after}]",
+                )
+        elif batch_log_append:
+            raise ValidationError(
+                ErrorCode.INVALID_TIMESTAMP,
+                f"record {index}: producer should not set timestamp type to LogAppendTime",
+            )
+        if index == 0:
+            self.base_timestamp = timestamp
+        if timestamp > self.max_timestamp:
+            self.max_timestamp = timestamp
+        # a v2 record (records.py): length, attributes 0, timestamp delta, offset delta, key,
+        # value, no headers
+        head = bytearray(b"\x00")
+        delta = ((timestamp - self.base_timestamp + _TWO63) % _TWO64) - _TWO63
+        write_varlong(head, delta)
+        write_varint(head, index)
+        key, value = m.key, m.value
+        write_varint(head, -1 if key is None else len(key))
+        tail = bytearray()
+        write_varint(tail, -1 if value is None else len(value))
+        length = len(head) + len(tail) + 1
+        length += len(key) if key is not None else 0
+        length += len(value) if value is not None else 0
+        section = self.section
+        write_varint(section, length)
+        section += head
+        if key is not None:
+            section += key
+        section += tail
+        if value is not None:
+            section += value
+        section.append(0)  # header count
+        self.count = index + 1
+
+    def batch(self, codec: int) -> bytearray:
+        payload = compress(codec, self.section) if codec else self.section
+        out = bytearray(HEADER_SIZE)
+        HEADER_STRUCT.pack_into(
+            out,
+            0,
+            0,  # base offset: the log assigns it
+            HEADER_SIZE - LOG_OVERHEAD + len(payload),
+            -1,  # partition leader epoch: the log sets it
+            MAGIC,
+            0,  # crc, written below
+            codec,  # CreateTime; the log stamps LogAppendTime topics
+            self.count - 1,
+            self.base_timestamp,
+            self.max_timestamp,
+            -1,  # producer id, epoch, base sequence: none in magic 0/1
+            -1,
+            -1,
+            self.count,
+        )
+        out += payload
+        write_crc(out, 0)
+        return out
+
+
 def _up_convert(buf: bytes, config: LogConfig, now: int) -> ValidatedBatches:
     limit = config.max_message_bytes
-    outers: list[Message] = []
+    bound = max_decompressed_size(limit)
+    up = _UpConverter(config, now)
+    first_magic = None
+    source_codec = 0
     pos = 0
     end = len(buf)
     while pos < end:
@@ -240,55 +337,31 @@ def _up_convert(buf: bytes, config: LogConfig, now: int) -> ValidatedBatches:
                     ErrorCode.MESSAGE_TOO_LARGE,
                     f"message of {size + LOG_OVERHEAD} bytes over max.message.bytes {limit}",
                 )
+        start = pos
         message, pos = read_message(buf, pos, end)
-        if outers and message.magic != outers[0].magic:
+        if first_magic is None:
+            first_magic = message.magic
+        elif message.magic != first_magic:
             raise InvalidRecordError(
                 f"message magic {message.magic} is not the same as the first message's "
-                f"magic {outers[0].magic}"
+                f"magic {first_magic}"
             )
-        outers.append(message)
-    if not outers:
-        raise InvalidRecordError("message set has no messages at all")
-    source_codec = max(m.codec for m in outers)
-    if source_codec and len(outers) > 1:
-        raise InvalidRecordError("Compressed outer record has more than one batch")
-    log_append = config.message_timestamp_type == "LogAppendTime"
-    before = config.message_timestamp_before_max_ms
-    after = config.message_timestamp_after_max_ms
-    compact = config.compact
-    converted: list[RecordInput] = []
-    for outer in outers:
-        if outer.codec:
-            inner = inner_messages(outer, max_decompressed_size(limit))
+        if message.codec:
+            if start or pos < end:
+                raise InvalidRecordError("Compressed outer record has more than one batch")
+            source_codec = message.codec
+            for inner in iter_inner(message, bound):
+                up.add(inner, message)
         else:
-            inner = [outer]
-        batch_log_append = outer.timestamp_type == LOG_APPEND_TIME
-        for index, m in enumerate(inner):
-            timestamp = outer.timestamp if batch_log_append else m.timestamp
-            if compact and m.key is None:
-                raise InvalidRecordError(
-                    f"record {index}: compacted topic cannot accept message without key"
-                )
-            if not log_append and timestamp != NO_TIMESTAMP:
-                if now - timestamp > before or timestamp - now > after:
-                    raise ValidationError(
-                        ErrorCode.INVALID_TIMESTAMP,
-                        f"timestamp {timestamp} of record {index} is out of range "
-                        f"[{now - before}, {now + after}]",
-                    )
-            elif batch_log_append:
-                raise ValidationError(
-                    ErrorCode.INVALID_TIMESTAMP,
-                    f"record {index}: producer should not set timestamp type to LogAppendTime",
-                )
-            converted.append((m.key, m.value, (), timestamp))
+            up.add(message, message)
+    if not up.count:
+        raise InvalidRecordError("message set has no messages at all")
     target = CODECS.get(config.compression_type)
-    codec = source_codec if target is None else target
-    batch = build_batch(converted, compression=codec)
+    batch = up.batch(source_codec if target is None else target)
     if len(batch) > limit:
         raise ValidationError(
             ErrorCode.MESSAGE_TOO_LARGE,
             f"up-converted batch of {len(batch)} bytes over max.message.bytes {limit}",
         )
-    out: bytes | bytearray = bytearray(batch) if log_append else batch
-    return ValidatedBatches(out, list(iter_batches(out)), log_append, len(converted))
+    out: bytes | bytearray = batch if up.log_append else bytes(batch)
+    return ValidatedBatches(out, list(iter_batches(out)), up.log_append, up.count)

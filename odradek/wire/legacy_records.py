@@ -20,6 +20,9 @@ API (stable, used by the produce and fetch paths):
     iter_messages(buf) -> Iterator[Message]
         The shallow walk: each outer message (a wrapper is one message), framing and CRC
         checked, nothing decompressed.
+    iter_inner(wrapper, max_size) -> Iterator[Message]
+        A wrapper's inner messages one at a time, as written (magic 1: relative offsets); its
+        checks as decode_message_set's, the end-of-set ones raised after the last message.
     encode_message_set(records, magic, codec=0, *, log_append_time=-1) -> bytes
         `records`: (offset, timestamp, key, value) tuples with absolute offsets, ascending.
         codec 0: one message per record at its own offset. gzip/snappy/lz4: one wrapper
@@ -219,8 +222,10 @@ def _fix_lz4_header_checksum(data: bytes) -> bytes:
     return data[:hc_pos] + bytes((fixed,)) + data[hc_pos + 1 :]
 
 
-def inner_messages(wrapper: Message, max_size: int = DEFAULT_MAX_DECOMPRESSED) -> list[Message]:
-    """The messages inside a compressed wrapper, as written (relative offsets for magic 1)."""
+def iter_inner(wrapper: Message, max_size: int = DEFAULT_MAX_DECOMPRESSED) -> Iterator[Message]:
+    """The messages inside a compressed wrapper one at a time, as written (relative offsets for
+    magic 1): the checks of `inner_messages`, the last ones (an empty set, a magic-1 wrapper
+    offset below the last inner offset) raised after the last message."""
     codec = wrapper.codec
     if codec == ZSTD or codec not in (GZIP, SNAPPY, LZ4):
         raise InvalidRecordError(
@@ -234,9 +239,9 @@ def inner_messages(wrapper: Message, max_size: int = DEFAULT_MAX_DECOMPRESSED) -
     if codec == LZ4 and wrapper.magic == MAGIC_V0:
         data = _fix_lz4_header_checksum(data)
     section = decompress(codec, data, max_size)
-    inner: list[Message] = []
     pos = 0
     end = len(section)
+    last = None
     while pos < end:
         message, pos = read_message(section, pos, end)
         if message.magic != wrapper.magic:
@@ -246,21 +251,26 @@ def inner_messages(wrapper: Message, max_size: int = DEFAULT_MAX_DECOMPRESSED) -
             )
         if message.codec:
             raise InvalidRecordError("inner messages must not be compressed")
-        if inner and message.offset < inner[-1].offset:
+        if last is not None and message.offset < last:
             raise InvalidRecordError(
                 f"inner offsets out of order in a compressed message set: {message.offset} "
-                f"after {inner[-1].offset}"
+                f"after {last}"
             )
-        inner.append(message)
-    if not inner:
+        last = message.offset
+        yield message
+    if last is None:
         raise InvalidRecordError("found invalid compressed record set with no inner records")
-    if wrapper.magic == MAGIC_V1 and wrapper.offset != 0 and wrapper.offset < inner[-1].offset:
+    if wrapper.magic == MAGIC_V1 and wrapper.offset != 0 and wrapper.offset < last:
         raise InvalidRecordError(
             f"found invalid wrapper offset in compressed v1 message set, wrapper offset "
-            f"'{wrapper.offset}' is less than the last inner message offset "
-            f"'{inner[-1].offset}' and it is not zero."
+            f"'{wrapper.offset}' is less than the last inner message offset '{last}' and it "
+            "is not zero."
         )
-    return inner
+
+
+def inner_messages(wrapper: Message, max_size: int = DEFAULT_MAX_DECOMPRESSED) -> list[Message]:
+    """The messages inside a compressed wrapper, as written (relative offsets for magic 1)."""
+    return list(iter_inner(wrapper, max_size))
 
 
 def decode_message_set(

@@ -30,11 +30,12 @@ from odradek.broker.partitions import leader_discovery
 from odradek.broker.partitions.partition import AppendResult, Partition
 from odradek.broker.partitions.topics import INTERNAL_TOPICS, TopicError, check_topic_name
 from odradek.clock import now_ms
-from odradek.log.validator import ValidationError, validate
+from odradek.log.validator import ValidatedBatches, ValidationError, validate
 from odradek.security.acl_types import AclOperation
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
+from odradek.wire.legacy_records import CODEC_MASK, MAGIC_OFFSET
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,10 @@ def _produce_one(
     records: bytes | None,
     acks: int,
     transactional_id: str | None,
+    validated: ValidatedBatches | ValidationError | None = None,
 ) -> AppendResult:
+    """Append one partition's records; `validated`: their validation already done (off the
+    loop, `_validate_legacy_off_loop`), answered only after the checks that come first."""
     broker = ctx.broker
     if acks not in (0, 1, -1):
         return AppendResult(ErrorCode.INVALID_REQUIRED_ACKS)
@@ -79,7 +83,10 @@ def _produce_one(
             return AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return AppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     try:
-        validated = validate(records, part.log.config, now_ms(), ctx.api_version)
+        if validated is None:
+            validated = validate(records, part.log.config, now_ms(), ctx.api_version)
+        elif isinstance(validated, ValidationError):
+            raise validated
     except ValidationError as exc:
         log.info(
             "produce to %s-%d from %s rejected: %s (%s)",
@@ -110,6 +117,32 @@ def _produce_one(
             if validated.converted:
                 metrics.up_converted(topic, validated.converted)
     return result
+
+
+# A Produce v0-2 message set is up-converted record by record in Python (about 5-10 us each): a
+# compressed wrapper (a few KB can inflate to max_decompressed_size, hundreds of thousands of
+# records) or a large set is converted in a worker thread so the event loop keeps serving.
+LEGACY_THREAD_BYTES = 64 * 1024
+
+
+async def _validate_legacy_off_loop(
+    ctx: RequestContext, topic: str, index: int, records: bytes | None
+) -> ValidatedBatches | ValidationError | None:
+    """Produce v0-2: validate a compressed or large magic 0/1 set in a thread (None: not such a
+    set, or no such partition here; `_produce_one` validates or answers as usual)."""
+    if not records or len(records) <= MAGIC_OFFSET + 1 or records[MAGIC_OFFSET] not in (0, 1):
+        return None
+    if len(records) < LEGACY_THREAD_BYTES and not records[MAGIC_OFFSET + 1] & CODEC_MASK:
+        return None
+    part = ctx.broker.topics.get(topic, index)
+    if part is None:
+        return None
+    try:
+        return await asyncio.to_thread(
+            validate, records, part.log.config, now_ms(), ctx.api_version
+        )
+    except ValidationError as exc:
+        return exc
 
 
 async def _wait_for_flush(pending: list[tuple[Partition | None, AppendResult]]) -> None:
@@ -153,7 +186,10 @@ async def produce(
             if denied is not None and refused:
                 parts.append((pd.index, AppendResult(refused)))
                 continue
-            res = _produce_one(ctx, name, pd.index, pd.records, req.acks, req.transactional_id)
+            pre = None
+            if version < 3:
+                pre = await _validate_legacy_off_loop(ctx, name, pd.index, pd.records)
+            res = _produce_one(ctx, name, pd.index, pd.records, req.acks, req.transactional_id, pre)
             if res.flush is not None:
                 flushes.append((broker.topics.get(name, pd.index), res))
             if res.error == ErrorCode.NONE and req.acks == -1:
