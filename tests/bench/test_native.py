@@ -1,7 +1,8 @@
 """The native bench driver (bench/native/odradek_perf.c, librdkafka's C API) against a real
 in-process broker: records it produces are delivered and read back, at full speed, at an
-offered rate, and through the group-committed fsync of flush.messages=1 (log/flusher.py); and
-the machine's ceilings helpers (bench/ceilings.py) return numbers. No timing is asserted."""
+offered rate, and through the group-committed fsync of flush.messages=1 (log/flusher.py; a failed
+fsync there is compat_tests/test_disk_faults.py's); and the machine's ceilings helpers
+(bench/ceilings.py) return numbers. No timing is asserted."""
 
 from __future__ import annotations
 
@@ -9,8 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kafka import KafkaProducer
-from kafka.errors import KafkaError
 
 from bench import ceilings, native
 from bench.workloads import ClientSettings
@@ -78,32 +77,6 @@ def test_flush_messages_1_is_group_committed_and_read_back(broker: Broker) -> No
     assert all(hw == end == synced for hw, end, synced in ends), ends
     consumed = native.consume(client, topic, 3000)
     assert consumed.records == 3000 and consumed.errors == 0
-
-
-def test_a_failed_group_fsync_answers_a_storage_error(tmp_path: Path) -> None:
-    b = Broker(data_dir=str(tmp_path / "data")).start()
-    producer = None
-    try:
-        topic = create_topic(b, "fsync-fault", 1, flush_messages="1")
-        producer = KafkaProducer(bootstrap_servers=b.bootstrap, retries=0, acks=1)
-        for i in range(20):
-            producer.send(topic, value=b"kept-%d" % i).get(timeout=10)
-        b.fail_disk("EIO", ops=("fsync",))
-        with pytest.raises(KafkaError) as failed:
-            producer.send(topic, value=b"not acknowledged").get(timeout=10)
-        assert (
-            "KafkaStorageError" in type(failed.value).__name__
-            or "STORAGE" in str(failed.value).upper()
-        ), failed.value
-        producer.close()
-        producer = None
-        b.fail_disk(None)  # the dir went offline: restarted as an operator would
-        consumed = native.consume(settings(b, 1), topic, 20)
-        assert consumed.records >= 20 and consumed.errors == 0
-    finally:
-        if producer is not None:
-            producer.close()
-        b.stop()
 
 
 def _flusher_counts() -> tuple[int, int]:
