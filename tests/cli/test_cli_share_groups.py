@@ -227,5 +227,7 @@ def test_reset_reaches_partition_leaders_on_other_brokers() -> None:
         assert len(consume(cluster.bootstrap, "cg", "ct", 12)) == 12
         cli(cluster.bootstrap, "groups", "reset-offsets", "cg", "--topic", "ct", "--to-offset",
             "2", "--execute")  # fmt: skip
+        # lag from each partition's leader, wherever it is
+        assert offsets(cluster.bootstrap, "cg") == {("ct", p): (2, 2) for p in range(3)}
         got = consume(cluster.bootstrap, "cg", "ct", 6)
         assert got == [f"{p}:{o}" for p in range(3) for o in (2, 3)]

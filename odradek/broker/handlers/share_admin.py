@@ -87,6 +87,7 @@ async def describe_share_group_offsets(ctx: RequestContext, req: Any) -> Any:
         topics = []
         if g.topics is None:
             states = await admin.read_states(coord, g.group_id, admin.all_keys(coord, g.group_id))
+            ends = await admin.high_watermarks(coord, states)
             by_topic: dict[uuid.UUID, list[int]] = {}
             for _g, tid, p in states:
                 by_topic.setdefault(tid, []).append(p)
@@ -99,7 +100,7 @@ async def describe_share_group_offsets(ctx: RequestContext, req: Any) -> Any:
                 rows = []
                 for p in sorted(parts):
                     info = admin.offset_info(
-                        coord, (g.group_id, tid, p), states[(g.group_id, tid, p)]
+                        (g.group_id, tid, p), states[(g.group_id, tid, p)], ends
                     )
                     rows.append(
                         P(
@@ -119,6 +120,7 @@ async def describe_share_group_offsets(ctx: RequestContext, req: Any) -> Any:
                 if meta is not None:
                     keys.extend((g.group_id, meta[0], p) for p in t.partitions)
             states = await admin.read_states(coord, g.group_id, keys)
+            ends = await admin.high_watermarks(coord, states)
             for t in g.topics:
                 meta = _topic_id(ctx, t.topic_name)
                 allowed = ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t.topic_name)
@@ -138,7 +140,7 @@ async def describe_share_group_offsets(ctx: RequestContext, req: Any) -> Any:
                     got = admin.OffsetInfo(-1, -1, -1)
                     if meta is not None:
                         key = (g.group_id, meta[0], p)
-                        got = admin.offset_info(coord, key, states.get(key))
+                        got = admin.offset_info(key, states.get(key), ends)
                     rows.append(
                         P(
                             partition_index=p,

@@ -34,6 +34,7 @@ from odradek.wire.api_keys import ApiKey
 
 DELETE_STATE = ApiKey.DELETE_SHARE_GROUP_STATE
 COORDINATOR_NOT_AVAILABLE = 15
+LIST_OFFSETS_VERSION = 2  # timestamp -1 with read_uncommitted: the high watermark
 STATE_TOPIC_WAIT_S = 5.0
 
 
@@ -149,18 +150,58 @@ async def delete(coord: ShareCoordinator, key: SpKey) -> int:
 # -- the three admin operations ---------------------------------------------------------------
 
 
-def _high_watermark(coord: ShareCoordinator, key: SpKey) -> int | None:
-    name = coord.broker.topics.name_for_id(key[1])
-    part = coord.broker.topics.get(name, key[2]) if name is not None else None
-    return part.high_watermark if part is not None else None
+async def high_watermarks(coord: ShareCoordinator, keys: Iterable[SpKey]) -> dict[SpKey, int]:
+    """The partitions' high watermarks (Kafka's latest offsets, which the lag is counted to):
+    read here where this broker leads the partition, else asked of the leader with ListOffsets
+    (one request per broker); a partition with no answer is left out."""
+    topics = coord.broker.topics
+    out: dict[SpKey, int] = {}
+    remote: dict[int, dict[str, list[SpKey]]] = {}
+    for key in keys:
+        name = topics.name_for_id(key[1])
+        info = topics.info(name) if name is not None else None
+        if name is None or info is None or not 0 <= key[2] < len(info.partitions):
+            continue
+        part = topics.get(name, key[2])
+        if part is not None and part.is_leader:
+            out[key] = part.high_watermark
+            continue
+        leader = info.partitions[key[2]].leader
+        if leader >= 0:
+            remote.setdefault(leader, {}).setdefault(name, []).append(key)
+    L: Any = protocol.ListOffsetsRequest
+    for node, by_name in remote.items():
+        req = L(
+            replica_id=-1,
+            isolation_level=0,
+            topics=[
+                L.ListOffsetsTopic(
+                    name=name,
+                    partitions=[
+                        L.ListOffsetsTopic.ListOffsetsPartition(partition_index=k[2], timestamp=-1)
+                        for k in ks
+                    ],
+                )
+                for name, ks in by_name.items()
+            ],
+        )
+        resp = await coord._peer_request(node, ApiKey.LIST_OFFSETS, req, LIST_OFFSETS_VERSION)
+        for t in resp.topics if resp is not None else []:
+            for p in t.partitions:
+                asked = [k for k in by_name.get(t.name, []) if k[2] == p.partition_index]
+                if asked and not p.error_code and p.offset >= 0:
+                    out[asked[0]] = p.offset
+    return out
 
 
-def offset_info(coord: ShareCoordinator, key: SpKey, state: StoredState | None) -> OffsetInfo:
+def offset_info(
+    key: SpKey, state: StoredState | None, high_watermarks: dict[SpKey, int]
+) -> OffsetInfo:
     """Start offset, leader epoch and lag as Kafka computes them: the high watermark less the
     start offset less the records past it already acknowledged or archived."""
     if state is None:
         return OffsetInfo(-1, -1, -1)
-    hwm = _high_watermark(coord, key)
+    hwm = high_watermarks.get(key)
     if hwm is None:
         return OffsetInfo(state.start_offset, state.leader_epoch, -1)
     done = sum(

@@ -567,7 +567,9 @@ class ShareCoordinator:
                 return StoredState(p.state_epoch, 0, p.start_offset, batches)
         return None
 
-    async def _peer_request(self, node: int, api_key: int, req: Any) -> Any | None:
+    async def _peer_request(
+        self, node: int, api_key: int, req: Any, version: int = 0
+    ) -> Any | None:
         from odradek.broker.replication.client import PeerClient, PeerError
 
         endpoint = next((e for e in self.broker.broker_endpoints(None) if e[0] == node), None)
@@ -590,7 +592,7 @@ class ShareCoordinator:
             try:
                 if not client.connected:
                     await client.connect(5.0)
-                return await client.request(api_key, 0, req, PEER_TIMEOUT_S)
+                return await client.request(api_key, version, req, PEER_TIMEOUT_S)
             except PeerError as exc:
                 log.info("share state request to broker %d failed: %s", node, exc)
                 return None
