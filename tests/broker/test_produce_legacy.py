@@ -334,6 +334,10 @@ def test_hostile_legacy_sets_append_nothing(broker: Broker) -> None:
         assert produce(raw, snappy, 2, acks=0) is None
         last = produce(raw, encode_message_set([(0, TS, None, b"last")], 1), 1)
         assert (last.error_code, last.base_offset) == (0, 2)
+    with RawClient(broker.bootstrap) as raw:
+        # acks=0 and an error: no answer to carry it, so the connection closes (as Kafka)
+        assert produce(raw, bad_inner_crc(), 0, acks=0) is None
+        assert raw.outcome() == "closed"
     got = consume(broker, "raw", 3)
     assert [(o, v) for o, _k, v, _ts in got] == [(0, b"first"), (1, b"a0"), (2, b"last")]
     assert conversions(broker, "raw") == 3

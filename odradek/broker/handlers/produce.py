@@ -25,6 +25,7 @@ from typing import TypeAlias
 from odradek.broker.network import authz
 from odradek.broker.network import quotas as q
 from odradek.broker.network.context import RequestContext
+from odradek.broker.network.dispatch import ProtocolError
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions import leader_discovery
 from odradek.broker.partitions.partition import AppendResult, Partition
@@ -208,6 +209,19 @@ async def produce(
         user, client_id = q.tags_of(ctx)
         throttle_ms = q.throttle(ctx, broker.quotas.produce.record(user, client_id, ctx.size))
     if req.acks == 0:
+        # no answer is expected, so an error closes the connection: the producer notices and
+        # refreshes its metadata (KafkaApis.handleProduceRequest)
+        failed = [
+            f"{name}-{idx}: {ErrorCode(res.error).name}"
+            for name, _td, parts in responses
+            for idx, res in parts
+            if res.error
+        ]
+        if failed:
+            raise ProtocolError(
+                f"error during produce request with acks=0 from client {ctx.client_id!r}: "
+                + ", ".join(failed[:10])
+            )
         return None
     out = []
     for name, td, parts in responses:
