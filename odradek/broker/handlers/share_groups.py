@@ -581,6 +581,12 @@ async def read_share_group_state(ctx: RequestContext, req: Any) -> Any:
     P = R.PartitionResult
     coord = share_coordinator(ctx.broker)
     denied = not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+    asked: list[SpKey] = [
+        (req.group_id, t.topic_id, p.partition) for t in req.topics for p in t.partitions
+    ]
+    # each state partition is read once for all the keys asked (DescribeShareGroupOffsets asks
+    # for every partition of every topic)
+    stored = {} if denied else coord.stored_group_states(req.group_id, asked)
     results = []
     for topic in req.topics:
         parts = []
@@ -592,7 +598,7 @@ async def read_share_group_state(ctx: RequestContext, req: Any) -> Any:
             elif not coord.leads_state_of(key):
                 error = NOT_COORDINATOR
             else:
-                state = coord.read_stored(key)
+                state = stored.get(key)
             parts.append(
                 P(
                     partition=p.partition,
