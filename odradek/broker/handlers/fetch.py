@@ -120,6 +120,8 @@ def read_partition(
     if follower:
         bound = lg.log_end_offset
         broker.replicas.on_follower_fetch(part, params.replica_id, sp.fetch_offset)
+        if sp.fetch_offset == bound:
+            return out  # caught up: nothing to read
     elif params.isolation_level == READ_COMMITTED:
         bound = part.last_stable_offset
         out.aborted_transactions = []
@@ -211,6 +213,24 @@ def read_all(
         errors = errors or pd.error_code != ErrorCode.NONE
         results.append((sp, pd))
     return results, total, errors
+
+
+def _follower_news(broker: Broker, wanted: list[SessionPartition]) -> bool:
+    """Whether a follower's waiting fetch may now answer differently than it read last time:
+    a partition with records past its fetch offset, or one whose leadership or log moved (an
+    error or out-of-range answer). A cheap look, not a read."""
+    get = broker.topics.get
+    for sp in wanted:
+        part = get(sp.topic, sp.partition)
+        if (
+            part is None
+            or not part.is_leader
+            or part.offline
+            or part.log.log_end_offset != sp.fetch_offset
+            or (0 <= sp.current_leader_epoch != part.leader_epoch)
+        ):
+            return True
+    return False
 
 
 async def wait_for_data(broker: Broker, wanted: list[SessionPartition], timeout: float) -> None:
@@ -332,6 +352,13 @@ async def fetch(ctx: RequestContext, req: protocol.FetchRequest) -> list:
         if total >= req.min_bytes or errors or remaining <= 0 or not wanted:
             break
         await wait_for_data(broker, wanted, remaining)
+        while replica_id >= 0 and not _follower_news(broker, wanted):
+            # a follower waits for records (or an error): the high watermark moves its own
+            # fetch and the other follower's cause are no reason to read every partition again
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            await wait_for_data(broker, wanted, remaining)
     if quota is not None:
         throttle_ms = quota.record(user, client_id, total)
         if throttle_ms > 0:  # over quota: an empty answer, the bytes taken back (KIP-219)
