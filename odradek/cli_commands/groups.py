@@ -386,7 +386,8 @@ def _print_offsets(desc: dict[str, Any], with_group: bool) -> None:
 def _print_members(desc: dict[str, Any], verbose: bool) -> None:
     """kafka-consumer-groups.sh --describe --members [--verbose]."""
     if not desc["members"]:
-        print(f"Consumer group '{desc['group']}' has no active members.")
+        kind = "Share group" if desc["type"] == "share" else "Consumer group"
+        print(f"{kind} '{desc['group']}' has no active members.")
         return
     headers = ["GROUP", "CONSUMER-ID"]
     headers += ["GROUP-INSTANCE-ID"] if verbose else []
