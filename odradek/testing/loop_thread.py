@@ -98,17 +98,47 @@ class LoopThread:
     @overload
     def call(self, fn: Callable[..., T], *args: Any) -> T: ...
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run `fn(*args)` on the loop and return its result (a coroutine is awaited)."""
+        """Run `fn(*args)` on the loop and return its result (a coroutine is awaited as a task).
+
+        A plain callback and a lock rather than run_coroutine_threadsafe: that wraps every call
+        in a task and chains two futures, twice the cost of a call (~150 us against ~70 us
+        here), paid several times by every in-process broker's start, use and stop."""
         loop = self._loop
         assert loop is not None, f"{self.name} is not running"
+        done = threading.Lock()
+        done.acquire()
+        outcome: list[tuple[Any, BaseException | None]] = []
 
-        async def runner() -> Any:
-            result = fn(*args)
+        def finish(result: Any, exc: BaseException | None) -> None:
+            outcome.append((result, exc))
+            done.release()
+
+        def finished(task: asyncio.Task[Any]) -> None:
+            if task.cancelled():
+                finish(None, asyncio.CancelledError())
+            elif (exc := task.exception()) is not None:
+                finish(None, exc)
+            else:
+                finish(task.result(), None)
+
+        def run() -> None:
+            try:
+                result = fn(*args)
+            except BaseException as exc:
+                finish(None, exc)
+                return
             if asyncio.iscoroutine(result):
-                result = await result
-            return result
+                loop.create_task(result).add_done_callback(finished)
+            else:
+                finish(result, None)
 
-        return asyncio.run_coroutine_threadsafe(runner(), loop).result(self.timeout)
+        loop.call_soon_threadsafe(run)
+        if not done.acquire(timeout=self.timeout):
+            raise TimeoutError(f"{self.name}: no answer from the loop within {self.timeout} s")
+        result, exc = outcome[0]
+        if exc is not None:
+            raise exc
+        return result
 
     def stop(self) -> None:
         """Stop the loop (the teardown given to start runs on it) and wait for the thread."""
