@@ -39,6 +39,8 @@ from bench.procstat import cpu_seconds, memory_mb
 HOST = "127.0.0.1"
 _SIZE = struct.Struct(">i")
 PROBE_EVERY_S = 0.02
+RETRIES = 100
+RETRIABLE = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR
 
 
 # -- a broker under a chosen RLIMIT_NOFILE ----------------------------------------------------
@@ -250,6 +252,7 @@ class ConnectionsRow:
     joined: int = 0
     committed: int = 0
     failures: int = 0
+    errors: list[str] = field(default_factory=list)
     broker_cpu_s: float = 0.0
     rss_mb: float = 0.0
     fds: int = 0
@@ -279,6 +282,8 @@ async def _group_member(
         SyncGroupRequest,
     )
 
+    from odradek.wire import protocol
+
     reader, writer = await asyncio.open_connection(HOST, row_port(row))
     corr = 0
 
@@ -289,17 +294,27 @@ async def _group_member(
         return _decode(req, payload, version)
 
     try:
-        join = await call(
-            JoinGroupRequest(
-                group_id=group,
-                session_timeout_ms=30000,
-                rebalance_timeout_ms=30000,
-                member_id="",
-                protocol_type="consumer",
-                protocols=[("range", b"\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00")],
-            ),
-            3,
-        )
+        # FindCoordinator creates __consumer_offsets; retried (as clients do) while loading
+        for _ in range(RETRIES):
+            found = await call(protocol.FindCoordinatorRequest(key=group, key_type=0), 1)
+            if found.error_code == 0:
+                break
+            await asyncio.sleep(0.2)
+        for _ in range(RETRIES):
+            join = await call(
+                JoinGroupRequest(
+                    group_id=group,
+                    session_timeout_ms=30000,
+                    rebalance_timeout_ms=30000,
+                    member_id="",
+                    protocol_type="consumer",
+                    protocols=[("range", b"\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00")],
+                ),
+                3,
+            )
+            if join.error_code not in RETRIABLE:
+                break
+            await asyncio.sleep(0.2)
         if join.error_code:
             raise RuntimeError(f"JoinGroup {group}: error {join.error_code}")
         member, generation = join.member_id, join.generation_id
@@ -338,8 +353,10 @@ async def _group_member(
                 )
                 if hb.error_code:
                     row.failures += 1
-    except (OSError, asyncio.IncompleteReadError, RuntimeError, ValueError):
+    except (OSError, asyncio.IncompleteReadError, RuntimeError, ValueError, TypeError) as exc:
         row.failures += 1
+        if not row.errors:
+            row.errors.append(f"{group}: {exc!r}")
     finally:
         writer.close()
 
