@@ -4,6 +4,7 @@ static members, regex subscriptions, timeouts, offset-commit checks) and its rec
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 
@@ -101,6 +102,27 @@ class Env:
 
     def count(self, member: str) -> int:
         return sum(len(p) for p in self.owned.get(member, {}).values())
+
+
+def leading_coordinator(topics: dict[str, tuple[uuid.UUID, int]], **config: object) -> Any:
+    """A GroupCoordinator of one partition, loaded and led here, over `topics`; the consumer-group
+    records it writes are dropped (tests replace the other appends they need)."""
+    from odradek.coordinator.group.coordinator import GroupCoordinator, GroupCoordinatorConfig
+
+    class Part:
+        is_leader = True
+
+    coord = GroupCoordinator(
+        GroupCoordinatorConfig(num_partitions=1, **config),  # type: ignore[arg-type]
+        get_partition=lambda _i: Part(),
+        partition_count=lambda: 1,
+        scheduler=ManualScheduler(),
+        topics=lambda: dict(topics),
+    )
+    coord.active = True
+    coord.loaded.add(0)
+    coord.consumer.append = lambda _g, _r: ErrorCode.NONE
+    return coord
 
 
 def test_first_member_gets_everything_at_epoch_one() -> None:
@@ -313,7 +335,6 @@ def test_offset_fetch_checks_and_coordinator_wiring() -> None:
     the member epoch and stored; a classic JoinGroup for a live consumer group is refused."""
     import asyncio
 
-    from odradek.coordinator.group.coordinator import GroupCoordinator, GroupCoordinatorConfig
     from odradek.coordinator.group.metadata import OffsetAndMetadata
 
     env = Env()
@@ -323,18 +344,7 @@ def test_offset_fetch_checks_and_coordinator_wiring() -> None:
     assert env.mgr.validate_offset_fetch(GROUP, "b", 1) == ErrorCode.UNKNOWN_MEMBER_ID
     assert env.mgr.validate_offset_fetch(GROUP, None, -1) is None
 
-    class Part:
-        is_leader = True
-
-    coord = GroupCoordinator(
-        GroupCoordinatorConfig(num_partitions=1),
-        get_partition=lambda _i: Part(),
-        partition_count=lambda: 1,
-        scheduler=ManualScheduler(),
-        topics=lambda: {"t1": (T1, 2)},
-    )
-    coord.active = True
-    coord.loaded.add(0)
+    coord = leading_coordinator({"t1": (T1, 2)})
     written: list[object] = []
     coord._append = lambda group_id, records, **kw: written.append(records) or ErrorCode.NONE  # type: ignore[method-assign]
     coord.consumer.append = coord._append
@@ -392,22 +402,9 @@ def test_only_changes_are_written_and_a_static_replacement_replays() -> None:
 
 
 def test_delete_groups_and_offsets_of_a_consumer_group() -> None:
-    from odradek.coordinator.group.coordinator import GroupCoordinator, GroupCoordinatorConfig
     from odradek.coordinator.group.metadata import OffsetAndMetadata
 
-    class Part:
-        is_leader = True
-
-    coord = GroupCoordinator(
-        GroupCoordinatorConfig(num_partitions=1),
-        get_partition=lambda _i: Part(),
-        partition_count=lambda: 1,
-        scheduler=ManualScheduler(),
-        topics=lambda: {"t1": (T1, 2), "t2": (T2, 1)},
-    )
-    coord.active = True
-    coord.loaded.add(0)
-    coord.consumer.append = lambda _g, _r: ErrorCode.NONE
+    coord = leading_coordinator({"t1": (T1, 2), "t2": (T2, 1)})
     coord.machine.append = lambda _g, _r, **_kw: ErrorCode.NONE  # type: ignore[method-assign]
     coord.consumer_heartbeat(
         HeartbeatRequest(
@@ -430,22 +427,9 @@ def test_delete_groups_and_offsets_of_a_consumer_group() -> None:
 
 
 def test_transactional_commit_checks_the_member_epoch() -> None:
-    from odradek.coordinator.group.coordinator import GroupCoordinator, GroupCoordinatorConfig
     from odradek.coordinator.group.metadata import OffsetAndMetadata
 
-    class Part:
-        is_leader = True
-
-    coord = GroupCoordinator(
-        GroupCoordinatorConfig(num_partitions=1),
-        get_partition=lambda _i: Part(),
-        partition_count=lambda: 1,
-        scheduler=ManualScheduler(),
-        topics=lambda: {"t1": (T1, 2)},
-    )
-    coord.active = True
-    coord.loaded.add(0)
-    coord.consumer.append = lambda _g, _r: ErrorCode.NONE
+    coord = leading_coordinator({"t1": (T1, 2)})
     coord._append = lambda _g, _r, **_kw: ErrorCode.NONE  # type: ignore[method-assign]
     coord.consumer_heartbeat(
         HeartbeatRequest(
@@ -463,21 +447,7 @@ def test_transactional_commit_checks_the_member_epoch() -> None:
 
 
 def test_coordinator_counts_consumer_groups_and_their_rebalances() -> None:
-    from odradek.coordinator.group.coordinator import GroupCoordinator, GroupCoordinatorConfig
-
-    class Part:
-        is_leader = True
-
-    coord = GroupCoordinator(
-        GroupCoordinatorConfig(num_partitions=1),
-        get_partition=lambda _i: Part(),
-        partition_count=lambda: 1,
-        scheduler=ManualScheduler(),
-        topics=lambda: {"t1": (T1, 2)},
-    )
-    coord.active = True
-    coord.loaded.add(0)
-    coord.consumer.append = lambda _g, _r: ErrorCode.NONE
+    coord = leading_coordinator({"t1": (T1, 2)})
     assert (coord.group_count, coord.rebalances) == (0, 0)
     for member in ("m1", "m2"):
         coord.consumer_heartbeat(
@@ -495,24 +465,11 @@ def test_coordinator_counts_consumer_groups_and_their_rebalances() -> None:
 def test_migration_policy(policy: str, upgrade: bool, downgrade: bool) -> None:
     """group.consumer.migration.policy: an empty classic group taken over by a consumer-protocol
     member (upgrade), an empty consumer group by a classic member (downgrade)."""
-    from odradek.coordinator.group.coordinator import GroupCoordinator, GroupCoordinatorConfig
     from odradek.coordinator.group.metadata import OffsetAndMetadata
 
-    class Part:
-        is_leader = True
-
-    coord = GroupCoordinator(
-        GroupCoordinatorConfig(
-            num_partitions=1, consumer=ConsumerGroupConfig(migration_policy=policy)
-        ),
-        get_partition=lambda _i: Part(),
-        partition_count=lambda: 1,
-        scheduler=ManualScheduler(),
-        topics=lambda: {"t1": (T1, 2)},
+    coord = leading_coordinator(
+        {"t1": (T1, 2)}, consumer=ConsumerGroupConfig(migration_policy=policy)
     )
-    coord.active = True
-    coord.loaded.add(0)
-    coord.consumer.append = lambda _g, _r: ErrorCode.NONE
     coord._append = lambda _g, _r, **_kw: ErrorCode.NONE  # type: ignore[method-assign]
     coord.machine.append = lambda _g, _r, **_kw: ErrorCode.NONE  # type: ignore[method-assign]
     # an empty classic group (committed offsets only)
