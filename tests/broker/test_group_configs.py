@@ -286,3 +286,24 @@ def test_without_acls_group_configs_and_share_offsets_are_refused(tmp_path: Path
         deleted = raw_call(b.bootstrap, 92, 0, group_id="g", topics=[])
         assert (altered.error_code, deleted.error_code) == (30, 30)
         assert b.call(lambda s: dict(s.store.group_configs)) == {}
+
+
+def test_confluent_kafka_admin_alters_and_describes_group_configs(broker: Broker) -> None:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ResourceType
+    from confluent_kafka.admin import ConfigResource as CkResource
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def change(name: str, value: str) -> Any:
+        entry = ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+        res = CkResource(ResourceType.GROUP, "ck", incremental_configs=[entry])
+        return next(iter(admin.incremental_alter_configs([res]).values()))
+
+    change("share.record.lock.duration.ms", "45000").result(timeout=WAIT_S)
+    (described,) = admin.describe_configs([CkResource(ResourceType.GROUP, "ck")]).values()
+    entry = described.result(timeout=WAIT_S)["share.record.lock.duration.ms"]
+    assert (entry.value, entry.source) == ("45000", 8)  # DYNAMIC_GROUP_CONFIG
+    with pytest.raises(KafkaException) as refused:
+        change("share.record.lock.duration.ms", "90000").result(timeout=WAIT_S)
+    assert "group.share.max.record.lock.duration.ms" in str(refused.value)
