@@ -159,3 +159,21 @@ def test_shared_loop_brokers_stop_alone_and_leave_no_task() -> None:
     assert SHARED_NAME not in {t.name for t in threading.enumerate()}
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", second.port)) != 0
+
+
+def test_first_coordinator_lookup_is_answered_once_the_topic_exists() -> None:
+    """The first FindCoordinator of a new broker (group or transaction) starts creating the
+    internal topic and is answered with the coordinator once it exists, rather than with
+    COORDINATOR_NOT_AVAILABLE and a client backoff (a second with librdkafka) per new broker."""
+    from odradek.testing.raw import RawClient
+    from odradek.wire import protocol
+    from odradek.wire.errors import ErrorCode
+
+    # Kafka's default 50 partitions per internal topic: opened one per event-loop iteration
+    with Broker(shared_loop=True, tmpfs=True) as broker:
+        with RawClient(broker.bootstrap) as client:
+            for key_type, topic in ((0, "__consumer_offsets"), (1, "__transaction_state")):
+                req = protocol.FindCoordinatorRequest(key="k", key_type=key_type)
+                resp = client.request(req, 1)
+                assert (resp.error_code, resp.port) == (ErrorCode.NONE, broker.port), topic
+                assert broker.call(lambda s, t=topic: s.topics.info(t) is not None)
