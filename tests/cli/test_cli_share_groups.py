@@ -186,6 +186,12 @@ def test_reset_describe_and_delete_share_group_offsets(broker: Broker, name: str
     proc = cli(broker.bootstrap, "groups", "delete-offsets", group, "--topic", topic, status=1)
     assert "no offset information" in proc.stderr
 
+    # DeleteGroups deletes an empty share group and its state
+    cli(broker.bootstrap, "groups", "reset-offsets", group, "--share", "--topic", topic,
+        "--to-earliest", "--execute")  # fmt: skip
+    assert "Deleted" in cli(broker.bootstrap, "groups", "delete", group).stdout
+    assert "does not exist" in cli(broker.bootstrap, "groups", "describe", group, status=1).stderr
+
 
 def test_altered_share_offsets_survive_a_restart(tmp_path: Path) -> None:
     with Broker(config=CONFIG, data_dir=str(tmp_path)) as b:

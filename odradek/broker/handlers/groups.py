@@ -14,7 +14,8 @@ ListGroups (key 16), v0-5: v3 flexible; v4 states filter (KIP-518); v5 types fil
 DescribeGroups (key 15), v0-6: v3 authorized operations; v4 group_instance_id; v5 flexible; v6
 an unknown group (or one that is not classic) answers GROUP_ID_NOT_FOUND with a message, still
 described as Dead (KIP-1043; before v6 it is Dead without an error).
-DeleteGroups (key 42), v0-2: v2 flexible.
+DeleteGroups (key 42), v0-2: v2 flexible. A name that is no classic or consumer group may be a share
+group: an empty one is deleted with its share state (KIP-932).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from odradek.coordinator.group.coordinator import OFFSETS_TOPIC, GroupCoordinato
 from odradek.coordinator.group.join import JoinParams
 from odradek.coordinator.group.state import LeaveMember
 from odradek.coordinator.group.sync import SyncParams
+from odradek.coordinator.share import admin as share_admin
+from odradek.coordinator.share.coordinator import share_coordinator
 from odradek.security.acl_types import AclOperation, ResourceType
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
@@ -446,6 +449,11 @@ async def delete_groups(
         results = dict.fromkeys(allowed, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     else:
         results = coord.delete_groups(allowed) if allowed else {}
+        for g, code in results.items():
+            if code == ErrorCode.GROUP_ID_NOT_FOUND:  # perhaps a share group (KIP-932)
+                results[g] = ErrorCode(
+                    await share_admin.delete_group(share_coordinator(ctx.broker), g)
+                )
     for g in names:
         results.setdefault(g, GROUP_DENIED)
     return Resp(

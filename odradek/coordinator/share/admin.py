@@ -34,6 +34,8 @@ from odradek.wire.api_keys import ApiKey
 
 DELETE_STATE = ApiKey.DELETE_SHARE_GROUP_STATE
 COORDINATOR_NOT_AVAILABLE = 15
+NON_EMPTY_GROUP = 68
+GROUP_ID_NOT_FOUND = 69
 LIST_OFFSETS_VERSION = 2  # timestamp -1 with read_uncommitted: the high watermark
 STATE_TOPIC_WAIT_S = 5.0
 
@@ -265,3 +267,20 @@ async def delete_topics(
         out[key] = await delete(coord, key)
         coord.partitions.pop(key, None)
     return out
+
+
+async def delete_group(coord: ShareCoordinator, group_id: str) -> int:
+    """DeleteGroups of a share group: an empty one is forgotten with all its state
+    (NON_EMPTY_GROUP while it has members; GROUP_ID_NOT_FOUND when it has neither members
+    nor state)."""
+    group = coord.group(group_id)
+    if group is not None and group.members:
+        return NON_EMPTY_GROUP
+    states = await read_states(coord, group_id, all_keys(coord, group_id))
+    if group is None and not states:
+        return GROUP_ID_NOT_FOUND
+    outcome = await delete_topics(coord, group_id, list(states))
+    error = next((c for c in outcome.values() if c), 0)
+    if not error:
+        coord.groups.pop(group_id, None)
+    return error
