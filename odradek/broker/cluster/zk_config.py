@@ -1,12 +1,16 @@
-"""Kafka's dynamic-config entity nodes in ZooKeeper, shared by quotas, SCRAM credentials and
-client-metrics subscriptions (Kafka's AdminZkClient / ConfigEntityChangeNotification):
+"""Kafka's dynamic-config entity nodes in ZooKeeper, shared by quotas, SCRAM credentials,
+client-metrics subscriptions and group configs (Kafka's AdminZkClient /
+ConfigEntityChangeNotification):
 
     /config/<entity type>/<sanitized name>     {"version":1,"config":{"key":"value",...}}
     /config/changes/config_change_<10 digits>  {"version":2,"entity_path":"<type>/<name>"}
 
 One entity node may hold keys of several owners (a user node: quotas and SCRAM credentials), so
-a write is a read-modify-write of its own keys, guarded by the node's version. Every write ends
-with a sequential change notification that every broker watches.
+a write is a read-modify-write of its own keys, guarded by the node's version; an entity type
+whose nodes have a single owner (client-metrics, groups) is read and replaced whole
+(`read_entities`, `replace_entity`). Every write ends with a sequential change notification that
+every broker watches. Names are sanitized as Kafka's `Sanitizer` does (URL-encoded, `*` as %2A,
+space as %20); the default entity is the literal `<default>`.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import json
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, unquote
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient  # untyped (Any) in kazoo
@@ -24,6 +29,17 @@ log = logging.getLogger(__name__)
 CONFIG_CHANGES = "/config/changes"
 CHANGE_PREFIX = f"{CONFIG_CHANGES}/config_change_"
 RETRIES = 20
+DEFAULT = "<default>"
+
+
+def sanitize(name: str | None) -> str:
+    if name is None:
+        return DEFAULT
+    return quote(name, safe="").replace("~", "%7E")
+
+
+def desanitize(text: str) -> str | None:
+    return None if text == DEFAULT else unquote(text)
 
 
 def _dump(doc: Any) -> bytes:
@@ -98,3 +114,38 @@ def notify_change(zk: KazooClient, entity_path: str) -> None:
         sequence=True,
         makepath=True,
     )
+
+
+def read_entities(zk: KazooClient, entity_type: str) -> dict[str, dict[str, str]]:
+    """The non-empty configs of every `/config/<entity_type>` node, by entity name (any
+    thread)."""
+    out: dict[str, dict[str, str]] = {}
+    for name, data in read_children(zk, f"/config/{entity_type}"):
+        configs = {str(k): str(v) for k, v in node_config(data).items()}
+        if configs:
+            out[desanitize(name) or name] = configs
+    return out
+
+
+def replace_entity(zk: KazooClient, entity_type: str, name: str, configs: dict[str, str]) -> None:
+    """Replace the whole config of an entity node of a single owner (with no configs, delete the
+    node, as Kafka leaves no empty subscription behind) and notify every broker."""
+    from kazoo.exceptions import NodeExistsError, NoNodeError
+
+    rel = f"{entity_type}/{sanitize(name)}"
+    path = f"/config/{rel}"
+    if configs:
+        encoded = _dump({"version": 1, "config": configs})
+        try:
+            zk.set(path, encoded)
+        except NoNodeError:
+            try:
+                zk.create(path, encoded, makepath=True)
+            except NodeExistsError:
+                zk.set(path, encoded)
+    else:
+        try:
+            zk.delete(path)
+        except NoNodeError:
+            pass
+    notify_change(zk, rel)

@@ -12,46 +12,21 @@ notification; every broker watches `/config/changes` and reads the group configs
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
-from odradek.broker.cluster.zk_config import node_config, notify_change, read_children
-from odradek.broker.cluster.zk_quotas import desanitize, sanitize
+from odradek.broker.cluster.zk_config import read_entities, replace_entity
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient  # untyped (Any) in kazoo
 
-CONFIG_GROUPS = "/config/groups"
+ENTITY_TYPE = "groups"
 
 
 def read_all(zk: KazooClient) -> dict[str, dict[str, str]]:
     """Every group's configs in ZooKeeper (any thread)."""
-    out: dict[str, dict[str, str]] = {}
-    for name, data in read_children(zk, CONFIG_GROUPS):
-        configs = {str(k): str(v) for k, v in node_config(data).items()}
-        if configs:
-            out[desanitize(name) or name] = configs
-    return out
+    return read_entities(zk, ENTITY_TYPE)
 
 
 def write(zk: KazooClient, name: str, configs: dict[str, str]) -> None:
     """Replace (or, with no configs, delete) a group's configs and notify every broker."""
-    from kazoo.exceptions import NodeExistsError, NoNodeError
-
-    rel = f"groups/{sanitize(name)}"
-    path = f"/config/{rel}"
-    if configs:
-        encoded = json.dumps({"version": 1, "config": configs}, separators=(",", ":")).encode()
-        try:
-            zk.set(path, encoded)
-        except NoNodeError:
-            try:
-                zk.create(path, encoded, makepath=True)
-            except NodeExistsError:
-                zk.set(path, encoded)
-    else:
-        try:
-            zk.delete(path)
-        except NoNodeError:
-            pass
-    notify_change(zk, rel)
+    replace_entity(zk, ENTITY_TYPE, name, configs)

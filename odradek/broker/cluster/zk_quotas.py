@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING
-from urllib.parse import quote, unquote
 
 from odradek.broker.cluster.metadata_store import QuotaChanges, QuotaEntity
 from odradek.broker.cluster.zk_config import (
+    desanitize,
     node_config,
     notify_change,
     read_children,
+    sanitize,
     update_config,
 )
 
@@ -34,7 +35,6 @@ log = logging.getLogger(__name__)
 
 CONFIG_CLIENTS = "/config/clients"
 CONFIG_USERS = "/config/users"
-DEFAULT = "<default>"
 QUOTA_KEYS = frozenset(
     {
         "producer_byte_rate",
@@ -44,16 +44,6 @@ QUOTA_KEYS = frozenset(
     }
 )
 LONG_KEYS = frozenset({"producer_byte_rate", "consumer_byte_rate"})
-
-
-def sanitize(name: str | None) -> str:
-    if name is None:
-        return DEFAULT
-    return quote(name, safe="").replace("~", "%7E")
-
-
-def desanitize(text: str) -> str | None:
-    return None if text == DEFAULT else unquote(text)
 
 
 def entity_path(ent: QuotaEntity) -> str | None:
