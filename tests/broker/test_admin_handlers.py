@@ -424,12 +424,13 @@ def test_describe_configs_documentation_and_errors(kadmin: KafkaAdminClient) -> 
             (4, "zero", None),
             (4, "", None),
             (32, "group", None),
+            (32, "", None),
         ],
         include_synonyms=False,
         include_documentation=True,
     )
     response = send(kadmin, request)
-    docs, missing, bad, other_broker, not_int, cluster_default, group = response.results
+    docs, missing, bad, other_broker, not_int, cluster_default, group, no_group = response.results
     (entry,) = docs.configs
     assert entry.name == "retention.ms" and entry.documentation and entry.config_type == 5
     assert missing.error_code == kerrors.UnknownTopicOrPartitionError.errno
@@ -437,7 +438,10 @@ def test_describe_configs_documentation_and_errors(kadmin: KafkaAdminClient) -> 
     assert other_broker.error_code == kerrors.InvalidRequestError.errno
     assert not_int.error_code == kerrors.InvalidRequestError.errno
     assert cluster_default.error_code == 0 and cluster_default.configs == []
-    assert group.error_code == kerrors.InvalidRequestError.errno
+    # GROUP (32): Kafka 4.1's per-group configs, any group name but the empty one
+    assert group.error_code == 0
+    assert {c.name: c.value for c in group.configs}["share.auto.offset.reset"] == "latest"
+    assert no_group.error_code == kerrors.InvalidRequestError.errno
 
 
 def test_confluent_describe_configs(cadmin: AdminClient) -> None:
