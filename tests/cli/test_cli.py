@@ -24,9 +24,9 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
 from odradek.cli_commands.output import Progress, table
 from odradek.testing import Broker
+from tests.cli.cli_run import REPO, RUN_TIMEOUT_S, run_odradek
+from tests.cli.cli_run import one_line_error as _one_line_error
 
-REPO = Path(__file__).resolve().parents[2]
-RUN_TIMEOUT_S = 60
 _names = itertools.count()
 
 
@@ -55,30 +55,19 @@ def cli(
     env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run `python -m odradek ARGS` (bootstrap and admin address from the environment)."""
-    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-    if broker is not None:
-        full_env.setdefault("ODRADEK_BOOTSTRAP", broker.bootstrap)
-        full_env.setdefault("ODRADEK_ADMIN", admin_url(broker))
-    proc = subprocess.run(
-        [sys.executable, "-m", "odradek", *args],
-        input=stdin,
-        text=True,
-        capture_output=True,
-        timeout=RUN_TIMEOUT_S,
-        env=full_env,
-        cwd=REPO,
-    )
-    if status is not None:
-        assert proc.returncode == status, (proc.stdout, proc.stderr)
-    return proc
+    extra = dict(env or {})
+    if broker is not None:  # what the environment (or env) names wins
+        for key, value in (
+            ("ODRADEK_BOOTSTRAP", broker.bootstrap),
+            ("ODRADEK_ADMIN", admin_url(broker)),
+        ):
+            extra.setdefault(key, os.environ.get(key, value))
+    return run_odradek(*args, stdin=stdin, status=status, env=extra)
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
     assert proc.returncode != 0
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("odradek: ")
-    return lines[0]
+    return _one_line_error(proc)
 
 
 def rows(output: str) -> list[list[str]]:

@@ -4,9 +4,7 @@ broker with SASL PLAIN users and an authorizer, its effect checked with a real c
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,9 +12,8 @@ import confluent_kafka as ck
 import pytest
 
 from odradek.testing import Broker
+from tests.cli.cli_run import run_odradek
 
-REPO = Path(__file__).resolve().parents[2]
-RUN_TIMEOUT_S = 60
 USERS = {"admin": "admin-secret", "alice": "alice-secret"}
 JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -53,17 +50,9 @@ def command_config(tmp_path: Path, user: str) -> str:
 def acls(
     broker: Broker, config: str, *args: str, status: int = 0
 ) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "ODRADEK_BOOTSTRAP": broker.bootstrap}
-    proc = subprocess.run(
-        [sys.executable, "-m", "odradek", "acls", "--command-config", config, *args],
-        text=True,
-        capture_output=True,
-        timeout=RUN_TIMEOUT_S,
-        env=env,
-        cwd=REPO,
+    return run_odradek(
+        "acls", "--command-config", config, *args, bootstrap=broker.bootstrap, status=status
     )
-    assert proc.returncode == status, (proc.stdout, proc.stderr)
-    return proc
 
 
 def alice_produces(broker: Broker, topic: str) -> list[str]:

@@ -5,31 +5,17 @@ batching client speaks PLAINTEXT only, refuses with one line."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
-from pathlib import Path
 
 import confluent_kafka as ck
 import pytest
 
 from odradek.testing import Broker
-
-REPO = Path(__file__).resolve().parents[2]
-RUN_TIMEOUT_S = 60
+from tests.cli.cli_run import run_odradek
 
 
 def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [sys.executable, "-m", "odradek", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-        env=env,
-        cwd=REPO,
-    )
+    return run_odradek(*args, stdin=stdin, status=None)
 
 
 @pytest.mark.parametrize("security", ["sasl_ssl", "mtls"])

@@ -5,20 +5,16 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource
 
 from odradek.testing import Broker
+from tests.cli.cli_run import one_line_error, run_odradek
 
-REPO = Path(__file__).resolve().parents[2]
-RUN_TIMEOUT_S = 60
 _names = itertools.count()
 
 
@@ -40,23 +36,7 @@ def topic(broker: Broker, request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 def cli(broker: Broker, *args: str, status: int = 0) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "ODRADEK_BOOTSTRAP": broker.bootstrap}
-    proc = subprocess.run(
-        [sys.executable, "-m", "odradek", *args],
-        text=True,
-        capture_output=True,
-        timeout=RUN_TIMEOUT_S,
-        env=env,
-        cwd=REPO,
-    )
-    assert proc.returncode == status, (proc.stdout, proc.stderr)
-    return proc
-
-
-def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("odradek: "), proc.stderr
-    return lines[0]
+    return run_odradek(*args, bootstrap=broker.bootstrap, status=status)
 
 
 def topic_configs(broker: Broker, topic: str) -> dict[str, dict]:

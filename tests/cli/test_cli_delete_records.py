@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,9 +13,8 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
 from odradek.testing import Broker
+from tests.cli.cli_run import run_odradek
 
-REPO = Path(__file__).resolve().parents[2]
-RUN_TIMEOUT_S = 60
 _names = itertools.count()
 
 
@@ -48,17 +45,7 @@ def topic(broker: Broker, request: pytest.FixtureRequest) -> str:
 
 
 def cli(broker: Broker, *args: str, status: int = 0) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "ODRADEK_BOOTSTRAP": broker.bootstrap}
-    proc = subprocess.run(
-        [sys.executable, "-m", "odradek", *args],
-        text=True,
-        capture_output=True,
-        timeout=RUN_TIMEOUT_S,
-        env=env,
-        cwd=REPO,
-    )
-    assert proc.returncode == status, (proc.stdout, proc.stderr)
-    return proc
+    return run_odradek(*args, bootstrap=broker.bootstrap, status=status)
 
 
 def start_offsets(broker: Broker, topic: str) -> list[int]:

@@ -8,7 +8,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,9 +17,8 @@ from kafka.structs import OffsetAndMetadata
 
 from odradek.coordinator.codec import partition_for
 from odradek.testing import Broker
+from tests.cli.cli_run import run_odradek
 
-REPO = Path(__file__).resolve().parents[2]
-RUN_TIMEOUT_S = 60
 TOPIC, GROUP, TXN_ID = "dumped", "dump-group", "dump-txn"
 SEGMENT = "00000000000000000000"
 
@@ -66,17 +64,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
 
 
 def dump(*args: str, status: int = 0) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run(
-        [sys.executable, "-m", "odradek", "dump-log", *args],
-        text=True,
-        capture_output=True,
-        timeout=RUN_TIMEOUT_S,
-        env=env,
-        cwd=REPO,
-    )
-    assert proc.returncode == status, (proc.stdout, proc.stderr)
-    return proc
+    return run_odradek("dump-log", *args, status=status)
 
 
 def fields(line: str) -> dict[str, str]:

@@ -5,20 +5,16 @@ back when asked, and every outcome (elected, not needed, failed) is reported."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from odradek.testing.cluster import FAST_FAILOVER, Cluster
+from tests.cli.cli_run import run_odradek
 
 pytestmark = pytest.mark.cluster
-
-REPO = Path(__file__).resolve().parents[2]
-RUN_TIMEOUT_S = 60
 
 
 @pytest.fixture
@@ -28,17 +24,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 
 
 def cli(cluster: Cluster, *args: str, status: int = 0) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "ODRADEK_BOOTSTRAP": cluster.bootstrap}
-    proc = subprocess.run(
-        [sys.executable, "-m", "odradek", "leader-election", *args],
-        text=True,
-        capture_output=True,
-        timeout=RUN_TIMEOUT_S,
-        env=env,
-        cwd=REPO,
-    )
-    assert proc.returncode == status, (proc.stdout, proc.stderr)
-    return proc
+    return run_odradek("leader-election", *args, bootstrap=cluster.bootstrap, status=status)
 
 
 def test_preferred_and_unclean_elections(cluster: Cluster, tmp_path: Path) -> None:

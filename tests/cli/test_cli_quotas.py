@@ -5,12 +5,9 @@ DescribeClientQuotas requests and with a client the quota then throttles."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,9 +17,7 @@ from kafka.protocol.producer import ProduceRequest
 from odradek.testing import Broker
 from odradek.testing.raw import RawClient, response_class
 from odradek.wire.records import build_batch
-
-REPO = Path(__file__).resolve().parents[2]
-RUN_TIMEOUT_S = 60
+from tests.cli.cli_run import one_line_error, run_odradek
 
 
 @pytest.fixture(scope="module")
@@ -32,23 +27,7 @@ def broker() -> Iterator[Broker]:
 
 
 def cli(broker: Broker, *args: str, status: int = 0) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "ODRADEK_BOOTSTRAP": broker.bootstrap}
-    proc = subprocess.run(
-        [sys.executable, "-m", "odradek", "quotas", *args],
-        text=True,
-        capture_output=True,
-        timeout=RUN_TIMEOUT_S,
-        env=env,
-        cwd=REPO,
-    )
-    assert proc.returncode == status, (proc.stdout, proc.stderr)
-    return proc
-
-
-def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("odradek: "), proc.stderr
-    return lines[0]
+    return run_odradek("quotas", *args, bootstrap=broker.bootstrap, status=status)
 
 
 def stored(broker: Broker) -> dict[tuple, dict[str, float]]:

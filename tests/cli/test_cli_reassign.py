@@ -5,9 +5,7 @@ file, --verify reports them until completed, --list and --cancel a move that can
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,11 +14,10 @@ import pytest
 from kafka import KafkaProducer
 
 from odradek.testing.cluster import FAST_FAILOVER, Cluster
+from tests.cli.cli_run import run_odradek
 
 pytestmark = pytest.mark.cluster
 
-REPO = Path(__file__).resolve().parents[2]
-RUN_TIMEOUT_S = 60
 DEADLINE_S = 30
 
 
@@ -31,18 +28,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 
 
 def cli(cluster: Cluster, *args: str, status: int | None = 0) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "ODRADEK_BOOTSTRAP": cluster.bootstrap}
-    proc = subprocess.run(
-        [sys.executable, "-m", "odradek", "topics", "reassign", *args],
-        text=True,
-        capture_output=True,
-        timeout=RUN_TIMEOUT_S,
-        env=env,
-        cwd=REPO,
-    )
-    if status is not None:
-        assert proc.returncode == status, (proc.stdout, proc.stderr)
-    return proc
+    return run_odradek("topics", "reassign", *args, bootstrap=cluster.bootstrap, status=status)
 
 
 def test_generate_execute_verify(cluster: Cluster, tmp_path: Path) -> None:

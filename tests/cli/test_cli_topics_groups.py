@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import re
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,9 +18,8 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
 from odradek.testing import Broker
 from odradek.testing.cluster import FAST_FAILOVER, Cluster
+from tests.cli.cli_run import run_odradek
 
-REPO = Path(__file__).resolve().parents[2]
-RUN_TIMEOUT_S = 60
 _names = itertools.count()
 REPORTS = (
     "--under-replicated-partitions",
@@ -44,18 +41,7 @@ def name(request: pytest.FixtureRequest) -> str:
 
 
 def cli(bootstrap: str, *args: str, status: int | None = 0) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "ODRADEK_BOOTSTRAP": bootstrap}
-    proc = subprocess.run(
-        [sys.executable, "-m", "odradek", *args],
-        text=True,
-        capture_output=True,
-        timeout=RUN_TIMEOUT_S,
-        env=env,
-        cwd=REPO,
-    )
-    if status is not None:
-        assert proc.returncode == status, (proc.stdout, proc.stderr)
-    return proc
+    return run_odradek(*args, bootstrap=bootstrap, status=status)
 
 
 def rows(output: str) -> list[list[str]]:

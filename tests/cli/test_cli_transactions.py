@@ -7,20 +7,16 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
 from odradek.testing import Broker
+from tests.cli.cli_run import run_odradek
 
-REPO = Path(__file__).resolve().parents[2]
-RUN_TIMEOUT_S = 60
 _names = itertools.count()
 
 
@@ -31,17 +27,7 @@ def broker() -> Iterator[Broker]:
 
 
 def cli(broker: Broker, *args: str, status: int = 0) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "ODRADEK_BOOTSTRAP": broker.bootstrap}
-    proc = subprocess.run(
-        [sys.executable, "-m", "odradek", "transactions", *args],
-        text=True,
-        capture_output=True,
-        timeout=RUN_TIMEOUT_S,
-        env=env,
-        cwd=REPO,
-    )
-    assert proc.returncode == status, (proc.stdout, proc.stderr)
-    return proc
+    return run_odradek("transactions", *args, bootstrap=broker.bootstrap, status=status)
 
 
 def rows(output: str) -> list[list[str]]:

@@ -7,19 +7,15 @@ are kafka-configs.sh's."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from odradek.testing import Broker
+from tests.cli.cli_run import one_line_error, run_odradek
 
-REPO = Path(__file__).resolve().parents[2]
-RUN_TIMEOUT_S = 60
 WAIT_S = 15.0
 
 
@@ -36,24 +32,7 @@ def broker() -> Iterator[Broker]:
 def cli(
     broker: Broker, *args: str, status: int = 0, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "ODRADEK_BOOTSTRAP": broker.bootstrap}
-    proc = subprocess.run(
-        [sys.executable, "-m", "odradek", "users", *args],
-        text=True,
-        capture_output=True,
-        timeout=RUN_TIMEOUT_S,
-        env=env,
-        cwd=REPO,
-        input=stdin,
-    )
-    assert proc.returncode == status, (proc.stdout, proc.stderr)
-    return proc
-
-
-def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("odradek: "), proc.stderr
-    return lines[0]
+    return run_odradek("users", *args, bootstrap=broker.bootstrap, status=status, stdin=stdin)
 
 
 def login(broker: Broker, user: str, password: str, mechanism: str = "SCRAM-SHA-256") -> bool:
