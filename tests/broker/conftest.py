@@ -12,6 +12,7 @@ import pytest
 
 from odradek.broker.config import BrokerConfig
 from odradek.broker.server import Broker
+from tests.cluster.zk_helpers import zookeeper  # noqa: F401  (the fixture)
 
 TIMEOUT_S = 30
 

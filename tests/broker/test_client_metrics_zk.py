@@ -7,17 +7,13 @@ across a restart."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-
-import pytest
 
 from odradek.broker.cluster.metadata_store import LocalMetadataStore, MetadataChange
 from odradek.broker.cluster.zk_store import ZooKeeperMetadataStore
@@ -26,27 +22,11 @@ from odradek.testing import Broker
 from odradek.testing.raw import RawClient
 from odradek.testing.zookeeper import ZooKeeperServer
 from odradek.wire import protocol
+from tests.cluster.zk_helpers import eventually, run
 
 _chroots = itertools.count()
 REPO = Path(__file__).resolve().parents[2]
 WAIT_S = 15.0
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    with ZooKeeperServer(str(tmp_path_factory.mktemp("zookeeper"))) as server:
-        yield server
-
-
-async def eventually(check: Callable[[], bool], timeout: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "the change did not arrive"
-        await asyncio.sleep(0.01)
-
-
-def run(body: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(asyncio.wait_for(body(), 60))
 
 
 def test_subscriptions_in_kafkas_layout_reach_the_other_broker(zookeeper: ZooKeeperServer) -> None:
@@ -62,7 +42,7 @@ def test_subscriptions_in_kafkas_layout_reach_the_other_broker(zookeeper: ZooKee
             configs = {"metrics": "*", "interval.ms": "1000", "match": "client_id=a b.*"}
             a.alter_client_metrics("all apps", configs)
             assert a.client_metrics == {"all apps": configs}
-            await eventually(lambda: b.client_metrics == {"all apps": configs})
+            await eventually(lambda: b.client_metrics == {"all apps": configs}, timeout=WAIT_S)
             assert MetadataChange("client-metrics") in heard
             data, _ = a.zk.get("/config/client-metrics/all%20apps")
             assert json.loads(data) == {"version": 1, "config": configs}
@@ -82,11 +62,11 @@ def test_subscriptions_in_kafkas_layout_reach_the_other_broker(zookeeper: ZooKee
                 json.dumps({"version": 2, "entity_path": "client-metrics/java"}).encode(),
                 sequence=True,
             )
-            await eventually(lambda: "java" in b.client_metrics)
+            await eventually(lambda: "java" in b.client_metrics, timeout=WAIT_S)
             assert b.client_metrics["java"] == {"metrics": "org.apache.kafka."}
 
             b.alter_client_metrics("all apps", {})  # no configs left: the node goes
-            await eventually(lambda: set(a.client_metrics) == {"java"})
+            await eventually(lambda: set(a.client_metrics) == {"java"}, timeout=WAIT_S)
             assert a.zk.exists("/config/client-metrics/all%20apps") is None
         finally:
             a.close()

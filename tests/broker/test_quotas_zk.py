@@ -4,46 +4,21 @@ written the way Kafka's own tools write it picked up."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
-import json
-import time
-from collections.abc import Awaitable, Callable, Iterator
 
 import pytest
 
 from odradek.broker.cluster.metadata_store import MetadataChange
 from odradek.broker.cluster.zk_store import ZooKeeperMetadataStore
 from odradek.testing.zookeeper import ZooKeeperServer
+from tests.cluster.zk_helpers import eventually, node, run
 
 _chroots = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    with ZooKeeperServer(str(tmp_path_factory.mktemp("zookeeper"))) as server:
-        yield server
 
 
 @pytest.fixture
 def connect(zookeeper: ZooKeeperServer) -> str:
     return zookeeper.connect(f"/quota-test-{next(_chroots)}")
-
-
-async def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "the change did not arrive"
-        await asyncio.sleep(0.01)
-
-
-def run(body: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(asyncio.wait_for(body(), 60))
-
-
-def node(store: ZooKeeperMetadataStore, path: str) -> dict:
-    data, _ = store.zk.get(path)
-    return json.loads(data)
 
 
 def test_quotas_in_kafkas_layout_reach_the_other_broker(connect: str) -> None:

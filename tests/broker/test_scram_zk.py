@@ -7,12 +7,9 @@ user in on, the other."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
 
 import pytest
 from kafka.protocol.admin import (
@@ -33,37 +30,16 @@ from odradek.security.scram import (
 from odradek.testing import Broker
 from odradek.testing.raw import RawClient
 from odradek.testing.zookeeper import ZooKeeperServer
+from tests.cluster.zk_helpers import eventually, node, run
 
 _chroots = itertools.count()
 SHA256, SHA512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
 WAIT_S = 15.0
 
 
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    with ZooKeeperServer(str(tmp_path_factory.mktemp("zookeeper"))) as server:
-        yield server
-
-
 @pytest.fixture
 def connect(zookeeper: ZooKeeperServer) -> str:
     return zookeeper.connect(f"/scram-test-{next(_chroots)}")
-
-
-async def eventually(check: Callable[[], bool], timeout: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "the change did not arrive"
-        await asyncio.sleep(0.01)
-
-
-def run(body: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(asyncio.wait_for(body(), 60))
-
-
-def node(store: ZooKeeperMetadataStore, path: str) -> Any:
-    data, _ = store.zk.get(path)
-    return json.loads(data)
 
 
 def cred(password: str, mechanism: ScramMechanism = SHA256, iterations: int = 4096) -> str:
@@ -86,7 +62,7 @@ def test_credentials_in_kafkas_layout_reach_the_other_broker(connect: str) -> No
             )
             expected = {"alice": {"SCRAM-SHA-256": alice}, "a b*": {"SCRAM-SHA-512": weird}}
             assert a.scram_credentials == expected  # the writer reads its own write at once
-            await eventually(lambda: b.scram_credentials == expected)
+            await eventually(lambda: b.scram_credentials == expected, timeout=WAIT_S)
             assert MetadataChange("scram") in heard
 
             assert node(a, "/config/users/alice") == {
@@ -107,7 +83,7 @@ def test_credentials_in_kafkas_layout_reach_the_other_broker(connect: str) -> No
             b.alter_client_quotas([((("user", "a b*"),), {"consumer_byte_rate": 10.0})])
             assert node(a, "/config/users/a%20b%2A")["config"]["SCRAM-SHA-512"] == weird
             b.alter_scram_credentials([("a b*", {"SCRAM-SHA-512": None})])
-            await eventually(lambda: "a b*" not in a.scram_credentials)
+            await eventually(lambda: "a b*" not in a.scram_credentials, timeout=WAIT_S)
             assert node(a, "/config/users/a%20b%2A")["config"] == {
                 "producer_byte_rate": "1024",
                 "consumer_byte_rate": "10",
@@ -118,7 +94,8 @@ def test_credentials_in_kafkas_layout_reach_the_other_broker(connect: str) -> No
                 lambda: (
                     a.client_quotas.get((("user", "a b*"),))
                     == {"producer_byte_rate": 1024.0, "consumer_byte_rate": 10.0}
-                )
+                ),
+                timeout=WAIT_S,
             )
 
             # written as Kafka's AdminZkClient does (kafka-configs.sh --zookeeper): the node,
@@ -136,7 +113,7 @@ def test_credentials_in_kafkas_layout_reach_the_other_broker(connect: str) -> No
                 b'{"version":2,"entity_path":"users/carol"}',
                 sequence=True,
             )
-            await eventually(lambda: "carol" in b.scram_credentials)
+            await eventually(lambda: "carol" in b.scram_credentials, timeout=WAIT_S)
             assert for_store(b).get("carol", SHA512) == carol
             server = ScramServer(SHA512, for_store(b).get)
             client = ScramClient(SHA512, "carol", "carol-secret")

@@ -15,6 +15,7 @@ import pytest
 
 from odradek.testing import Cluster
 from odradek.testing.cluster import FAST_FAILOVER
+from tests.cluster.zk_helpers import zookeeper  # noqa: F401  (the fixture)
 
 _HERE = Path(__file__).resolve().parent
 

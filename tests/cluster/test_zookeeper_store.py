@@ -3,14 +3,11 @@ separate processes and must see each other's changes through watches."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import subprocess
 import sys
 import threading
-import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
 
 import pytest
 
@@ -23,15 +20,10 @@ from odradek.broker.cluster.metadata_store import (
 )
 from odradek.broker.cluster.zk_store import ZooKeeperError, ZooKeeperMetadataStore
 from odradek.testing.zookeeper import ZooKeeperServer
+from tests.cluster.zk_helpers import eventually, run
 
 SESSION_MS = 2000
 _chroots = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    with ZooKeeperServer(str(tmp_path_factory.mktemp("zookeeper"))) as server:
-        yield server
 
 
 @pytest.fixture
@@ -46,17 +38,6 @@ def open_store(connect: str, node: int, **kwargs) -> ZooKeeperMetadataStore:
 def topic(name: str, partitions: int = 2) -> TopicInfo:
     states = [PartitionState([0, 1], p % 2, 0, [0, 1]) for p in range(partitions)]
     return TopicInfo(name, uuid.uuid4(), states, {"retention.ms": "1000"})
-
-
-async def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "the change did not arrive"
-        await asyncio.sleep(0.01)
-
-
-def run(body: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(asyncio.wait_for(body(), 60))
 
 
 def test_a_topic_and_its_changes_reach_the_other_broker(connect: str) -> None:

@@ -1,0 +1,40 @@
+"""What the tests of the ZooKeeper metadata store share: one ZooKeeper server per test module
+(the `zookeeper` fixture, made available by tests/broker/conftest.py and tests/cluster/conftest.py),
+waiting for a watch to deliver a change, running an async test body, reading a node's JSON."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from odradek.testing.zookeeper import ZooKeeperServer
+
+if TYPE_CHECKING:
+    from odradek.broker.cluster.zk_store import ZooKeeperMetadataStore
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    with ZooKeeperServer(str(tmp_path_factory.mktemp("zookeeper"))) as server:
+        yield server
+
+
+async def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "the change did not arrive"
+        await asyncio.sleep(0.01)
+
+
+def run(body: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(asyncio.wait_for(body(), 60))
+
+
+def node(store: ZooKeeperMetadataStore, path: str) -> Any:
+    data, _ = store.zk.get(path)
+    return json.loads(data)
