@@ -1,10 +1,13 @@
-"""How the CLI tests run `python -m odradek ...` in a subprocess and read its one-line error."""
+"""How the CLI tests run `python -m odradek ...` in a subprocess (to its end, or in the
+background reading its output lines) and read its one-line error."""
 
 from __future__ import annotations
 
 import os
+import queue
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -44,3 +47,26 @@ def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("odradek: "), proc.stderr
     return lines[0]
+
+
+def start_odradek(*args: str) -> tuple[subprocess.Popen[str], queue.Queue[str]]:
+    """Start `python -m odradek ARGS` from the repository in the background (stderr dropped);
+    its stdout lines, without the newline, arrive in the queue as it prints them. The caller
+    stops the process."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "odradek", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    lines: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line.rstrip("\n"))
+
+    threading.Thread(target=pump, daemon=True).start()
+    return proc, lines

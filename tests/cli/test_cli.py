@@ -9,12 +9,10 @@ import http.client
 import itertools
 import json
 import os
-import queue
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +22,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
 from odradek.cli_commands.output import Progress, table
 from odradek.testing import Broker
-from tests.cli.cli_run import REPO, RUN_TIMEOUT_S, run_odradek
+from tests.cli.cli_run import REPO, RUN_TIMEOUT_S, run_odradek, start_odradek
 from tests.cli.cli_run import one_line_error as _one_line_error
 
 _names = itertools.count()
@@ -475,22 +473,8 @@ def test_cluster(broker: Broker) -> None:
 # -- dev ----------------------------------------------------------------------------------------
 
 
-def _read_lines(stream, lines: queue.Queue[str]) -> None:
-    for line in stream:
-        lines.put(line)
-
-
 def test_dev_prints_a_bootstrap_clients_can_use_and_exits_0_on_sigterm() -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "odradek", "dev", "--topic", "events:3", "--admin", "--json"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=_read_lines, args=(proc.stdout, lines), daemon=True).start()
+    proc, lines = start_odradek("dev", "--topic", "events:3", "--admin", "--json")
     try:
         info = json.loads(lines.get(timeout=30))
         assert Path(info["data_dir"]).is_dir()
@@ -526,16 +510,7 @@ def test_dev_prints_a_bootstrap_clients_can_use_and_exits_0_on_sigterm() -> None
 
 
 def test_dev_plain_output_is_the_bootstrap_line() -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "odradek", "dev"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=_read_lines, args=(proc.stdout, lines), daemon=True).start()
+    proc, lines = start_odradek("dev")
     try:
         bootstrap = lines.get(timeout=30).strip()
         host, _, port = bootstrap.rpartition(":")

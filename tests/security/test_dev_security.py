@@ -5,42 +5,26 @@ form's paths with kafka-python over mTLS; the CA lives in the data dir, removed 
 from __future__ import annotations
 
 import json
-import os
 import queue
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import confluent_kafka as ck
 import pytest
 from kafka import KafkaProducer
 
+from tests.cli.cli_run import start_odradek
+
 REPO = Path(__file__).resolve().parents[2]
 WAIT_S = 30.0
 
 
 def start_dev(*args: str) -> tuple[subprocess.Popen[str], queue.Queue[str]]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "odradek", "dev", "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    lines: queue.Queue[str] = queue.Queue()
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put(line.rstrip("\n"))
-
-    threading.Thread(target=pump, daemon=True).start()
-    return proc, lines
+    return start_odradek("dev", "--port", "0", *args)
 
 
 def stop_dev(proc: subprocess.Popen[str]) -> int:
@@ -159,26 +143,11 @@ def test_dev_security_options_need_security(args: list[str]) -> None:
 def test_cluster_brokers_with_sasl_ssl_prints_properties_and_replicates(tmp_path) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    proc = subprocess.Popen(
-        [
-            sys.executable, "-m", "odradek", "cluster", "--brokers", "3", "--port", "0",
-            "--base-dir", str(tmp_path / "cluster"), "--security", "sasl_ssl",
-            "--mechanism", "SCRAM-SHA-256", "--user", "carol:carol-pw",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+    proc, lines = start_odradek(
+        "cluster", "--brokers", "3", "--port", "0",
+        "--base-dir", str(tmp_path / "cluster"), "--security", "sasl_ssl",
+        "--mechanism", "SCRAM-SHA-256", "--user", "carol:carol-pw",
     )  # fmt: skip
-    lines: queue.Queue[str] = queue.Queue()
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put(line.rstrip("\n"))
-
-    threading.Thread(target=pump, daemon=True).start()
     try:
         printed: dict[str, str] = {}
         ready = ""
