@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import socket
 import statistics
 import struct
@@ -168,8 +169,8 @@ def as_process(runs: int) -> tuple[list[float], list[float], list[float]]:
 # -- many brokers ----------------------------------------------------------------------------------
 
 
-def broker_loop(count: int, fresh: bool) -> float:
-    """Seconds for `count` brokers, each started, used for a produce/fetch and stopped."""
+def broker_loop(count: int, fresh: bool) -> tuple[float, float]:
+    """(wall s, CPU s) for `count` brokers, each started, used for a produce/fetch, stopped."""
     from odradek.testing import Broker
 
     def one() -> None:
@@ -181,10 +182,10 @@ def broker_loop(count: int, fresh: bool) -> float:
             broker.stop(clean=not fresh)
 
     one()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(count):
         one()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 RAW_TEST = """
@@ -241,8 +242,9 @@ def pytest_runtestloop(session):
 """
 
 
-def pytest_session(count: int, test_source: str) -> tuple[float, float]:
-    """(session wall s, test loop s) of `count` tests, each with its own fresh broker."""
+def pytest_session(count: int, test_source: str) -> tuple[float, float, float]:
+    """(session wall s, test loop s, session CPU s) of `count` tests, each with its own fresh
+    broker (the CPU time is the whole pytest process's: start-up and collection too)."""
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
         project = Path(tmp)
         (project / "conftest.py").write_text(CONFTEST)
@@ -255,14 +257,19 @@ def pytest_session(count: int, test_source: str) -> tuple[float, float]:
         }
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x"]
         cmd += ["-p", "no:randomly", "-W", "ignore::DeprecationWarning", "test_brokers.py"]
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _children_cpu()
         proc = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True)
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, _children_cpu() - c0
         if proc.returncode != 0:
             raise RuntimeError(
                 f"pytest session failed:\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}"
             )
-        return wall, float(loop_file.read_text())
+        return wall, float(loop_file.read_text()), cpu
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _rss_mb() -> float:
@@ -345,12 +352,15 @@ def render_startup(rows: list[tuple[str, list[float], list[float], list[float]]]
     return "\n".join(lines)
 
 
-def render_scale(rows: list[tuple[str, int, float]]) -> str:
+def render_scale(rows: list[tuple[str, int, float, float | None]]) -> str:
     lines = [
-        "| brokers started, used for one produce + fetch, stopped | brokers | s | ms per broker |",
-        "| --- | --- | --- | --- |",
+        "| brokers started, used for one produce + fetch, stopped | brokers | s "
+        "| ms per broker | CPU s |",
+        "| --- | --- | --- | --- | --- |",
     ]
-    lines += [f"| {name} | {n} | {s:.2f} | {s / n * 1000:.2f} |" for name, n, s in rows]
+    for name, n, s, cpu in rows:
+        cpu_cell = "" if cpu is None else f"{cpu:.2f}"
+        lines.append(f"| {name} | {n} | {s:.2f} | {s / n * 1000:.2f} | {cpu_cell} |")
     return "\n".join(lines)
 
 
@@ -378,20 +388,18 @@ def main(argv: list[str] | None = None) -> int:
     print(render_startup(rows))
     print()
     n, n_default = args.brokers, min(args.brokers, DEFAULT_BROKERS)
-    scale: list[tuple[str, int, float]] = [
-        ("in-process loop, Broker()", n_default, broker_loop(n_default, fresh=False)),
-        ("in-process loop, fresh broker", n, broker_loop(n, fresh=True)),
+    scale: list[tuple[str, int, float, float | None]] = [
+        ("in-process loop, Broker()", n_default, *broker_loop(n_default, fresh=False)),
+        ("in-process loop, Broker(shared_loop=True, tmpfs=True)", n, *broker_loop(n, fresh=True)),
     ]
-    wall, loop = pytest_session(n, RAW_TEST)
-    scale += [
-        ("pytest session (wall), odradek_fresh_broker, raw client", n, wall),
-        ("pytest session (test loop), odradek_fresh_broker, raw client", n, loop),
-    ]
+    sessions = [("raw client", RAW_TEST)]
     if not args.no_confluent:
-        wall, loop = pytest_session(n, CONFLUENT_TEST)
+        sessions.append(("confluent-kafka", CONFLUENT_TEST))
+    for client, source in sessions:
+        wall, loop, cpu = pytest_session(n, source)
         scale += [
-            ("pytest session (wall), odradek_fresh_broker, confluent-kafka", n, wall),
-            ("pytest session (test loop), odradek_fresh_broker, confluent-kafka", n, loop),
+            (f"pytest session, odradek_fresh_broker, {client}: wall", n, wall, cpu),
+            (f"pytest session, odradek_fresh_broker, {client}: test loop", n, loop, None),
         ]
     print(render_scale(scale))
     print()
