@@ -9,6 +9,7 @@ before or after the subcommand (`odradek topics --json list` and `odradek topics
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import re
@@ -303,6 +304,18 @@ class Closing:
             self.client.close()
         except Exception:  # noqa: BLE001  (closing must not hide the real outcome)
             pass
+
+
+def read_json_file(path: str) -> Any:
+    """The JSON document in the file at `path`; a file that cannot be read or is not JSON is a
+    CliError naming it."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise CliError(f"{path} is not JSON: {exc}") from None
 
 
 def read_properties(path: str) -> dict[str, str]:

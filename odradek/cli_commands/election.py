@@ -11,7 +11,6 @@ failure; the status is 1 when any partition could not be elected.
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from odradek.cli_commands.common import (
@@ -19,6 +18,7 @@ from odradek.cli_commands.common import (
     add_client_options,
     admin_client,
     error_name,
+    read_json_file,
     run_command,
     want_json,
 )
@@ -56,13 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _read_json(path: str) -> dict[str, list[int]]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except OSError as exc:
-        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise CliError(f"{path} is not JSON: {exc}") from None
+    doc = read_json_file(path)
     parts = doc.get("partitions") if isinstance(doc, dict) else None
     if not isinstance(parts, list) or not parts:
         raise CliError(f'{path}: expected {{"partitions": [{{"topic": ..., "partition": ...}}]}}')

@@ -12,7 +12,6 @@ Prints the new low watermark of each partition, or its error; the status is 1 wh
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from odradek.cli_commands.common import (
@@ -20,6 +19,7 @@ from odradek.cli_commands.common import (
     add_client_options,
     admin_client,
     error_name,
+    read_json_file,
     run_command,
     want_json,
 )
@@ -58,13 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def read_offset_json(path: str) -> list[tuple[str, int, int]]:
     """(topic, partition, offset) from kafka-delete-records.sh's JSON file."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except OSError as exc:
-        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise CliError(f"{path} is not JSON: {exc}") from None
+    doc = read_json_file(path)
     parts = doc.get("partitions") if isinstance(doc, dict) else None
     if not isinstance(parts, list):
         raise CliError(f'{path}: expected {{"partitions": [...], "version": 1}}')
