@@ -116,10 +116,9 @@ class Log:
     # -- loading --------------------------------------------------------------------------------
 
     def _load(self, clean_shutdown: bool) -> None:
-        bases = sorted(
-            int(n[:-4]) for n in os.listdir(self.dir) if n.endswith(".log") and n[:-4].isdigit()
-        )
-        for name in os.listdir(self.dir):
+        names = os.listdir(self.dir)  # once: 10,000 partitions make every listing count
+        bases = sorted(int(n[:-4]) for n in names if n.endswith(".log") and n[:-4].isdigit())
+        for name in names:
             if name.endswith((".index", ".timeindex", ".txnindex")):
                 stem = name.split(".")[0]
                 if stem.isdigit() and int(stem) not in bases:
@@ -143,8 +142,8 @@ class Log:
         # snapshots past a recovered (cut) log end describe records that are gone; left there, a
         # later start would load one once the log grew past it again (Kafka's LogLoader removes
         # them too: ProducerStateManager.truncateAndReload)
-        self.producer_state.delete_snapshots_after(self.log_end_offset)
-        self._rebuild_producer_state()
+        self.producer_state.delete_snapshots_after(self.log_end_offset, names)
+        self._rebuild_producer_state(names)
 
     def _open_segment(self, base: int, created: int) -> LogSegment:
         return LogSegment(
@@ -181,9 +180,11 @@ class Log:
                 seg.load_tail()
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
 
-    def _rebuild_producer_state(self) -> None:
-        """Load the newest snapshot and replay batch headers after it (no record decoding)."""
-        start = self.producer_state.load_snapshot(self.log_end_offset)
+    def _rebuild_producer_state(self, names: list[str] | None = None) -> None:
+        """Load the newest snapshot and replay batch headers after it (no record decoding).
+        `names`: the directory's listing, when just taken (snapshots past the log end may
+        have gone since: they are not loaded anyway)."""
+        start = self.producer_state.load_snapshot(self.log_end_offset, names)
         start = max(start, self.log_start_offset)
         for seg in self.segments:
             if seg.next_offset <= start:
@@ -421,8 +422,10 @@ class Log:
         return min(self.synced_offset, end)
 
     def close(self) -> None:
-        """Clean close: flush, snapshot producer state, trim indexes."""
-        self.flush()
+        """Clean close: flush, snapshot producer state, trim indexes. A log already flushed to
+        its end (nothing appended since) is not fsync'd again."""
+        if self._unflushed or self.recovery_point < self.log_end_offset:
+            self.flush()
         self.producer_state.write_snapshot(self.log_end_offset)
         for seg in self.segments:
             seg.close()

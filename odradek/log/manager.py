@@ -18,6 +18,7 @@ import re
 import shutil
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from odradek.log.checkpoints import (
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
+LOAD_THREADS = 8
+PARALLEL_LOAD_FROM = 64  # partitions in a dir from which they are loaded by LOAD_THREADS
 _DIR_RE = re.compile(r"^(.+)-(\d+)$")
 
 
@@ -79,6 +82,21 @@ class LogManager:
             raise DataDirError(f"data dir {d} is in use by another broker") from None
         self._locks.append(fd)
 
+    def _partition_dirs(self, d: str) -> list[tuple[str, int, str]]:
+        """(topic, partition, path) of the partition directories in data dir `d`; deleted
+        replicas and cut-short moves are removed (as `discover`, without reading topic ids)."""
+        found = []
+        for name in sorted(os.listdir(d)):
+            path = os.path.join(d, name)
+            if name.endswith(("-delete", "-future")):
+                if os.path.isdir(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                continue
+            m = _DIR_RE.match(name)
+            if m and os.path.isdir(path):
+                found.append((m.group(1), int(m.group(2)), path))
+        return found
+
     def discover(self) -> list[tuple[str, int, uuid.UUID | None, str]]:
         """Partition directories on disk: (topic, partition, topic id, path)."""
         found = []
@@ -95,30 +113,56 @@ class LogManager:
         return found
 
     def load_all(self, config_for: Callable[[str], LogConfig]) -> None:
-        """Open every partition on disk; `config_for(topic)` gives its LogConfig."""
+        """Open every partition on disk; `config_for(topic)` gives its LogConfig (asked once
+        per topic)."""
+        configs: dict[str, LogConfig] = {}
+
+        def config_of(topic: str) -> LogConfig:
+            cfg = configs.get(topic)
+            if cfg is None:
+                cfg = configs[topic] = config_for(topic)
+            return cfg
+
         for d in self.dirs:
             clean = os.path.exists(os.path.join(d, CLEAN_SHUTDOWN))
             recovery = read_checkpoint(os.path.join(d, RECOVERY_POINT))
             starts = read_checkpoint(os.path.join(d, LOG_START))
             self.high_watermarks.update(read_checkpoint(os.path.join(d, HIGH_WATERMARK)))
-            found = [f for f in self.discover() if f[3].startswith(d + os.sep)]
+            found = self._partition_dirs(d)
             if not clean and found:
                 log.warning("%s was not shut down cleanly: recovering logs", d)
-            for topic, part, _tid, path in found:
-                if not path.startswith(d + os.sep):
-                    continue
-                key = (topic, part)
-                self.logs[key] = Log(
+            for topic, _part, _path in found:
+                config_of(topic)  # on this thread: config_for may read shared state
+
+            def load(
+                item: tuple[str, int, str],
+                d: str = d,
+                clean: bool = clean,
+                recovery: dict[tuple[str, int], int] = recovery,
+                starts: dict[tuple[str, int], int] = starts,
+            ) -> Log:
+                topic, part, path = item
+                return Log(
                     path,
                     topic,
                     part,
-                    config_for(topic),
-                    recovery_point=recovery.get(key, 0),
-                    log_start_offset=starts.get(key, 0),
+                    configs[topic],
+                    recovery_point=recovery.get((topic, part), 0),
+                    log_start_offset=starts.get((topic, part), 0),
                     clean_shutdown=clean,
                     log_dir=self.log_dirs[d],
                 )
-                self._dir_of[key] = d
+
+            if len(found) >= PARALLEL_LOAD_FROM:
+                # as Kafka's num.recovery.threads.per.data.dir: loading is mostly waiting on the
+                # disk (a cold page cache), which threads overlap
+                with ThreadPoolExecutor(LOAD_THREADS, thread_name_prefix="log-load") as pool:
+                    loaded = list(pool.map(load, found))
+            else:
+                loaded = [load(item) for item in found]
+            for (topic, part, _path), lg in zip(found, loaded, strict=True):
+                self.logs[(topic, part)] = lg
+                self._dir_of[(topic, part)] = d
             if clean:
                 os.unlink(os.path.join(d, CLEAN_SHUTDOWN))
 

@@ -89,7 +89,10 @@ class TopicManager:
         state = info.partitions[idx]
         if self.node_id not in state.replicas:
             return None
-        lg = self.logs.get_or_create(info.name, idx, info.topic_id, self.log_config(info.name))
+        # an existing log (every one at start-up) needs no LogConfig worked out again
+        lg = self.logs.logs.get((info.name, idx)) or self.logs.get_or_create(
+            info.name, idx, info.topic_id, self.log_config(info.name)
+        )
         part = Partition(
             info.name,
             idx,
