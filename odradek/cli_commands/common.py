@@ -15,7 +15,7 @@ import os
 import re
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from odradek.cli_commands.output import CliError
@@ -288,6 +288,15 @@ def parse_key_values(items: list[str] | None, option: str) -> dict[str, str]:
             raise CliError(f"{option} needs key=value, got {item!r}")
         out[key] = value
     return out
+
+
+def check_add_delete(adds: Collection[str], deletes: Collection[str]) -> None:
+    """An --alter's --add-config and --delete-config keys: at least one, none in both."""
+    if not adds and not deletes:
+        raise CliError("--alter needs --add-config and/or --delete-config")
+    both = sorted(set(adds) & set(deletes))
+    if both:
+        raise CliError(f"{', '.join(both)} is both added and deleted")
 
 
 class Closing:

@@ -23,6 +23,7 @@ from odradek.cli_commands.common import (
     Closing,
     add_client_options,
     admin_client,
+    check_add_delete,
     error_name,
     run_command,
     want_json,
@@ -205,11 +206,7 @@ def alter(args: argparse.Namespace, admin: Any) -> str:
         raise CliError("--alter needs --entity-name or --entity-default for each --entity-type")
     adds = parse_add(args.add_config)
     deletes = parse_delete(args.delete_config)
-    if not adds and not deletes:
-        raise CliError("--alter needs --add-config and/or --delete-config")
-    both = sorted(set(adds) & set(deletes))
-    if both:
-        raise CliError(f"{', '.join(both)} is both added and deleted")
+    check_add_delete(adds, deletes)
     ops = [Req.EntryData.OpData(key=k, value=v, remove=False) for k, v in adds.items()]
     ops += [Req.EntryData.OpData(key=k, value=0.0, remove=True) for k in deletes]
     entity = [Req.EntryData.EntityData(entity_type=t, entity_name=n) for t, _, n in parsed]

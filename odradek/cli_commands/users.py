@@ -36,6 +36,7 @@ from odradek.cli_commands.common import (
     Closing,
     add_client_options,
     admin_client,
+    check_add_delete,
     error_name,
     run_command,
     want_json,
@@ -347,11 +348,7 @@ def cmd_users(args: argparse.Namespace) -> int:
             raise CliError("--alter needs --entity-type users --entity-name USER")
         upserts = parse_add_config(args.add_config)
         deletes = parse_delete_config(args.delete_config)
-        if not upserts and not deletes:
-            raise CliError("--alter needs --add-config and/or --delete-config")
-        both = sorted(set(upserts) & set(deletes))
-        if both:
-            raise CliError(f"{', '.join(both)} is both added and deleted")
+        check_add_delete(upserts, deletes)
         with Closing(admin_client(args)) as admin:
             alter(admin, args.entity_name, upserts, deletes)
         return _done(args, f"Completed updating config for user {args.entity_name}.")
