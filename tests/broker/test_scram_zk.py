@@ -31,6 +31,7 @@ from odradek.testing import Broker
 from odradek.testing.raw import RawClient
 from odradek.testing.zookeeper import ZooKeeperServer
 from tests.cluster.zk_helpers import eventually, node, run
+from tests.security.scram_login import scram_login
 
 _chroots = itertools.count()
 SHA256, SHA512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
@@ -192,28 +193,4 @@ def test_two_zookeeper_brokers_share_credentials(connect: str) -> None:
 def login(bootstrap: str, user: str, password: str) -> str | None:
     """None when confluent-kafka's admin client logs in with SCRAM-SHA-256 and lists topics,
     else the error librdkafka reports."""
-    import confluent_kafka
-    from confluent_kafka.admin import AdminClient
-
-    errors: list[confluent_kafka.KafkaError] = []
-    admin = AdminClient(
-        {
-            "bootstrap.servers": bootstrap,
-            "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "SCRAM-SHA-256",
-            "sasl.username": user,
-            "sasl.password": password,
-            "error_cb": errors.append,
-            "log_level": 0,
-        }
-    )
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        if errors:
-            return str(errors[0])
-        try:
-            admin.list_topics(timeout=0.5)
-            return None
-        except confluent_kafka.KafkaException:
-            admin.poll(0.05)
-    return "timed out"
+    return scram_login(bootstrap, user, password, "SCRAM-SHA-256", WAIT_S)

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from odradek.testing import Broker
 from tests.cli.cli_run import one_line_error, run_odradek
+from tests.security.scram_login import TIMED_OUT, scram_login
 
 WAIT_S = 15.0
 
@@ -37,32 +37,12 @@ def cli(
 
 def login(broker: Broker, user: str, password: str, mechanism: str = "SCRAM-SHA-256") -> bool:
     """Whether confluent-kafka logs in on the broker's SASL listener (and lists topics)."""
-    import confluent_kafka
-    from confluent_kafka.admin import AdminClient
-
     assert broker.server is not None
-    errors: list[confluent_kafka.KafkaError] = []
-    admin = AdminClient(
-        {
-            "bootstrap.servers": f"127.0.0.1:{broker.server.bound[1].port}",
-            "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": mechanism,
-            "sasl.username": user,
-            "sasl.password": password,
-            "error_cb": errors.append,
-            "log_level": 0,
-        }
-    )
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        if errors:
-            return False
-        try:
-            admin.list_topics(timeout=0.5)
-            return True
-        except confluent_kafka.KafkaException:
-            admin.poll(0.05)
-    raise AssertionError("neither logged in nor refused")
+    sasl = f"127.0.0.1:{broker.server.bound[1].port}"
+    error = scram_login(sasl, user, password, mechanism, WAIT_S)
+    if error == TIMED_OUT:
+        raise AssertionError("neither logged in nor refused")
+    return error is None
 
 
 def test_add_login_delete(broker: Broker) -> None:
