@@ -193,23 +193,21 @@ def test_group_join_without_group_read_is_denied(broker):
 
 
 def test_offset_commit_is_checked_on_the_group_and_the_topic(broker):
+    def commit_error(user: str) -> int:
+        """The error of `user`'s commit of c-topic 0 in c-group (it must fail)."""
+        consumer = ck.Consumer(ck_conf(broker, user, **{"group.id": "c-group"}))
+        try:
+            with pytest.raises(ck.KafkaException) as info:
+                consumer.commit(offsets=[ck.TopicPartition("c-topic", 0, 1)], asynchronous=False)
+            return info.value.args[0].code()
+        finally:
+            consumer.close()
+
     grant(broker, acl("alice", ACLOperation.READ, ResourceType.GROUP, "c-group"))
-    consumer = ck.Consumer(ck_conf(broker, "alice", **{"group.id": "c-group"}))
-    try:
-        with pytest.raises(ck.KafkaException) as info:
-            consumer.commit(offsets=[ck.TopicPartition("c-topic", 0, 1)], asynchronous=False)
-        assert info.value.args[0].code() == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED
-    finally:
-        consumer.close()
+    assert commit_error("alice") == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED
     # bob may find the group's coordinator (DESCRIBE) but not commit (READ)
     grant(broker, acl("bob", ACLOperation.DESCRIBE, ResourceType.GROUP, "c-group"))
-    consumer = ck.Consumer(ck_conf(broker, "bob", **{"group.id": "c-group"}))
-    try:
-        with pytest.raises(ck.KafkaException) as info:
-            consumer.commit(offsets=[ck.TopicPartition("c-topic", 0, 1)], asynchronous=False)
-        assert info.value.args[0].code() == ck.KafkaError.GROUP_AUTHORIZATION_FAILED
-    finally:
-        consumer.close()
+    assert commit_error("bob") == ck.KafkaError.GROUP_AUTHORIZATION_FAILED
     committed = broker.call(
         lambda b: b.group_coordinator.fetch_offsets("c-group", [("c-topic", 0)], False)
     )
