@@ -756,8 +756,8 @@ def run(opts: Options) -> Report:
             timing = fresh.start()
         report.startup_api_versions_ms.append(timing.api_versions_ms)
         report.startup_ready_line_ms.append(timing.ready_line_ms)
-    tls = bool(opts.tls_sizes) and opts.brokers == 1
-    if opts.tls_sizes and not tls:
+    tls = bool(opts.tls_sizes) and opts.brokers == 1 and "python" in opts.drivers
+    if opts.tls_sizes and not tls and "python" in opts.drivers:
         report.notes.append("no TLS rows: a TLS listener is served by a single spawned broker")
     broker = OdradekProcess(
         overrides=opts.broker_overrides,
