@@ -16,13 +16,12 @@ import time
 from pathlib import Path
 
 from odradek.broker.cluster.metadata_store import LocalMetadataStore, MetadataChange
-from odradek.broker.cluster.zk_store import ZooKeeperMetadataStore
 from odradek.broker.telemetry import manager as tm
 from odradek.testing import Broker
 from odradek.testing.raw import RawClient
 from odradek.testing.zookeeper import ZooKeeperServer
 from odradek.wire import protocol
-from tests.cluster.zk_helpers import eventually, run
+from tests.cluster.zk_helpers import eventually, run, two_stores
 
 _chroots = itertools.count()
 REPO = Path(__file__).resolve().parents[2]
@@ -33,12 +32,7 @@ def test_subscriptions_in_kafkas_layout_reach_the_other_broker(zookeeper: ZooKee
     connect = zookeeper.connect(f"/client-metrics-test-{next(_chroots)}")
 
     async def body() -> None:
-        a = ZooKeeperMetadataStore(connect, 0, session_timeout_ms=2000)
-        b = ZooKeeperMetadataStore(connect, 1, session_timeout_ms=2000)
-        heard: list[MetadataChange] = []
-        try:
-            a.subscribe(lambda change: None)
-            b.subscribe(heard.append)
+        with two_stores(connect) as (a, b, heard):
             configs = {"metrics": "*", "interval.ms": "1000", "match": "client_id=a b.*"}
             a.alter_client_metrics("all apps", configs)
             assert a.client_metrics == {"all apps": configs}
@@ -68,9 +62,6 @@ def test_subscriptions_in_kafkas_layout_reach_the_other_broker(zookeeper: ZooKee
             b.alter_client_metrics("all apps", {})  # no configs left: the node goes
             await eventually(lambda: set(a.client_metrics) == {"java"}, timeout=WAIT_S)
             assert a.zk.exists("/config/client-metrics/all%20apps") is None
-        finally:
-            a.close()
-            b.close()
 
     run(body)
 

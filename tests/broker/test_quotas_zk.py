@@ -11,7 +11,7 @@ import pytest
 from odradek.broker.cluster.metadata_store import MetadataChange
 from odradek.broker.cluster.zk_store import ZooKeeperMetadataStore
 from odradek.testing.zookeeper import ZooKeeperServer
-from tests.cluster.zk_helpers import eventually, node, run
+from tests.cluster.zk_helpers import eventually, node, run, two_stores
 
 _chroots = itertools.count()
 
@@ -23,12 +23,7 @@ def connect(zookeeper: ZooKeeperServer) -> str:
 
 def test_quotas_in_kafkas_layout_reach_the_other_broker(connect: str) -> None:
     async def body() -> None:
-        a = ZooKeeperMetadataStore(connect, 0, session_timeout_ms=2000)
-        b = ZooKeeperMetadataStore(connect, 1, session_timeout_ms=2000)
-        heard: list[MetadataChange] = []
-        try:
-            a.subscribe(lambda change: None)
-            b.subscribe(heard.append)
+        with two_stores(connect) as (a, b, heard):
             # a user node that already holds SCRAM credentials (kafka-configs.sh --add-config
             # 'SCRAM-SHA-256=[...]' writes them there): quotas must leave them alone
             a.zk.create(
@@ -92,9 +87,6 @@ def test_quotas_in_kafkas_layout_reach_the_other_broker(connect: str) -> None:
             await eventually(
                 lambda: b.client_quotas.get((("client-id", None),)) == {"consumer_byte_rate": 500.0}
             )
-        finally:
-            a.close()
-            b.close()
 
     run(body)
 

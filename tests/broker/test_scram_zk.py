@@ -30,7 +30,7 @@ from odradek.security.scram import (
 from odradek.testing import Broker
 from odradek.testing.raw import RawClient
 from odradek.testing.zookeeper import ZooKeeperServer
-from tests.cluster.zk_helpers import eventually, node, run
+from tests.cluster.zk_helpers import eventually, node, run, two_stores
 from tests.security.scram_login import scram_login
 
 _chroots = itertools.count()
@@ -49,12 +49,7 @@ def cred(password: str, mechanism: ScramMechanism = SHA256, iterations: int = 40
 
 def test_credentials_in_kafkas_layout_reach_the_other_broker(connect: str) -> None:
     async def body() -> None:
-        a = ZooKeeperMetadataStore(connect, 0, session_timeout_ms=2000)
-        b = ZooKeeperMetadataStore(connect, 1, session_timeout_ms=2000)
-        heard: list[MetadataChange] = []
-        try:
-            a.subscribe(lambda change: None)
-            b.subscribe(heard.append)
+        with two_stores(connect) as (a, b, heard):
             # a quota already on the user's node (odradek quotas / kafka-configs): kept
             a.alter_client_quotas([((("user", "a b*"),), {"producer_byte_rate": 1024.0})])
             alice, weird = cred("alice-secret", iterations=8192), cred("x", SHA512)
@@ -120,9 +115,6 @@ def test_credentials_in_kafkas_layout_reach_the_other_broker(connect: str) -> No
             client = ScramClient(SHA512, "carol", "carol-secret")
             client.verify(server.step(client.final(server.step(client.first()))))
             assert server.complete
-        finally:
-            a.close()
-            b.close()
 
     run(body)
 

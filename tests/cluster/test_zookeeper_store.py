@@ -20,7 +20,7 @@ from odradek.broker.cluster.metadata_store import (
 )
 from odradek.broker.cluster.zk_store import ZooKeeperError, ZooKeeperMetadataStore
 from odradek.testing.zookeeper import ZooKeeperServer
-from tests.cluster.zk_helpers import eventually, run
+from tests.cluster.zk_helpers import eventually, run, two_stores
 
 SESSION_MS = 2000
 _chroots = itertools.count()
@@ -42,11 +42,7 @@ def topic(name: str, partitions: int = 2) -> TopicInfo:
 
 def test_a_topic_and_its_changes_reach_the_other_broker(connect: str) -> None:
     async def body() -> None:
-        a, b = open_store(connect, 0), open_store(connect, 1)
-        heard: list[MetadataChange] = []
-        try:
-            a.subscribe(lambda change: None)
-            b.subscribe(heard.append)
+        with two_stores(connect) as (a, b, heard):
             a.create_topic(topic("orders"))
             await eventually(lambda: "orders" in b.topics)
             seen = b.topics["orders"]
@@ -72,19 +68,13 @@ def test_a_topic_and_its_changes_reach_the_other_broker(connect: str) -> None:
             a.update_topic(info)
             await eventually(lambda: len(b.topics["orders"].partitions) == 3)
             await eventually(lambda: b.topics["orders"].configs == {"cleanup.policy": "compact"})
-        finally:
-            a.close()
-            b.close()
 
     run(body)
 
 
 def test_deleted_and_recreated_topic_is_the_new_one_everywhere(connect: str) -> None:
     async def body() -> None:
-        a, b = open_store(connect, 0), open_store(connect, 1)
-        try:
-            a.subscribe(lambda change: None)
-            b.subscribe(lambda change: None)
+        with two_stores(connect) as (a, b, _):
             a.create_topic(topic("t"))
             await eventually(lambda: "t" in b.topics)
             a.delete_topic("t")
@@ -95,19 +85,13 @@ def test_deleted_and_recreated_topic_is_the_new_one_everywhere(connect: str) -> 
             assert b.topics["t"].topic_id == second.topic_id
             with pytest.raises(TopicExistsError):
                 b.create_topic(topic("t"))
-        finally:
-            a.close()
-            b.close()
 
     run(body)
 
 
 def test_the_first_broker_is_controller_and_a_survivor_takes_over(connect: str) -> None:
     async def body() -> None:
-        a, b = open_store(connect, 0), open_store(connect, 1)
-        try:
-            a.subscribe(lambda change: None)
-            b.subscribe(lambda change: None)
+        with two_stores(connect) as (a, b, _):
             a.register_broker(BrokerRegistration(0, "127.0.0.1", 9001))
             b.register_broker(BrokerRegistration(1, "127.0.0.1", 9002))
             await eventually(lambda: b.live_brokers() == [0, 1] and a.live_brokers() == [0, 1])
@@ -119,9 +103,6 @@ def test_the_first_broker_is_controller_and_a_survivor_takes_over(connect: str) 
             await eventually(lambda: b.broker(0).shutting_down)
             a.close()  # the session ends: its ephemeral nodes go at once
             await eventually(lambda: b.live_brokers() == [1] and b.controller_id() == 1)
-        finally:
-            a.close()
-            b.close()
 
     run(body)
 
