@@ -215,22 +215,42 @@ def read_all(
     return results, total, errors
 
 
+def _news(broker: Broker, sp: SessionPartition) -> bool:
+    """Whether a follower's waiting fetch may now answer differently for `sp` than it read last
+    time: records past its fetch offset, or its leadership or log moved (an error or
+    out-of-range answer). A cheap look, not a read."""
+    part = broker.topics.get(sp.topic, sp.partition)
+    return (
+        part is None
+        or not part.is_leader
+        or part.offline
+        or part.log.log_end_offset != sp.fetch_offset
+        or (0 <= sp.current_leader_epoch != part.leader_epoch)
+    )
+
+
 def _follower_news(broker: Broker, wanted: list[SessionPartition]) -> bool:
-    """Whether a follower's waiting fetch may now answer differently than it read last time:
-    a partition with records past its fetch offset, or one whose leadership or log moved (an
-    error or out-of-range answer). A cheap look, not a read."""
-    get = broker.topics.get
-    for sp in wanted:
-        part = get(sp.topic, sp.partition)
-        if (
-            part is None
-            or not part.is_leader
-            or part.offline
-            or part.log.log_end_offset != sp.fetch_offset
-            or (0 <= sp.current_leader_epoch != part.leader_epoch)
-        ):
-            return True
-    return False
+    return any(_news(broker, sp) for sp in wanted)
+
+
+def reread_follower(
+    broker: Broker, results: list[tuple[SessionPartition, PartitionData]], params: FetchParams
+) -> tuple[list[tuple[SessionPartition, PartitionData]], int, bool]:
+    """A follower's fetch woken with news: only the partitions with news are read again; the
+    others keep what was read (and recorded of the follower's progress) when it arrived."""
+    budget = params.max_bytes
+    out = []
+    total = 0
+    errors = False
+    for sp, pd in results:
+        if _news(broker, sp):
+            pd = read_partition(broker, sp, params, max(budget, 0), min_one=total == 0)
+        size = pd.records_size
+        total += size
+        budget -= size
+        errors = errors or pd.error_code != ErrorCode.NONE
+        out.append((sp, pd))
+    return out, total, errors
 
 
 async def wait_for_data(broker: Broker, wanted: list[SessionPartition], timeout: float) -> None:
@@ -346,8 +366,13 @@ async def fetch(ctx: RequestContext, req: protocol.FetchRequest) -> list:
     if broker.authorizer is not None:
         params.denied = authz.fetch_denied(ctx, replica_id, wanted)
     deadline = time.monotonic() + req.max_wait_ms / 1000
+    woken = False
+    results: list[tuple[SessionPartition, PartitionData]] = []
     while True:
-        results, total, errors = read_all(broker, wanted, params)
+        if woken and replica_id >= 0 and deadline > time.monotonic():
+            results, total, errors = reread_follower(broker, results, params)
+        else:
+            results, total, errors = read_all(broker, wanted, params)
         remaining = deadline - time.monotonic()
         if total >= req.min_bytes or errors or remaining <= 0 or not wanted:
             break
@@ -359,6 +384,7 @@ async def fetch(ctx: RequestContext, req: protocol.FetchRequest) -> list:
             if remaining <= 0:
                 break
             await wait_for_data(broker, wanted, remaining)
+        woken = True
     if quota is not None:
         throttle_ms = quota.record(user, client_id, total)
         if throttle_ms > 0:  # over quota: an empty answer, the bytes taken back (KIP-219)
