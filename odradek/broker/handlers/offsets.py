@@ -329,6 +329,21 @@ def _fetch_group(
     return error, by_topic
 
 
+def _partitions(P: Any, parts: list[tuple[int, int, int, str | None, ErrorCode]]) -> list[Any]:
+    """OffsetFetch answer partitions (class `P` of the version) of `_fetch_group`'s (partition,
+    offset, leader epoch, metadata, error) tuples."""
+    return [
+        P(
+            partition_index=p,
+            committed_offset=o,
+            committed_leader_epoch=e,
+            metadata=m,
+            error_code=pe,
+        )
+        for p, o, e, m, pe in parts
+    ]
+
+
 def _fetch_group_by_id(ctx: RequestContext, g: Any, require_stable: bool) -> Any:
     """One group of OffsetFetch v10: topics named by id in the request and the answer."""
     G = protocol.OffsetFetchResponse.OffsetFetchResponseGroup
@@ -361,16 +376,7 @@ def _fetch_group_by_id(ctx: RequestContext, g: Any, require_stable: bool) -> Any
         topics.append(
             T(
                 topic_id=info.topic_id,
-                partitions=[
-                    P(
-                        partition_index=p,
-                        committed_offset=o,
-                        committed_leader_epoch=e,
-                        metadata=m,
-                        error_code=pe,
-                    )
-                    for p, o, e, m, pe in parts
-                ],
+                partitions=_partitions(P, parts),
             )
         )
     for t in unknown:
@@ -435,16 +441,7 @@ async def offset_fetch(
                     else [
                         T(
                             name=name,
-                            partitions=[
-                                P(
-                                    partition_index=p,
-                                    committed_offset=o,
-                                    committed_leader_epoch=e,
-                                    metadata=m,
-                                    error_code=pe,
-                                )
-                                for p, o, e, m, pe in parts
-                            ],
+                            partitions=_partitions(P, parts),
                         )
                         for name, parts in by_topic.items()
                     ],
@@ -467,16 +464,7 @@ async def offset_fetch(
         topics=[
             T(
                 name=name,
-                partitions=[
-                    P(
-                        partition_index=p,
-                        committed_offset=o,
-                        committed_leader_epoch=e,
-                        metadata=m,
-                        error_code=pe,
-                    )
-                    for p, o, e, m, pe in parts
-                ],
+                partitions=_partitions(P, parts),
             )
             for name, parts in by_topic.items()
         ],
