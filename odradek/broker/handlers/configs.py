@@ -129,16 +129,7 @@ DSynonym = DEntry.DescribeConfigsSynonym
 
 def _entries_for(broker: Broker, rtype: int, name: str) -> list[ConfigEntry]:
     if rtype == TOPIC:
-        try:
-            check_topic_name(name)
-        except TopicError as exc:
-            raise ResourceError(exc.code, str(exc)) from None
-        info = broker.topics.info(name)
-        if info is None:
-            raise ResourceError(
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
-            )
-        return topic_entries(broker.config, info.configs)
+        return topic_entries(broker.config, _topic_info(broker, name).configs)
     if rtype == BROKER:
         if not name:
             return []  # cluster-wide dynamic defaults: none
