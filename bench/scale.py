@@ -39,6 +39,7 @@ from bench.procstat import cpu_seconds, memory_mb
 HOST = "127.0.0.1"
 _SIZE = struct.Struct(">i")
 PROBE_EVERY_S = 0.02
+SLOW_PROBE_MS = 50.0
 RETRIES = 100
 RETRIABLE = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR
 
@@ -253,6 +254,7 @@ class ConnectionsRow:
     committed: int = 0
     failures: int = 0
     errors: list[str] = field(default_factory=list)
+    slow: list[tuple[float, float]] = field(default_factory=list)  # (wall time, ms) > 50 ms
     broker_cpu_s: float = 0.0
     rss_mb: float = 0.0
     fds: int = 0
@@ -403,7 +405,13 @@ def row_topic(row: ConnectionsRow) -> str:
     return _PORTS[id(row)][1]
 
 
-async def _probe(port: int, seconds: float, out: list[float]) -> None:
+async def _probe(
+    port: int,
+    seconds: float,
+    out: list[float],
+    slow: list[tuple[float, float]] | None = None,
+    threshold: float = SLOW_PROBE_MS,
+) -> None:
     reader, writer = await asyncio.open_connection(HOST, port)
     try:
         end = time.perf_counter() + seconds
@@ -412,7 +420,10 @@ async def _probe(port: int, seconds: float, out: list[float]) -> None:
             corr += 1
             t0 = time.perf_counter()
             await _round_trip(reader, writer, api_versions_request(corr))
-            out.append((time.perf_counter() - t0) * 1000)
+            ms = (time.perf_counter() - t0) * 1000
+            out.append(ms)
+            if slow is not None and ms > threshold:
+                slow.append((time.time(), ms))
             await asyncio.sleep(PROBE_EVERY_S)
     finally:
         writer.close()
@@ -447,7 +458,25 @@ def connections_row(
                 await asyncio.sleep(0.2)
             cpu0 = cpu_seconds(proc.pid)
             t0 = time.perf_counter()
-            await _probe(proc.port, probe_s, row.probe_ms)
+            # in a process of its own: this loop, busy with 2,000 clients, would delay it
+            probe = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "bench.scale",
+                "--probe-only",
+                str(proc.port),
+                "--probe-s",
+                str(probe_s),
+                stdout=asyncio.subprocess.PIPE,
+                cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+            )
+            out, _ = await probe.communicate()
+            for line in out.decode().split("\n"):
+                if line.strip():
+                    at, ms = (float(x) for x in line.split())
+                    row.probe_ms.append(ms)
+                    if ms > SLOW_PROBE_MS:
+                        row.slow.append((at, ms))
             row.seconds = time.perf_counter() - t0
             row.broker_cpu_s = cpu_seconds(proc.pid) - cpu0
             row.rss_mb = memory_mb(proc.pid)[0]
@@ -523,6 +552,11 @@ def print_connections(row: ConnectionsRow) -> None:
         f"({100 * row.broker_cpu_s / max(row.seconds, 1e-9):.0f} %) | |"
     )
     print(f"| broker RSS / open fds | {row.rss_mb:.0f} MB / {row.fds:,} | |")
+    if row.slow:
+        when = ", ".join(
+            f"{time.strftime('%H:%M:%S', time.gmtime(at))} {ms:.0f} ms" for at, ms in row.slow
+        )
+        print(f"\nprobes over {SLOW_PROBE_MS:.0f} ms (UTC): {when}")
     print()
 
 
@@ -540,7 +574,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--refresh-s", type=float, default=5.0)
     ap.add_argument("--probe-s", type=float, default=20.0)
     ap.add_argument("--rows", default="partitions,connections")
+    ap.add_argument("--probe-only", type=int, metavar="PORT", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.probe_only:  # the connections row's probe process: one "wall-time ms" line a probe
+        found: list[float] = []
+        slow: list[tuple[float, float]] = []
+        asyncio.run(_probe(a.probe_only, a.probe_s, found, slow, threshold=0.0))
+        print("\n".join(f"{at:.3f} {ms:.3f}" for at, ms in slow))
+        return 0
     rows = set(a.rows.split(","))
     nofile = a.nofile or None
     print(f"load: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores\n", flush=True)
