@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
+from odradek.broker.partitions.leader_discovery import leader_epoch_error
 from odradek.security.acl_types import AclOperation, ResourceType
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
@@ -72,13 +73,9 @@ def _answer(
         return out(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if not part.is_leader:
         return out(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    current = p.current_leader_epoch
-    if current >= 0 and current != part.leader_epoch:
-        return out(
-            ErrorCode.FENCED_LEADER_EPOCH
-            if current < part.leader_epoch
-            else ErrorCode.UNKNOWN_LEADER_EPOCH
-        )
+    fenced = leader_epoch_error(p.current_leader_epoch, part.leader_epoch)
+    if fenced is not None:
+        return out(fenced)
     lg = part.log
     epoch, end = end_offset_for(lg.epochs.entries, p.leader_epoch, lg.log_end_offset)
     return out(epoch=epoch, end=end)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
+from odradek.broker.partitions.leader_discovery import leader_epoch_error
 from odradek.security.acl_types import AclOperation, ResourceType
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
@@ -46,6 +47,15 @@ TopicResp: TypeAlias = protocol.ListOffsetsResponse.ListOffsetsTopicResponse
 PartResp: TypeAlias = (
     protocol.ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
 )  # noqa: E501
+
+
+def _not_here(broker: Broker, topic: str, index: int) -> ErrorCode:
+    """A partition this broker does not host: NOT_LEADER_OR_FOLLOWER when the topic has it (below
+    its partition count), else UNKNOWN_TOPIC_OR_PARTITION."""
+    info = broker.topics.info(topic)
+    if info is not None and index < len(info.partitions):
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
 def list_offset(
@@ -68,19 +78,12 @@ def list_offset(
 
     part = broker.topics.get(topic, p.partition_index)
     if part is None:
-        info = broker.topics.info(topic)
-        if info is not None and p.partition_index < len(info.partitions):
-            return answer(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        return answer(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return answer(_not_here(broker, topic, p.partition_index))
     if not part.is_leader:
         return answer(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    cle = p.current_leader_epoch
-    if cle >= 0 and cle != part.leader_epoch:
-        return answer(
-            ErrorCode.FENCED_LEADER_EPOCH
-            if cle < part.leader_epoch
-            else ErrorCode.UNKNOWN_LEADER_EPOCH
-        )
+    fenced = leader_epoch_error(p.current_leader_epoch, part.leader_epoch)
+    if fenced is not None:
+        return answer(fenced)
     lg = part.log
     epoch = part.leader_epoch
     if replica_id >= 0:
@@ -153,10 +156,7 @@ def list_offset_v0(
         return answer(ErrorCode.UNSUPPORTED_VERSION)
     part = broker.topics.get(topic, p.partition_index)
     if part is None:
-        info = broker.topics.info(topic)
-        if info is not None and p.partition_index < len(info.partitions):
-            return answer(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        return answer(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return answer(_not_here(broker, topic, p.partition_index))
     if not part.is_leader and replica_id != DEBUGGING:
         return answer(ErrorCode.NOT_LEADER_OR_FOLLOWER)
     now = int(time.time() * 1000)

@@ -31,6 +31,17 @@ def current_leader(broker: Broker, topic: str, index: int) -> tuple[int, int] | 
     return state.leader, state.leader_epoch
 
 
+def leader_epoch_error(current: int, leader_epoch: int) -> ErrorCode | None:
+    """A request's current leader epoch against the partition's (Kafka's
+    Partition.getPartitionWithLeaderEpoch): None when not given (-1) or equal, FENCED_LEADER_EPOCH
+    when older, UNKNOWN_LEADER_EPOCH when newer."""
+    if current < 0 or current == leader_epoch:
+        return None
+    if current < leader_epoch:
+        return ErrorCode.FENCED_LEADER_EPOCH
+    return ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
 def endpoints(ctx: RequestContext, node_ids: set[int]) -> list[Endpoint]:
     """The live brokers among `node_ids`, at the listener this client came in on."""
     return [e for e in ctx.broker.broker_endpoints(ctx.listener) if e[0] in node_ids]
