@@ -19,7 +19,6 @@ from typing import Any
 
 from odradek.cli_commands.common import error_name
 from odradek.cli_commands.output import CliError
-from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 
 RETRY_S = 10.0
@@ -47,6 +46,8 @@ def _send(admin: Any, group: str, request: Any) -> Any:
 def describe_members(admin: Any, group: str) -> dict[str, Any] | None:
     """ShareGroupDescribe in DescribeGroups' shape (None: the coordinator has no such group)."""
     import kafka.errors as errors
+
+    from odradek.wire import protocol  # lazily: the parser is built without the client
 
     cls: Any = protocol.request_class(ApiKey.SHARE_GROUP_DESCRIBE)
     req = cls(group_ids=[group], include_authorized_operations=False)
@@ -82,6 +83,8 @@ def start_offsets(
 ) -> dict[tuple[str, int], tuple[int, int]]:
     """(topic, partition) -> (start offset, lag) of the group's share-partitions that have
     state (DescribeShareGroupOffsets; `topics` None: all of them). Lag -1: unknown."""
+    from odradek.wire import protocol  # lazily: the parser is built without the client
+
     R: Any = protocol.request_class(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
     G = R.DescribeShareGroupOffsetsRequestGroup
     wanted = (
@@ -157,6 +160,8 @@ def partition_rows(admin: Any, group: str, owner: dict[tuple[str, int], Any]) ->
 
 def alter(admin: Any, group: str, targets: dict[Any, int]) -> None:
     """AlterShareGroupOffsets; a CliError naming what failed."""
+    from odradek.wire import protocol  # lazily: the parser is built without the client
+
     R: Any = protocol.request_class(ApiKey.ALTER_SHARE_GROUP_OFFSETS)
     T = R.AlterShareGroupOffsetsRequestTopic
     by_topic: dict[str, list[Any]] = {}
@@ -189,6 +194,8 @@ def alter(admin: Any, group: str, targets: dict[Any, int]) -> None:
 
 def delete_offsets(admin: Any, group: str, topics: list[str]) -> list[dict[str, Any]]:
     """DeleteShareGroupOffsets: per topic, None or Kafka's error name."""
+    from odradek.wire import protocol  # lazily: the parser is built without the client
+
     R: Any = protocol.request_class(ApiKey.DELETE_SHARE_GROUP_OFFSETS)
     T = R.DeleteShareGroupOffsetsRequestTopic
     resp = _send(admin, group, R(group_id=group, topics=[T(topic_name=t) for t in topics]))
