@@ -491,6 +491,73 @@ def connections_row(
     return row
 
 
+# -- fetch sessions row ------------------------------------------------------------------------
+
+
+@dataclass
+class SessionsRow:
+    client: str
+    partitions: int
+    idle_s: float = 0.0
+    read: int = 0
+    broker_cpu_s: float = 0.0
+
+
+def _idle_consumer(client: str, bootstrap: str, topic: str, partitions: int) -> Any:
+    """(consumer, poll(timeout) -> records) of a consumer assigned every partition from 0."""
+    if client == "confluent-kafka":
+        from confluent_kafka import Consumer, TopicPartition
+
+        c = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "scale-fs", "enable.auto.commit": False}
+        )
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+
+        def cpoll(t: float) -> int:
+            m = c.poll(t)
+            return int(m is not None and m.error() is None)
+
+        return c, cpoll
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KafkaTopicPartition
+
+    k = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+    k.assign([KafkaTopicPartition(topic, p) for p in range(partitions)])
+    k.seek_to_beginning()
+
+    def kpoll(t: float) -> int:
+        return sum(len(v) for v in k.poll(timeout_ms=int(t * 1000)).values())
+
+    return k, kpoll
+
+
+def sessions_row(client: str, partitions: int, idle_s: float, nofile: int | None) -> SessionsRow:
+    """A consumer of `partitions` partitions, all idle after one record each: the broker's CPU
+    over `idle_s` s of polling (KIP-227 sessions make each idle fetch name no partition)."""
+    row = SessionsRow(client, partitions, idle_s)
+    topic = "scale-idle"
+    proc = LimitedProcess(nofile)
+    try:
+        proc.start(timeout=60.0)
+        create_topics(proc.bootstrap, [topic], partitions, 1)
+        produce_everywhere(proc.bootstrap, [topic], partitions)
+        consumer, poll = _idle_consumer(client, proc.bootstrap, topic, partitions)
+        try:
+            deadline = time.monotonic() + 60
+            while row.read < partitions and time.monotonic() < deadline:
+                row.read += poll(0.5)
+            cpu0 = cpu_seconds(proc.pid)
+            end = time.monotonic() + idle_s
+            while time.monotonic() < end:
+                row.read += poll(0.2)
+            row.broker_cpu_s = cpu_seconds(proc.pid) - cpu0
+        finally:
+            consumer.close()
+    finally:
+        proc.stop()
+    return row
+
+
 # -- report -------------------------------------------------------------------------------------
 
 
@@ -560,6 +627,21 @@ def print_connections(row: ConnectionsRow) -> None:
     print()
 
 
+SESSIONS = {"confluent-kafka": "none (librdkafka sends full fetches)", "kafka-python": "yes"}
+
+
+def print_sessions(rows: list[SessionsRow]) -> None:
+    print(f"### one consumer of {rows[0].partitions:,} idle partitions\n")
+    print("| client | records read | broker CPU while idle | fetch sessions (KIP-227) |")
+    print("|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r.client} | {r.read:,} | {r.broker_cpu_s:.2f} s over {r.idle_s:.0f} s "
+            f"({100 * r.broker_cpu_s / r.idle_s:.0f} %) | {SESSIONS.get(r.client, '')} |"
+        )
+    print()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__.split("\n")[0])
     ap.add_argument("--topics", type=int, default=1000)
@@ -573,7 +655,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--groups", type=int, default=1000)
     ap.add_argument("--refresh-s", type=float, default=5.0)
     ap.add_argument("--probe-s", type=float, default=20.0)
-    ap.add_argument("--rows", default="partitions,connections")
+    ap.add_argument("--idle-partitions", type=int, default=1000)
+    ap.add_argument("--idle-s", type=float, default=10.0)
+    ap.add_argument("--rows", default="partitions,connections,sessions")
     ap.add_argument("--probe-only", type=int, metavar="PORT", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.probe_only:  # the connections row's probe process: one "wall-time ms" line a probe
@@ -589,6 +673,9 @@ def main(argv: list[str] | None = None) -> int:
         print_partitions(partitions_row(a.topics, a.partitions, nofile, a.batch, a.metadata_runs))
     if "connections" in rows:
         print_connections(connections_row(a.connections, a.groups, a.refresh_s, a.probe_s, nofile))
+    if "sessions" in rows:
+        clients = ("confluent-kafka", "kafka-python")
+        print_sessions([sessions_row(c, a.idle_partitions, a.idle_s, nofile) for c in clients])
     return 0
 
 
