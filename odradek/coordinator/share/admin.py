@@ -27,8 +27,10 @@ from odradek.coordinator.share.coordinator import (
     ShareCoordinator,
     SpKey,
     StoredState,
+    stored_from_wire,
+    write_state_request,
 )
-from odradek.coordinator.share.state import ACKNOWLEDGED, ARCHIVED, StateBatch
+from odradek.coordinator.share.state import ACKNOWLEDGED, ARCHIVED
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 
@@ -82,15 +84,9 @@ async def read_states(
         resp = await coord._peer_request(node, READ_STATE, req)
         for result in resp.results if resp is not None else []:
             for p in result.partitions:
-                if p.error_code or p.start_offset < 0:
-                    continue
-                batches = [
-                    StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-                    for b in p.state_batches
-                ]
-                found[(group_id, result.topic_id, p.partition)] = StoredState(
-                    p.state_epoch, 0, p.start_offset, batches
-                )
+                state = stored_from_wire(p)
+                if state is not None:
+                    found[(group_id, result.topic_id, p.partition)] = state
     return found
 
 
@@ -101,26 +97,7 @@ async def store(coord: ShareCoordinator, key: SpKey, state: StoredState) -> int:
     node = coord._state_leader(key)
     if node is None:
         return COORDINATOR_NOT_AVAILABLE
-    W: Any = protocol.request_class(WRITE_STATE)
-    P = W.WriteStateData.PartitionData
-    req = W(
-        group_id=key[0],
-        topics=[
-            W.WriteStateData(
-                topic_id=key[1],
-                partitions=[
-                    P(
-                        partition=key[2],
-                        state_epoch=state.state_epoch,
-                        leader_epoch=state.leader_epoch,
-                        start_offset=state.start_offset,
-                        state_batches=[],
-                    )
-                ],
-            )
-        ],
-    )
-    resp = await coord._peer_request(node, WRITE_STATE, req)
+    resp = await coord._peer_request(node, WRITE_STATE, write_state_request(key, state))
     if resp is None:
         return COORDINATOR_NOT_AVAILABLE
     errors = [p.error_code for r in resp.results for p in r.partitions]

@@ -80,6 +80,48 @@ class StoredState:
     batches: list[StateBatch]
 
 
+def stored_from_wire(p: Any) -> StoredState | None:
+    """The state in a ReadShareGroupState answer partition; None for an error or no state."""
+    if p.error_code or p.start_offset < 0:
+        return None
+    batches = [
+        StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+        for b in p.state_batches
+    ]
+    return StoredState(p.state_epoch, 0, p.start_offset, batches)
+
+
+def write_state_request(key: SpKey, state: StoredState) -> Any:
+    """WriteShareGroupState (v0) of one share-partition's state, its batches included."""
+    W: Any = protocol.request_class(WRITE_STATE)
+    P = W.WriteStateData.PartitionData
+    return W(
+        group_id=key[0],
+        topics=[
+            W.WriteStateData(
+                topic_id=key[1],
+                partitions=[
+                    P(
+                        partition=key[2],
+                        state_epoch=state.state_epoch,
+                        leader_epoch=state.leader_epoch,
+                        start_offset=state.start_offset,
+                        state_batches=[
+                            P.StateBatch(
+                                first_offset=b.first_offset,
+                                last_offset=b.last_offset,
+                                delivery_state=b.delivery_state,
+                                delivery_count=b.delivery_count,
+                            )
+                            for b in state.batches
+                        ],
+                    )
+                ],
+            )
+        ],
+    )
+
+
 @dataclass(slots=True)
 class ShareSession:
     next_epoch: int = 1
@@ -183,12 +225,7 @@ class ShareCoordinator:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
             self._task = None
-        for writer in self._writers.values():
-            writer.cancel()
-        self._writers.clear()
-        for client in self._peers.values():
-            client.close()
-        self._peers.clear()
+        self._drop_writers_and_peers()
 
     def abandon(self) -> None:
         """An unclean stop (kill -9 of an in-process broker): drop the tasks, wait for none."""
@@ -196,6 +233,9 @@ class ShareCoordinator:
         if self._task is not None:
             self._task.cancel()
             self._task = None
+        self._drop_writers_and_peers()
+
+    def _drop_writers_and_peers(self) -> None:
         for writer in self._writers.values():
             writer.cancel()
         self._writers.clear()
@@ -495,34 +535,7 @@ class ShareCoordinator:
             node = self._state_leader(key)
             if sp is None or node is None:
                 return
-            state = self._stored(sp)
-            W: Any = protocol.request_class(WRITE_STATE)
-            P = W.WriteStateData.PartitionData
-            req = W(
-                group_id=key[0],
-                topics=[
-                    W.WriteStateData(
-                        topic_id=key[1],
-                        partitions=[
-                            P(
-                                partition=key[2],
-                                state_epoch=state.state_epoch,
-                                leader_epoch=state.leader_epoch,
-                                start_offset=state.start_offset,
-                                state_batches=[
-                                    P.StateBatch(
-                                        first_offset=b.first_offset,
-                                        last_offset=b.last_offset,
-                                        delivery_state=b.delivery_state,
-                                        delivery_count=b.delivery_count,
-                                    )
-                                    for b in state.batches
-                                ],
-                            )
-                        ],
-                    )
-                ],
-            )
+            req = write_state_request(key, self._stored(sp))
             resp = await self._peer_request(node, WRITE_STATE, req)
             errors = [p.error_code for r in (resp.results if resp else []) for p in r.partitions]
             if FENCED_STATE_EPOCH in errors:
@@ -558,13 +571,7 @@ class ShareCoordinator:
         resp = await self._peer_request(node, READ_STATE, req)
         for result in resp.results if resp is not None else []:
             for p in result.partitions:
-                if p.error_code or p.start_offset < 0:
-                    return None
-                batches = [
-                    StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-                    for b in p.state_batches
-                ]
-                return StoredState(p.state_epoch, 0, p.start_offset, batches)
+                return stored_from_wire(p)
         return None
 
     async def _peer_request(
