@@ -105,6 +105,8 @@ def _import_broker() -> None:
     JSON schemas with the deprecated importlib.resources API (a DeprecationWarning per schema);
     those are ours to hide when it is our import that triggers them, not the user's test's.
     """
+    if "odradek.testing.cluster" in sys.modules:
+        return  # done already (catch_warnings below would reset the warning caches each test)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", r"(read|open)_text is deprecated", DeprecationWarning)
         import odradek.testing.broker  # noqa: F401
