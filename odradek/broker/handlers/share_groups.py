@@ -262,6 +262,23 @@ def _session(
     return NONE, session
 
 
+def _request_session(
+    ctx: RequestContext, coord: ShareCoordinator, req: Any, fetch: bool
+) -> tuple[int, str | None, ShareSession | None]:
+    """The share session of a ShareFetch / ShareAcknowledge once its group and member ids, READ
+    on the group and its session epoch are checked: (NONE, None, session), or the whole
+    request's (error, message, None)."""
+    group_id, member_id = req.group_id, req.member_id
+    if not group_id or not member_id:
+        return INVALID_REQUEST, "GroupId and MemberId must be set.", None
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id):
+        return GROUP_AUTHORIZATION_FAILED, None, None
+    error, session = _session(coord, group_id, member_id, req.share_session_epoch, fetch=fetch)
+    if error or session is None:
+        return error, None, None
+    return NONE, None, session
+
+
 def _close_session(coord: ShareCoordinator, group_id: str, member_id: str) -> None:
     coord.sessions.pop((group_id, member_id), None)
     if coord.release_member(group_id, member_id):
@@ -340,13 +357,9 @@ async def share_fetch(ctx: RequestContext, req: Any) -> Any:
         )
 
     group_id, member_id = req.group_id, req.member_id
-    if not group_id or not member_id:
-        return top_error(INVALID_REQUEST, "GroupId and MemberId must be set.")
-    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id):
-        return top_error(GROUP_AUTHORIZATION_FAILED)
-    error, session = _session(coord, group_id, member_id, req.share_session_epoch, fetch=True)
-    if error or session is None:
-        return top_error(error)
+    error, message, session = _request_session(ctx, coord, req, fetch=True)
+    if session is None:
+        return top_error(error, message)
     if req.share_session_epoch == 0 and ctx.group_coordinator.status(group_id, "share"):
         await _reread_idle(coord, group_id, req.topics)
 
@@ -527,13 +540,9 @@ async def share_acknowledge(ctx: RequestContext, req: Any) -> Any:
         )
 
     group_id, member_id = req.group_id, req.member_id
-    if not group_id or not member_id:
-        return top_error(INVALID_REQUEST, "GroupId and MemberId must be set.")
-    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id):
-        return top_error(GROUP_AUTHORIZATION_FAILED)
-    error, session = _session(coord, group_id, member_id, req.share_session_epoch, fetch=False)
-    if error or session is None:
-        return top_error(error)
+    error, message, session = _request_session(ctx, coord, req, fetch=False)
+    if session is None:
+        return top_error(error, message)
     topics = []
     for topic in req.topics:
         parts = []
