@@ -734,13 +734,30 @@ def evaluate_targets(report: Report) -> list[str]:
     return out
 
 
+BUSY_LOAD = 1.5  # a 1-minute load average above this: others share the cores
+
+
+def _load_note() -> list[str]:
+    load = os.getloadavg()[0]
+    if load <= BUSY_LOAD:
+        return []
+    return [
+        f"load average {load:.2f} at the start (above {BUSY_LOAD:g}): other processes share "
+        f"the {os.cpu_count() or 0} cores, so rates are low and latencies high (see others CPU "
+        "s, and the ceilings, measured under the same load)"
+    ]
+
+
 def run(opts: Options) -> Report:
+    busy = _load_note()
     ceiling_lines: list[str] = []
     if opts.ceilings:
         print("bench: the machine's ceilings ...", file=sys.stderr, flush=True)
         ceiling_lines = ceilings.lines()
     if opts.bootstrap is not None:
-        report = Report(settings=_settings(opts, f"external {opts.bootstrap}"), notes=[RATE_NOTE])
+        report = Report(
+            settings=_settings(opts, f"external {opts.bootstrap}"), notes=[RATE_NOTE, *busy]
+        )
         report.ceilings = ceiling_lines
         bench = Bench(opts, opts.bootstrap, opts.broker_pid, report)
         try:
@@ -749,7 +766,7 @@ def run(opts: Options) -> Report:
             bench.topics.delete_created()
         return report
 
-    report = Report(settings=_settings(opts, "odradek (spawned)"), notes=[RATE_NOTE])
+    report = Report(settings=_settings(opts, "odradek (spawned)"), notes=[RATE_NOTE, *busy])
     report.ceilings = ceiling_lines
     for _ in range(opts.startup_runs):
         with OdradekProcess(overrides=opts.broker_overrides) as fresh:
