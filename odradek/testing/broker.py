@@ -23,8 +23,9 @@ Many brokers, one per test (a thousand in a few seconds; `python -m bench.startu
 (odradek.testing.loop_thread.SharedSlot) instead of a thread and loop of its own; it is still
 a broker of its own: own port, own data dir, own tasks (cancelled at stop). A test that blocks
 the loop (a slow `call`) then holds up the other shared brokers alive at the time too.
-`tmpfs=True` puts the temporary data dir in /dev/shm (when there is one): no disk writes or
-fsyncs, data in RAM, so keep it for tests that write little.
+`tmpfs=True` puts the temporary data dir in /dev/shm (when there is one; $ODRADEK_TMPFS names
+another dir, or none when empty): no disk writes or fsyncs, data in RAM, so keep it for tests
+that write little.
 """
 
 from __future__ import annotations
@@ -49,8 +50,11 @@ TMPFS = "/dev/shm"
 
 
 def tmpfs_dir() -> str | None:
-    """/dev/shm when it is a writable directory (Linux), else None (the default temp dir)."""
-    return TMPFS if os.path.isdir(TMPFS) and os.access(TMPFS, os.W_OK | os.X_OK) else None
+    """Where `tmpfs=True` puts data dirs: $ODRADEK_TMPFS when set (empty: the default temp
+    dir, e.g. where /dev/shm is a container's 64 MB), else /dev/shm when it is a writable
+    directory (Linux), else None (the default temp dir)."""
+    path = os.environ.get("ODRADEK_TMPFS", TMPFS)
+    return path if path and os.path.isdir(path) and os.access(path, os.W_OK | os.X_OK) else None
 
 
 class Broker(ClientSettings):

@@ -162,7 +162,7 @@ def odradek_broker_factory() -> Iterator[Callable[..., Broker]]:
 def odradek_fresh_broker() -> Iterator[Broker]:
     """A broker of this test's own, stopped (its data removed) after it: its own port and an
     empty data dir, so nothing another test did is seen. It runs on the event-loop thread
-    that such brokers share, with its data dir on tmpfs (/dev/shm) when there is one, so that
+    that such brokers share, with its data dir on tmpfs (/dev/shm, or $ODRADEK_TMPFS), so that
     it starts and stops in a millisecond or two: for tests that want isolation and write
     little. Its internal topics have one partition (`FRESH_BROKER_CONFIG`, as in Kafka's own
     integration tests), so the first group or transaction opens one log, not 50. For another
