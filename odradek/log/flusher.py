@@ -110,8 +110,8 @@ class GroupFlusher:
             for job in jobs:
                 lg = job.log
                 exc = job.injected or job.error
-                if exc is None:
-                    lg.synced_offset = max(lg.synced_offset, job.upto)
+                if exc is None:  # (a truncation meanwhile may have cut the log below upto)
+                    lg.synced_offset = max(lg.synced_offset, min(job.upto, lg.log_end_offset))
                     continue
                 ld = lg.log_dir
                 if ld is None:
