@@ -58,6 +58,22 @@ def _group_error(ctx: RequestContext, group_id: str) -> tuple[int, str | None]:
     return NONE, None
 
 
+def _offsets_change_error(
+    ctx: RequestContext, group_id: str, operation: AclOperation
+) -> tuple[int, str | None]:
+    """Why a share group's offsets may not be altered or deleted (`operation` on the group, the
+    coordinator checks, members), as (error, message); (NONE, None) when they may."""
+    if not ctx.authorize(operation, ResourceType.GROUP, group_id):
+        return GROUP_AUTHORIZATION_FAILED, None
+    error, message = _group_error(ctx, group_id)
+    if error:
+        return error, message
+    group = share_coordinator(ctx.broker).group(group_id)
+    if group is not None and group.members:
+        return NON_EMPTY_GROUP, f"Share group {group_id} is not empty."
+    return NONE, None
+
+
 def _topic_id(ctx: RequestContext, name: str) -> tuple[uuid.UUID, int] | None:
     info = ctx.topics.info(name)
     return None if info is None else (info.topic_id, len(info.partitions))
@@ -169,15 +185,10 @@ async def alter_share_group_offsets(ctx: RequestContext, req: Any) -> Any:
         return Resp(throttle_time_ms=0, error_code=code, error_message=message, responses=[])
 
     group_id = req.group_id
-    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id):
-        return failed(GROUP_AUTHORIZATION_FAILED)
-    error, message = _group_error(ctx, group_id)
+    error, message = _offsets_change_error(ctx, group_id, AclOperation.READ)
     if error:
         return failed(error, message)
     coord = share_coordinator(ctx.broker)
-    group = coord.group(group_id)
-    if group is not None and group.members:
-        return failed(NON_EMPTY_GROUP, f"Share group {group_id} is not empty.")
     results: dict[str, tuple[uuid.UUID, list[tuple[int, int, str | None]]]] = {}
     wanted: dict[SpKey, int] = {}
     for t in req.topics:
@@ -237,15 +248,11 @@ async def delete_share_group_offsets(ctx: RequestContext, req: Any) -> Any:
         return Resp(throttle_time_ms=0, error_code=code, error_message=message, responses=[])
 
     group_id = req.group_id
-    if not ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, group_id):
-        return failed(GROUP_AUTHORIZATION_FAILED)
-    error, message = _group_error(ctx, group_id)
+    error, message = _offsets_change_error(ctx, group_id, AclOperation.DELETE)
     if error:
         return failed(error, message)
     coord = share_coordinator(ctx.broker)
     group = coord.group(group_id)
-    if group is not None and group.members:
-        return failed(NON_EMPTY_GROUP, f"Share group {group_id} is not empty.")
     topics: list[tuple[str, uuid.UUID, int, str | None]] = []
     todo: dict[str, list[SpKey]] = {}
     for t in req.topics:
