@@ -16,6 +16,7 @@ from odradek.testing import Broker
 from odradek.testing.raw import RawClient
 from odradek.wire import protocol
 from odradek.wire.errors import ErrorCode
+from tests.cli.cli_run import run_odradek
 
 TIMEOUT_S = 20.0
 JAAS = (
@@ -145,29 +146,18 @@ def test_oauthbearer_with_the_unsecured_validator(broker):
 
 
 def test_a_sasl_listener_without_plain_users_stops_the_broker(tmp_path):
-    import subprocess
-    import sys
-
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "odradek",
-            "serve",
-            "--override",
-            "listeners=SASL_PLAINTEXT://127.0.0.1:0",
-            "--override",
-            "sasl.enabled.mechanisms=PLAIN",
-            "--override",
-            "sasl.mechanism.inter.broker.protocol=PLAIN",
-            "--override",
-            f"log.dirs={tmp_path}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    out = run_odradek(
+        "serve",
+        "--override",
+        "listeners=SASL_PLAINTEXT://127.0.0.1:0",
+        "--override",
+        "sasl.enabled.mechanisms=PLAIN",
+        "--override",
+        "sasl.mechanism.inter.broker.protocol=PLAIN",
+        "--override",
+        f"log.dirs={tmp_path}",
+        status=1,
     )
-    assert out.returncode == 1
     assert "PLAIN needs users" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr
 

@@ -17,6 +17,7 @@ from kafka import KafkaConsumer, KafkaProducer
 
 from odradek.testing import Broker
 from odradek.testing.certs import TlsMaterial
+from tests.cli.cli_run import run_odradek
 
 TIMEOUT_S = 20.0
 
@@ -140,25 +141,14 @@ def test_a_client_certificate_names_the_principal(tls):
 
 
 def test_an_ssl_listener_without_a_certificate_stops_the_broker_with_one_line(tmp_path):
-    import subprocess
-    import sys
-
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "odradek",
-            "serve",
-            "--override",
-            "listeners=SSL://127.0.0.1:0",
-            "--override",
-            f"log.dirs={tmp_path}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    out = run_odradek(
+        "serve",
+        "--override",
+        "listeners=SSL://127.0.0.1:0",
+        "--override",
+        f"log.dirs={tmp_path}",
+        status=1,
     )
-    assert out.returncode == 1
     assert "no server certificate" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr
 
