@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import socket
 import ssl
+from typing import Any
 
 import confluent_kafka as ck
 import confluent_kafka.admin
@@ -125,18 +126,24 @@ def test_mutual_tls_requires_a_certificate_from_the_trusted_ca(tls, tmp_path):
                         raise ConnectionResetError("closed")
 
 
+def principals_of_a_tls_client(broker: Broker, tls: TlsMaterial, client: Any) -> list[str]:
+    """Connect with `client`'s certificate, have ApiVersions answered over TLS, and return the
+    principals of the broker's connections meanwhile."""
+    host, port = broker.bootstrap.rsplit(":", 1)
+    ctx = ssl.create_default_context(cafile=tls.ca)
+    ctx.load_cert_chain(client.cert, client.key)
+    with socket.create_connection((host, int(port)), timeout=5) as raw:
+        with ctx.wrap_socket(raw, server_hostname=host) as s:
+            s.sendall(b"\x00\x00\x00\x0e\x00\x12\x00\x00\x00\x00\x00\x01\x00\x04test")
+            s.settimeout(5)
+            assert s.recv(4096)[:4] != b""  # ApiVersions answered over TLS
+            return broker.call(lambda b: sorted(c.principal for c in b.connections))
+
+
 def test_a_client_certificate_names_the_principal(tls):
     alice = tls.client("alice")
     with ssl_broker(tls, "requested") as broker:
-        host, port = broker.bootstrap.rsplit(":", 1)
-        ctx = ssl.create_default_context(cafile=tls.ca)
-        ctx.load_cert_chain(alice.cert, alice.key)
-        with socket.create_connection((host, int(port)), timeout=5) as raw:
-            with ctx.wrap_socket(raw, server_hostname=host) as s:
-                s.sendall(b"\x00\x00\x00\x0e\x00\x12\x00\x00\x00\x00\x00\x01\x00\x04test")
-                s.settimeout(5)
-                assert s.recv(4096)[:4] != b""  # ApiVersions answered over TLS
-                principals = broker.call(lambda b: sorted(c.principal for c in b.connections))
+        principals = principals_of_a_tls_client(broker, tls, alice)
         assert principals == [f"User:{alice.subject}"]
 
 
@@ -163,15 +170,7 @@ def test_principal_mapping_rules_shorten_the_subject(tls):
         }
     )
     with broker:
-        host, port = broker.bootstrap.rsplit(":", 1)
-        ctx = ssl.create_default_context(cafile=tls.ca)
-        ctx.load_cert_chain(alice.cert, alice.key)
-        with socket.create_connection((host, int(port)), timeout=5) as raw:
-            with ctx.wrap_socket(raw, server_hostname=host) as s:
-                s.sendall(b"\x00\x00\x00\x0e\x00\x12\x00\x00\x00\x00\x00\x01\x00\x04test")
-                s.settimeout(5)
-                assert s.recv(4096)
-                principals = broker.call(lambda b: sorted(c.principal for c in b.connections))
+        principals = principals_of_a_tls_client(broker, tls, alice)
     assert principals == ["User:alice"]
 
 
