@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,9 +21,8 @@ from odradek.testing import Broker
 from odradek.testing.cluster import Cluster
 from odradek.testing.raw import RawClient
 from odradek.wire import protocol
+from tests.cli.cli_run import run_odradek
 
-REPO = Path(__file__).resolve().parents[2]
-RUN_TIMEOUT_S = 60
 WAIT_S = 30.0
 _names = itertools.count()
 CONFIG = {
@@ -47,18 +44,7 @@ def name(request: pytest.FixtureRequest) -> str:
 
 
 def cli(bootstrap: str, *args: str, status: int | None = 0) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "ODRADEK_BOOTSTRAP": bootstrap}
-    proc = subprocess.run(
-        [sys.executable, "-m", "odradek", *args],
-        text=True,
-        capture_output=True,
-        timeout=RUN_TIMEOUT_S,
-        env=env,
-        cwd=REPO,
-    )
-    if status is not None:
-        assert proc.returncode == status, (proc.stdout, proc.stderr)
-    return proc
+    return run_odradek(*args, bootstrap=bootstrap, status=status)
 
 
 def produce(bootstrap: str, topic: str, per_partition: int, partitions: int) -> None:
