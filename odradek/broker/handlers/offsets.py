@@ -49,9 +49,29 @@ def _topic_ok(ctx: RequestContext, operation: AclOperation, topic: str) -> bool:
     return ctx.authorize(operation, ResourceType.TOPIC, topic)
 
 
-def _partition_exists(broker: Broker, topic: str, index: int) -> bool:
+def partition_exists(broker: Broker, topic: str, index: int) -> bool:
     info = broker.topics.info(topic)
     return info is not None and 0 <= index < len(info.partitions)
+
+
+def partition_errors(
+    topics: Any, errors: dict[tuple[str, int], ErrorCode], topic_cls: Any, part_cls: Any
+) -> list[Any]:
+    """The answer topics of a request naming `topics` (with `name` and `partitions`): each asked
+    partition, in request order, with its error in `errors` (NONE when not there)."""
+    return [
+        topic_cls(
+            name=t.name,
+            partitions=[
+                part_cls(
+                    partition_index=p.partition_index,
+                    error_code=errors.get((t.name, p.partition_index), ErrorCode.NONE),
+                )
+                for p in t.partitions
+            ],
+        )
+        for t in topics
+    ]
 
 
 # -- Version 0: offsets in ZooKeeper ----------------------------------------------------------
@@ -158,7 +178,7 @@ async def _fetch_from_zookeeper(
         for t in topics
         if group_error is None and t.name not in denied
         for index in t.partition_indexes
-        if _partition_exists(ctx.broker, t.name, index)
+        if partition_exists(ctx.broker, t.name, index)
     }
     found = await asyncio.to_thread(_zk_read, zk, paths) if paths else {}
     failures = [v for v in found.values() if isinstance(v, Exception)]
@@ -228,7 +248,7 @@ async def offset_commit(
                     else ErrorCode.GROUP_AUTHORIZATION_FAILED
                 )
                 continue
-            if not _partition_exists(broker, name, p.partition_index):
+            if not partition_exists(broker, name, p.partition_index):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             # v1 carries a commit timestamp per partition (-1: the broker's time)
@@ -492,7 +512,7 @@ async def offset_delete(
             tp = (t.name, p.partition_index)
             if not topic_ok:
                 errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            elif _partition_exists(broker, t.name, p.partition_index):
+            elif partition_exists(broker, t.name, p.partition_index):
                 wanted.append(tp)
             else:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -507,17 +527,5 @@ async def offset_delete(
     return Resp(
         error_code=ErrorCode.NONE,
         throttle_time_ms=0,
-        topics=[
-            TopicResp(
-                name=t.name,
-                partitions=[
-                    PartResp(
-                        partition_index=p.partition_index,
-                        error_code=errors.get((t.name, p.partition_index), ErrorCode.NONE),
-                    )
-                    for p in t.partitions
-                ],
-            )
-            for t in req.topics
-        ],
+        topics=partition_errors(req.topics, errors, TopicResp, PartResp),
     )

@@ -16,8 +16,9 @@ from a transaction coordinator for partitions this broker leads.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any, TypeAlias
 
+from odradek.broker.handlers.offsets import partition_errors, partition_exists
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions.internal_topics import offsets_replicated
@@ -28,9 +29,6 @@ from odradek.security.acl_types import AclOperation, ResourceType
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from odradek.broker.server import Broker
 
 # The per-topic result class differs between AddPartitionsToTxn v3- and v4+; same fields.
 TopicResult: TypeAlias = protocol.AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
@@ -54,11 +52,6 @@ def _txn_ok(ctx: RequestContext, txn_id: str | None) -> bool:
 
 def _group_ok(ctx: RequestContext, group_id: str) -> bool:
     return ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id)
-
-
-def _partition_exists(broker: Broker, topic: str, index: int) -> bool:
-    info = broker.topics.info(topic)
-    return info is not None and 0 <= index < len(info.partitions)
 
 
 # -- AddPartitionsToTxn ------------------------------------------------------------------------
@@ -92,7 +85,7 @@ async def _add_one(
                 else ErrorCode.OPERATION_NOT_ATTEMPTED
                 for tp in wanted
             }
-    unknown = {tp for tp in wanted if not _partition_exists(ctx.broker, *tp)}
+    unknown = {tp for tp in wanted if not partition_exists(ctx.broker, *tp)}
     if unknown:
         return {
             tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -246,7 +239,7 @@ def _txn_offset_errors(
             if topic_refused is not None:
                 errors[tp] = topic_refused
                 continue
-            if not _partition_exists(broker, *tp):
+            if not partition_exists(broker, *tp):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             offsets[tp] = OffsetAndMetadata(
@@ -307,22 +300,7 @@ async def txn_offset_commit(
     Part = Topic.TxnOffsetCommitResponsePartition
     errors = _txn_offset_errors(ctx, req)
     await _replicated(ctx, req, errors)
-    return Resp(
-        throttle_time_ms=0,
-        topics=[
-            Topic(
-                name=t.name,
-                partitions=[
-                    Part(
-                        partition_index=p.partition_index,
-                        error_code=errors.get((t.name, p.partition_index), ErrorCode.NONE),
-                    )
-                    for p in t.partitions
-                ],
-            )
-            for t in req.topics
-        ],
-    )
+    return Resp(throttle_time_ms=0, topics=partition_errors(req.topics, errors, Topic, Part))
 
 
 # -- WriteTxnMarkers ---------------------------------------------------------------------------
