@@ -66,5 +66,6 @@ def test_hand_encoded_topics_match_the_schema_encoder(version):
             encode_topic(version, 0, name, tid, True, PARTS, ops),  # type: ignore[arg-type]
             encode_topic(version, 3, "gone", uuid.UUID(int=0), False, []),
         ],
+        [3],
     ).encode(version)
     assert mine == expected

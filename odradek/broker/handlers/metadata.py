@@ -114,9 +114,16 @@ class EncodedTopics:
     MetadataResponse with no topics), into whose encoding they are spliced. Quotas set
     `throttle_time_ms` on it as on any response."""
 
-    def __init__(self, head: protocol.MetadataResponse, topics: list[bytes]) -> None:
+    def __init__(
+        self, head: protocol.MetadataResponse, topics: list[bytes], codes: list[int]
+    ) -> None:
         self.head = head
         self.topics = topics
+        self.codes = codes  # the topics' and partitions' error codes other than NONE
+
+    def error_codes(self) -> list[int]:
+        """For the request metrics (odradek_errors_total), which cannot see into the bytes."""
+        return [int(self.head.error_code or 0), *self.codes]
 
     @property
     def throttle_time_ms(self) -> int:
@@ -143,7 +150,12 @@ class EncodedTopics:
 
 
 def topic_metadata(
-    broker: Broker, name: str, version: int, live: set[int], operations: int = NO_OPERATIONS
+    broker: Broker,
+    name: str,
+    version: int,
+    live: set[int],
+    operations: int = NO_OPERATIONS,
+    codes: list[int] | None = None,
 ) -> bytes:
     info = broker.topics.info(name)
     assert info is not None  # the caller found it
@@ -162,6 +174,8 @@ def topic_metadata(
                 [r for r in replicas if r not in live],
             )
         )
+    if codes is not None:
+        codes.extend(p[0] for p in parts if p[0])
     return encode_topic(version, 0, name, info.topic_id, info.internal, parts, operations)
 
 
@@ -178,7 +192,7 @@ def error_topic(name: str | None, topic_id: uuid.UUID, code: ErrorCode, version:
 
 
 async def _requested(
-    ctx: RequestContext, wanted: list, version: int, auto_create: bool, req: Any
+    ctx: RequestContext, wanted: list, version: int, auto_create: bool, req: Any, codes: list[int]
 ) -> list[bytes]:
     """The topics asked for by name or id. Each is answered once (Kafka collects them in a set),
     and the loop yields every YIELD_EVERY topics so a request with 100,000 ids does not stop
@@ -229,7 +243,8 @@ async def _requested(
                 topics.append(error_topic(name, ZERO_UUID, exc.code, version))
                 continue
         ops = _operations(ctx, name, version, req)
-        topics.append(topic_metadata(broker, name, version, live, ops))
+        topics.append(topic_metadata(broker, name, version, live, ops, codes))
+    codes.extend(code for t in topics if (code := _I16.unpack_from(t, 0)[0]))
     return topics
 
 
@@ -240,6 +255,7 @@ async def metadata(ctx: RequestContext, req: protocol.MetadataRequest) -> protoc
     auto_create = broker.config.get("auto.create.topics.enable") and (
         version < 4 or req.allow_auto_topic_creation
     )
+    codes: list[int] = []
     if req.topics is None or (version == 0 and not req.topics):
         topics: list[bytes] = []
         checked = broker.authorizer is not None
@@ -253,9 +269,9 @@ async def metadata(ctx: RequestContext, req: protocol.MetadataRequest) -> protoc
                 continue  # all topics: the ones the principal may not describe are left out
             if broker.topics.info(name) is not None:  # not deleted while we yielded
                 ops = _operations(ctx, name, version, req)
-                topics.append(topic_metadata(broker, name, version, live, ops))
+                topics.append(topic_metadata(broker, name, version, live, ops, codes))
     else:
-        topics = await _requested(ctx, req.topics, version, auto_create, req)
+        topics = await _requested(ctx, req.topics, version, auto_create, req, codes)
     brokers = [
         protocol.MetadataResponse.MetadataResponseBroker(node_id=n, host=h, port=p, rack=r)
         for n, h, p, r in broker.broker_endpoints(ctx.listener)
@@ -270,4 +286,4 @@ async def metadata(ctx: RequestContext, req: protocol.MetadataRequest) -> protoc
     )
     if 8 <= version <= 10 and req.include_cluster_authorized_operations:
         head.authorized_operations = ctx.cluster_operations()
-    return EncodedTopics(head, topics)  # encodes as a MetadataResponse
+    return EncodedTopics(head, topics, codes)  # encodes as a MetadataResponse

@@ -479,6 +479,10 @@ def _records_in_region(region: FileRegion) -> int:
 
 
 def _error_codes(obj: object, depth: int) -> Iterator[int]:
+    own = getattr(obj, "error_codes", None)
+    if callable(own):  # a response kept as bytes in part (Metadata's topics) says them itself
+        yield from own()
+        return
     code = getattr(obj, "error_code", None)
     if isinstance(code, int):
         yield code
