@@ -47,12 +47,21 @@ class SegmentFile(io.FileIO):
             self.close()
 
 
+FDS_PER_SEGMENT = 3  # an active segment: its .log and its two indexes being appended to
+
+
+def _room(soft_nofile: int) -> int:
+    """Segments the descriptor limit leaves room for: what is left after RESERVED_FDS, shared
+    with as many connections (hence / 2), FDS_PER_SEGMENT each."""
+    return (soft_nofile - RESERVED_FDS) // (2 * FDS_PER_SEGMENT)
+
+
 def limit_for(soft_nofile: int) -> int:
-    """How many segments may hold files at once under a soft RLIMIT_NOFILE of `soft_nofile`:
-    half of what is left after RESERVED_FDS, within [MIN_LIMIT, MAX_LIMIT]."""
+    """How many segments may hold files at once under a soft RLIMIT_NOFILE of `soft_nofile`
+    (`_room`), within [MIN_LIMIT, MAX_LIMIT]."""
     if soft_nofile == resource.RLIM_INFINITY or soft_nofile < 0:
         return MAX_LIMIT
-    return max(MIN_LIMIT, min(MAX_LIMIT, (soft_nofile - RESERVED_FDS) // 2))
+    return max(MIN_LIMIT, min(MAX_LIMIT, _room(soft_nofile)))
 
 
 def nofile() -> tuple[int, int]:
@@ -80,6 +89,7 @@ class OpenSegments:
         self._lock = threading.Lock()
         self.evictions = 0  # segments that let go of their files (tests, bench)
         self.warned = False
+        self._newest = 0  # id of the segment touched last (a hint only)
 
     def __len__(self) -> int:
         return len(self._lru)
@@ -95,13 +105,19 @@ class OpenSegments:
         with self._lock:
             self._lru[id(seg)] = seg
             self._lru.move_to_end(id(seg))
+            self._newest = id(seg)
         self._shrink()
 
     def touch(self, seg: Evictable) -> None:
         """`seg` is used: the last to be let go. (move_to_end is atomic under the GIL; a
-        segment let go meanwhile simply is not there.)"""
+        segment let go meanwhile simply is not there.) The most recent one is left where it
+        is: a hot partition's appends and reads pay one comparison."""
+        key = id(seg)
+        if key == self._newest:
+            return
+        self._newest = key
         try:
-            self._lru.move_to_end(id(seg))
+            self._lru.move_to_end(key)
         except KeyError:
             pass
 
@@ -145,9 +161,9 @@ def check_partitions(partitions: int) -> bool:
     they are read). Returns False when it is too low."""
     soft, hard = nofile()
     unlimited = soft == resource.RLIM_INFINITY or soft < 0
-    if partitions <= CACHE.limit or unlimited or (soft - RESERVED_FDS) // 2 >= partitions:
+    if partitions <= CACHE.limit or unlimited or _room(soft) >= partitions:
         return True  # (past MAX_LIMIT the LRU bounds memory, not the descriptor limit)
-    want = 2 * partitions + RESERVED_FDS
+    want = 2 * FDS_PER_SEGMENT * partitions + RESERVED_FDS
     log.warning(
         "open-files limit %d (hard %d) is too low for %d partitions: at most %d segment files "
         "are kept open, the others are reopened when read (slower). Raise it to at least %d "

@@ -19,6 +19,7 @@ from odradek.wire.records import build_batch, decode_records
 
 LIMIT = 2
 PARTITIONS = 4
+MAX_FDS = LIMIT * open_files.FDS_PER_SEGMENT  # a .log and two indexes being appended to
 T0 = 1_700_000_000_000
 
 
@@ -87,14 +88,14 @@ def test_many_partitions_and_segments_through_a_small_lru(tmp_path, few_open):
             value = f"v{i}-{p}" * 3
             offset = append(lg, f"k{i % 7}", value)
             expected[p].append((offset, f"k{i % 7}", value))
-        assert segment_fds(root) <= LIMIT
+        assert segment_fds(root) <= MAX_FDS
     assert all(len(lg.segments) > 3 for lg in logs)
     assert len(few_open) <= LIMIT and few_open.evictions > 0
     for p, lg in enumerate(logs):
         assert read_all(lg) == expected[p]
         # timestamp lookups read the time indexes of segments let go of
         assert lg.offset_for_timestamp(T0) == (0, T0)
-    assert segment_fds(root) <= LIMIT
+    assert segment_fds(root) <= MAX_FDS
 
     # compaction across every segment of each log (but the first), then reads are still right
     for p, lg in enumerate(logs[1:], start=1):
@@ -107,7 +108,7 @@ def test_many_partitions_and_segments_through_a_small_lru(tmp_path, few_open):
         # the active segment is never cleaned: its records are all there
         tail = [r for r in expected[p] if r[0] >= lg.active.base_offset]
         assert kept[-len(tail) :] == tail
-        assert segment_fds(root) <= LIMIT
+        assert segment_fds(root) <= MAX_FDS
 
     # truncation and deletion (DeleteRecords) on segments let go of, then a clean reopen
     lg = logs[0]
@@ -126,7 +127,7 @@ def test_many_partitions_and_segments_through_a_small_lru(tmp_path, few_open):
         for p in range(PARTITIONS)
     ]
     assert [read_all(lg) for lg in reopened] == before_close
-    assert segment_fds(root) <= LIMIT
+    assert segment_fds(root) <= MAX_FDS
 
 
 def test_retention_and_recovery_with_segments_let_go_of(tmp_path, few_open):
@@ -166,7 +167,7 @@ def test_retention_and_recovery_with_segments_let_go_of(tmp_path, few_open):
         assert read_all(after)[-5:] == [
             (before.log_end_offset - 5 + i, "k", f"new-{i}" * 4) for i in range(5)
         ]
-    assert segment_fds(root) <= LIMIT
+    assert segment_fds(root) <= MAX_FDS
 
 
 def test_a_region_outlives_its_segment_being_let_go_of_or_deleted(tmp_path, few_open):
@@ -188,4 +189,4 @@ def test_a_region_outlives_its_segment_being_let_go_of_or_deleted(tmp_path, few_
     assert not os.path.exists(os.path.join(root, "f-0", f"{0:020d}.log"))
     assert os.pread(first.file.fileno(), first.length, first.position) == want
     del first
-    assert segment_fds(root) <= LIMIT
+    assert segment_fds(root) <= MAX_FDS
