@@ -10,7 +10,7 @@ VENV   := .venv
 # (not PYTHON: scripts/setup.sh takes PYTHON from the environment, the interpreter for .venv)
 VENV_PYTHON := $(VENV)/bin/python
 
-.PHONY: setup setup-run run test bench lint
+.PHONY: setup setup-run run test bench bench-scale lint
 
 setup:
 	@ODRADEK_PIPELINES=$(ODRADEK_PIPELINES) bash scripts/setup.sh test
@@ -27,6 +27,9 @@ test: setup
 
 bench: setup
 	$(VENV_PYTHON) -m bench $(ARGS)
+
+bench-scale: setup  # 10,000 partitions, 2,000 connections + 1,000 groups, idle fetch (issue 17)
+	$(VENV_PYTHON) -m bench.scale $(ARGS)
 
 # The packages the type checker runs clean over ([tool.mypy] in pyproject.toml; issue 12 item 5).
 MYPY_PATHS := odradek/wire odradek/log odradek/coordinator odradek/broker odradek/testing odradek/security \
