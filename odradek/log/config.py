@@ -81,7 +81,9 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             "long",
             LONG_MAX,
             "log.flush.interval.messages",
-            "fsync after this many records (default: leave it to the OS)",
+            "fsync after this many records, group-committed across partitions: one fsync round "
+            "off the event loop serves every batch waiting, whose produce is answered (and whose "
+            "recovery point moves) once it is synced (default: leave it to the OS)",
             minimum=1,
         ),
         _d(
@@ -89,7 +91,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             "long",
             LONG_MAX,
             "log.flush.interval.ms",
-            "fsync after this many ms (default: leave it to the OS)",
+            "fsync after this many ms, group-committed across partitions as flush.messages "
+            "(default: leave it to the OS)",
             minimum=0,
         ),
         _d(

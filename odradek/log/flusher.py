@@ -14,9 +14,11 @@ written during the previous round's fsync: one fsync per log per round, not one 
 An fsync that fails takes the log's dir offline on the loop (LogDir.fail), as a synchronous
 flush does, and the produce requests waiting on that log answer KAFKA_STORAGE_ERROR.
 
-The recovery point (which tells the next start-up which segments it need not scan) still moves
-only with a full Log.flush (roll, close, or a flush without a loop): a round syncs the .log
-bytes that acknowledgements depend on, and recovery rebuilds indexes from them.
+A successful round also moves each log's recovery point to what it synced (Log.note_synced), as
+Kafka's flush does: the recovery-point checkpoint (written every 60 s and at shutdown) then tells
+an unclean start that the segments below it need no scan. Indexes are not fsync'd by a round:
+the active segment's is always rebuilt by an unclean start (it is past any recovery point), and
+a sealed segment's was fsync'd when it was sealed.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ class FlushRound:
 class _Job:
     log: Log
     upto: int  # the log end offset the round makes durable
+    truncations: int  # the log's truncation count when the round began
     fds: list[int]
     injected: OSError | None = None
     error: OSError | None = None
@@ -110,8 +113,8 @@ class GroupFlusher:
             for job in jobs:
                 lg = job.log
                 exc = job.injected or job.error
-                if exc is None:  # (a truncation meanwhile may have cut the log below upto)
-                    lg.synced_offset = max(lg.synced_offset, min(job.upto, lg.log_end_offset))
+                if exc is None:  # synced offset and recovery point move (not past a truncation)
+                    lg.note_synced(job.upto, job.truncations)
                     continue
                 ld = lg.log_dir
                 if ld is None:
@@ -129,25 +132,21 @@ def _job_for(lg: Log) -> _Job | None:
     """On the loop: duplicates of the descriptors of `lg`'s segments written since its last
     sync (a roll may have left data in the previous segment too)."""
     ld = lg.log_dir
+    upto, cuts = lg.log_end_offset, lg.truncations
     if ld is not None and ld.offline:
-        return _Job(lg, lg.log_end_offset, [], error=OSError(0, ld.reason or "log dir offline"))
-    upto = lg.log_end_offset
+        return _Job(lg, upto, cuts, [], error=OSError(0, ld.reason or "log dir offline"))
     fds: list[int] = []
     try:
-        for seg in reversed(lg.segments):
-            if seg.next_offset <= lg.synced_offset and fds:
-                break
+        for seg in lg.unsynced_segments():
             f = seg.file  # held while duplicating
             fds.append(os.dup(f.fileno()))
-            if seg.base_offset <= lg.synced_offset:
-                break
     except OSError as exc:
         _close_fds(fds)
-        return _Job(lg, upto, [], error=exc)
+        return _Job(lg, upto, cuts, [], error=exc)
     injected = None
     if ld is not None and ld.fsync_errno is not None:
         injected = ld.injected_error(FSYNC)
-    return _Job(lg, upto, fds, injected=injected)
+    return _Job(lg, upto, cuts, fds, injected=injected)
 
 
 def _sync_all(jobs: list[_Job]) -> None:

@@ -110,6 +110,7 @@ class Log:
         # flush must sync before it is visible, and the round that will sync it
         self.synced_offset = recovery_point
         self._flush_barrier = 0
+        self.truncations = 0  # a flush round that began before a truncation syncs nothing
         self.pending_flush: group_flush.FlushRound | None = None
         self._load(clean_shutdown)
 
@@ -161,6 +162,14 @@ class Log:
             nxt = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else None
             needs = not clean_shutdown and (nxt is None or nxt > self.recovery_point)
             if needs or seg.index.entries == 0 and seg.size > 0:
+                if needs:  # as Kafka's "Recovering unflushed segment"
+                    log.info(
+                        "%s-%d: recovering segment %d (past the recovery point %d)",
+                        self.topic,
+                        self.partition,
+                        seg.base_offset,
+                        self.recovery_point,
+                    )
                 truncated, _ = seg.recover()
                 if truncated:
                     log.warning(
@@ -403,8 +412,36 @@ class Log:
         self._bases.append(base)
         return seg
 
+    def unsynced_segments(self) -> list[LogSegment]:
+        """The segments holding bytes past `synced_offset`, newest first: the active one, and
+        those a roll sealed since the last sync (a seal syncs indexes, not the .log)."""
+        out: list[LogSegment] = []
+        synced = self.synced_offset
+        for seg in reversed(self.segments):
+            if seg.next_offset <= synced and out:
+                break
+            out.append(seg)
+            if seg.base_offset <= synced:
+                break
+        return out
+
+    def note_synced(self, upto: int, truncations: int) -> None:
+        """A group flush round fsync'd every segment from `synced_offset` up to `upto`:
+        that is durable, so the recovery point (checkpointed with the others, and where the next
+        unclean start begins its scan) moves there too, as Kafka's flush moves it. Nothing moves
+        when the log was truncated since the round began (the bytes below `upto` may be new)."""
+        if truncations != self.truncations:
+            return
+        upto = min(upto, self.log_end_offset)
+        if upto > self.synced_offset:
+            self.synced_offset = upto
+        if upto > self.recovery_point:
+            self.recovery_point = upto
+
     @storage_op
     def flush(self) -> None:
+        for seg in self.unsynced_segments()[1:]:  # sealed by a roll since the last sync
+            seg.sync()
         self.active.flush()
         self.recovery_point = self.log_end_offset
         self.synced_offset = self.log_end_offset
@@ -532,6 +569,7 @@ class Log:
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.synced_offset = min(self.synced_offset, self.log_end_offset)
         self._flush_barrier = min(self._flush_barrier, self.log_end_offset)
+        self.truncations += 1
 
     @storage_op
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -545,6 +583,7 @@ class Log:
         self.log_start_offset = offset
         self.recovery_point = offset
         self.synced_offset = self._flush_barrier = offset
+        self.truncations += 1
 
     @storage_op
     def advance_log_start(self, offset: int) -> None:

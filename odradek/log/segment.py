@@ -232,12 +232,16 @@ class LogSegment:
                 "%s: cannot cut a failed write back to %d: %s", self.path, position, exc.strerror
             )
 
-    def flush(self) -> None:
+    def sync(self) -> None:
+        """fsync the `.log`."""
         ld = self.log_dir
         if ld is not None and ld.fsync_errno is not None:
             raise ld.injected_error(FSYNC)
         f = self.file
         os.fsync(f.fileno())
+
+    def flush(self) -> None:
+        self.sync()
         self.index.flush()
         self.time_index.flush()
 
