@@ -174,7 +174,9 @@ class LogManager:
         if existing is not None:
             return existing
         online = [x for x in self.dirs if not self.log_dirs[x].offline] or self.dirs
-        d = min(online, key=lambda x: sum(1 for v in self._dir_of.values() if v == x))
+        # the dir with fewest partitions; counting them is a walk over every partition, so
+        # only when there is a choice (issue 17: a create cost grew with the partition count)
+        d = online[0] if len(online) == 1 else min(online, key=self._count_in)
         preferred = self.preferred_dirs.pop(key, None)
         if preferred in online:
             d = preferred
@@ -184,6 +186,9 @@ class LogManager:
         self.logs[key] = lg
         self._dir_of[key] = d
         return lg
+
+    def _count_in(self, d: str) -> int:
+        return sum(1 for v in self._dir_of.values() if v == d)
 
     def dir_of(self, topic: str, partition: int) -> str | None:
         return self._dir_of.get((topic, partition))

@@ -8,6 +8,8 @@ import json
 import uuid
 from pathlib import Path
 
+import pytest
+
 from odradek.broker.cluster.metadata_store import (
     STATE_FILE,
     BrokerRegistration,
@@ -92,3 +94,24 @@ def test_a_standalone_store_is_not_clustered(tmp_path: Path) -> None:
     s = LocalMetadataStore(str(tmp_path), 0)
     assert not s.clustered
     assert "node.id=0" in (tmp_path / "meta.properties").read_text()
+
+
+def test_topics_created_together_are_all_or_nothing(tmp_path: Path, monkeypatch) -> None:
+    s = LocalMetadataStore(str(tmp_path), 0)
+    s.create_topic(topic())
+    batch = [TopicInfo(n, uuid.uuid4(), [PartitionState([0], 0)]) for n in ("a", "t", "b", "a")]
+    assert [i.name for i in s.create_topics(batch)] == ["a", "b"]  # "t" exists, "a" once
+    assert set(LocalMetadataStore(str(tmp_path), 0).topics) == {"t", "a", "b"}
+
+    def refuse(path: str, text: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("odradek.broker.cluster.metadata_store.write_atomic", refuse)
+    with pytest.raises(OSError):
+        s.create_topics([TopicInfo("c", uuid.uuid4(), [PartitionState([0], 0)])])
+    assert set(s.topics) == {"t", "a", "b"}  # nothing half-applied in memory
+    monkeypatch.undo()
+    s.delete_topic("a")
+    again = LocalMetadataStore(str(tmp_path), 0)
+    assert set(again.topics) == {"t", "b"}
+    assert again.topics["b"].topic_id == s.topics["b"].topic_id

@@ -139,9 +139,15 @@ def _manual_assignment(broker: Broker, topic: CreatableTopic) -> list[list[int]]
 # -- CreateTopics -------------------------------------------------------------------------------
 
 
-def _check_collision(broker: Broker, name: str) -> None:
-    """'.' and '_' collide in metric names, so Kafka refuses topics differing only by them."""
+def _check_collision(broker: Broker, name: str, planned: dict[str, str] | None = None) -> None:
+    """'.' and '_' collide in metric names, so Kafka refuses topics differing only by them
+    (`planned`: normalised name -> name of the topics this request is creating)."""
     norm = name.replace(".", "_")
+    if planned and planned.get(norm, name) != name:
+        raise TopicError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"Topic '{name}' collides with existing topic: {planned[norm]}",
+        )
     for other in broker.store.topics:
         if other != name and other.replace(".", "_") == norm:
             raise TopicError(
@@ -151,13 +157,19 @@ def _check_collision(broker: Broker, name: str) -> None:
 
 
 async def _create_one(
-    broker: Broker, topic: CreatableTopic, validate_only: bool, quota: MutationQuota
-) -> Any:
+    broker: Broker,
+    topic: CreatableTopic,
+    validate_only: bool,
+    quota: MutationQuota,
+    planned: dict[str, str],
+) -> tuple[TopicInfo, list[int]]:
+    """A topic checked and planned, with this broker's logs prepared (the indexes), to be
+    committed with the rest of the request (`TopicManager.commit_topics`)."""
     name = topic.name
     check_topic_name(name)
     if broker.topics.info(name) is not None:
         raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-    _check_collision(broker, name)
+    _check_collision(broker, name, planned)
     nulls = [c.name for c in topic.configs if c.value is None]
     if nulls:
         raise TopicError(
@@ -177,11 +189,10 @@ async def _create_one(
     if quota.enabled and quota.record(len(info.partitions)):
         raise TopicError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
     if validate_only:
-        return info
+        return info, []
+    planned[name.replace(".", "_")] = name
     # the logs open one per loop iteration: other clients are served meanwhile
-    return await broker.topics.create_topic_async(
-        name, num_partitions, rf, configs, assignment=wanted
-    )
+    return info, await broker.topics.prepare_topic(info)
 
 
 def _create_records(broker: Broker, topic: CreatableTopic) -> int:
@@ -294,39 +305,62 @@ async def create_topics(
     )
     checked = broker.authorizer is not None
     cluster_create = not checked or ctx.authorize_cluster(AclOperation.CREATE, log_if_denied=False)
-    for n, topic in enumerate(topics):
-        if n and n % YIELD_EVERY == 0:
-            await asyncio.sleep(0)  # let other clients be served
-        if not cluster_create and not ctx.authorize(
-            AclOperation.CREATE, ResourceType.TOPIC, topic.name
-        ):
-            results.append(
-                CResult(
-                    name=topic.name,
-                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                    error_message="Authorization failed.",
-                )
-            )
-            continue
-        try:
-            info = await _create_one(broker, topic, bool(req.validate_only), quota)
-        except TopicError as exc:
-            log.info(
-                "CreateTopics %r from %s refused: %s %s",
-                topic.name,
-                ctx.client_id,
-                exc.code.name,
-                exc,
-            )
-            results.append(CResult(name=topic.name, error_code=exc.code, error_message=str(exc)))
-            continue
-        created = _created(broker, info, ctx.api_version)
+
+    def refusal(name: str, exc: TopicError) -> Any:
+        log.info("CreateTopics %r from %s refused: %s %s", name, ctx.client_id, exc.code.name, exc)
+        return CResult(name=name, error_code=exc.code, error_message=str(exc))
+
+    def created(info: TopicInfo) -> Any:
+        result = _created(broker, info, ctx.api_version)
         if checked and not ctx.authorize(
-            AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, topic.name, log_if_denied=False
+            AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, info.name, log_if_denied=False
         ):  # created, but its configs are not shown
-            created.configs = []
-            created.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        results.append(created)
+            result.configs = []
+            result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        return result
+
+    # every topic is checked and its logs prepared first; the topics are then written to the
+    # metadata store together, one save for the request (issue 17)
+    pending: list[tuple[int, TopicInfo, list[int]]] = []  # (slot in results, planned, logs)
+    planned: dict[str, str] = {}
+    try:
+        for n, topic in enumerate(topics):
+            if n and n % YIELD_EVERY == 0:
+                await asyncio.sleep(0)  # let other clients be served
+            if not cluster_create and not ctx.authorize(
+                AclOperation.CREATE, ResourceType.TOPIC, topic.name
+            ):
+                results.append(
+                    CResult(
+                        name=topic.name,
+                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                        error_message="Authorization failed.",
+                    )
+                )
+                continue
+            try:
+                info, prepared = await _create_one(
+                    broker, topic, bool(req.validate_only), quota, planned
+                )
+            except TopicError as exc:
+                results.append(refusal(topic.name, exc))
+                continue
+            if req.validate_only:
+                results.append(created(info))
+            else:
+                pending.append((len(results), info, prepared))
+                results.append(None)
+    except BaseException:
+        for _, info, prepared in pending:  # never committed: their logs go
+            broker.topics.release_prepared(info.name, prepared)
+        raise
+    if pending:
+        outcomes = await broker.topics.commit_topics([(i, p) for _, i, p in pending])
+        for (slot, info, _), outcome in zip(pending, outcomes, strict=True):
+            if isinstance(outcome, TopicError):
+                results[slot] = refusal(info.name, outcome)
+            else:
+                results[slot] = created(outcome)
     return CResp(throttle_time_ms=_throttle(ctx, quota), topics=results)
 
 

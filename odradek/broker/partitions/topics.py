@@ -69,6 +69,10 @@ class TopicManager:
         self.by_id: dict[uuid.UUID, str] = {}
         self.verifier: AppendVerifier | None = None  # set by the broker: transactions
         self.listeners: list[Any] = []  # on_partition_added / on_partition_removed(partition)
+        # CreateTopics waiting for the next store save (commit_topics)
+        self._pending_commits: list[
+            tuple[list[tuple[TopicInfo, list[int]]], asyncio.Future[list[TopicInfo | TopicError]]]
+        ] = []
 
     # -- loading --------------------------------------------------------------------------------
 
@@ -268,16 +272,67 @@ class TopicManager:
             internal=internal,
             assignment=assignment,
         )
-        prepared = await self._prepare_logs(
-            planned, range(len(planned.partitions)), lambda: name in self.store.topics
-        )
+        prepared = await self.prepare_topic(planned)
         try:
             if name in self.store.topics:
                 raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
             return self._commit_topic(planned)
         except TopicError:
-            self._release_prepared(name, prepared)
+            self.release_prepared(name, prepared)
             raise
+
+    async def prepare_topic(self, planned: TopicInfo) -> list[int]:
+        """Open this broker's logs of a planned topic (`create_topic(validate_only=True)`),
+        one per loop iteration; the indexes prepared, for `commit_topics`."""
+        name = planned.name
+        return await self._prepare_logs(
+            planned, range(len(planned.partitions)), lambda: name in self.store.topics
+        )
+
+    async def commit_topics(
+        self, planned: list[tuple[TopicInfo, list[int]]]
+    ) -> list[TopicInfo | TopicError]:
+        """Write prepared topics to the store together and open this broker's partitions:
+        one save for a whole CreateTopics request, shared with the requests whose topics are
+        ready in the same loop iteration (group commit). Each topic's outcome, in order: its
+        info, or TOPIC_ALREADY_EXISTS when another request or broker created it meanwhile
+        (its prepared logs released). A failing save fails every waiting request (nothing
+        written: the store keeps no half-applied change) and releases their logs."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[list[TopicInfo | TopicError]] = loop.create_future()
+        self._pending_commits.append((planned, done))
+        if len(self._pending_commits) == 1:
+            loop.call_soon(self._flush_commits)
+        return await done
+
+    def _flush_commits(self) -> None:
+        batch, self._pending_commits = self._pending_commits, []
+        infos = [info for planned, _ in batch for info, _ in planned]
+        try:
+            created = {id(i) for i in self.store.create_topics(infos)}
+        except BaseException as exc:
+            for planned, done in batch:
+                for info, prepared in planned:
+                    self.release_prepared(info.name, prepared)
+                if not done.done():
+                    done.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for planned, done in batch:
+            outcomes: list[TopicInfo | TopicError] = []
+            for info, prepared in planned:
+                if id(info) in created:
+                    outcomes.append(self._opened(info))
+                else:
+                    self.release_prepared(info.name, prepared)
+                    outcomes.append(
+                        TopicError(
+                            ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{info.name}' already exists."
+                        )
+                    )
+            if not done.done():  # the request's connection may be gone; the topics stay
+                done.set_result(outcomes)
 
     async def _prepare_logs(
         self, info: TopicInfo, indexes: range, abandoned: Callable[[], bool]
@@ -299,7 +354,7 @@ class TopicManager:
             await asyncio.sleep(0)  # let other clients in between two partitions
         return prepared
 
-    def _release_prepared(self, name: str, prepared: list[int]) -> None:
+    def release_prepared(self, name: str, prepared: list[int]) -> None:
         """Logs prepared for a topic that another broker created first (or not at all)."""
         info = self.store.topics.get(name)
         for idx in prepared:
@@ -317,6 +372,10 @@ class TopicManager:
             raise TopicError(
                 ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{info.name}' already exists."
             ) from None
+        return self._opened(info)
+
+    def _opened(self, info: TopicInfo) -> TopicInfo:
+        """Open this broker's partitions of a topic just written to the store."""
         self.by_id[info.topic_id] = info.name
         for idx in range(len(info.partitions)):
             self._open_partition(info, idx)
