@@ -296,8 +296,8 @@ class TopicManager:
         one save for a whole CreateTopics request, shared with the requests whose topics are
         ready in the same loop iteration (group commit). Each topic's outcome, in order: its
         info, or TOPIC_ALREADY_EXISTS when another request or broker created it meanwhile
-        (its prepared logs released). A failing save fails every waiting request (nothing
-        written: the store keeps no half-applied change) and releases their logs."""
+        (its prepared logs released). A failing save raises in every waiting request; the
+        topics it did not write have their logs released."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[list[TopicInfo | TopicError]] = loop.create_future()
         self._pending_commits.append((planned, done))
@@ -311,9 +311,14 @@ class TopicManager:
         try:
             created = {id(i) for i in self.store.create_topics(infos)}
         except BaseException as exc:
+            # the local store wrote none of them; a store of one write per topic (ZooKeeper)
+            # may have written the first ones: those open, the others' logs go
             for planned, done in batch:
                 for info, prepared in planned:
-                    self.release_prepared(info.name, prepared)
+                    if self.store.topics.get(info.name) is info:
+                        self._opened(info)
+                    else:
+                        self.release_prepared(info.name, prepared)
                 if not done.done():
                     done.set_exception(exc)
             if not isinstance(exc, Exception):
