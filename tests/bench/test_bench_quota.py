@@ -30,6 +30,11 @@ def test_bench_throttled_producer_row(tmp_path: Path) -> None:
             "1000",
             "--startup-runs",
             "0",
+            "--drivers",
+            "python",  # the throttled row is the Python client's
+            "--tls-sizes",
+            "none",
+            "--no-ceilings",
             "--quota-rate",
             str(QUOTA),
             "--quota-periods",
