@@ -44,6 +44,7 @@ from odradek.wire.batch import (
     LOG_OVERHEAD,
     MAGIC,
     BatchHeader,
+    Buffer,
     CorruptRecordError,
     InvalidRecordError,
     UnsupportedMagicError,
@@ -78,7 +79,7 @@ class ValidationError(Exception):
 
 @dataclass(slots=True)
 class ValidatedBatches:
-    buf: bytes | bytearray
+    buf: Buffer  # a Produce request's records are a memoryview of its frame
     batches: list[tuple[int, BatchHeader]]
     log_append_time: bool
     converted: int = 0  # records up-converted from a magic 0/1 message set
@@ -92,7 +93,7 @@ ZSTD = 4
 
 
 def validate(
-    records: bytes | None, config: LogConfig, now: int, produce_version: int | None = None
+    records: Buffer | None, config: LogConfig, now: int, produce_version: int | None = None
 ) -> ValidatedBatches:
     """Check a Produce partition's records; raise ValidationError with Kafka's error code.
 
@@ -107,12 +108,12 @@ def validate(
         raise ValidationError(ErrorCode.INVALID_RECORD, one_batch)
     # the request's bytes are written as they are (the log patches offsets in a copy of each
     # 16-byte prefix); only LogAppendTime and recompression need a mutable copy
-    buf: bytes | bytearray = records
+    buf: Buffer = records
     try:
         batches = list(iter_batches(buf))
     except UnsupportedMagicError as exc:
         if produce_version is not None and produce_version < 3:
-            return _validate_legacy(records, config, now)
+            return _validate_legacy(bytes(records), config, now)
         raise ValidationError(
             ErrorCode.INVALID_RECORD,
             f"Produce requests with version {produce_version} are only allowed "
@@ -163,7 +164,7 @@ def validate(
     return ValidatedBatches(buf, batches, log_append)
 
 
-def _check_records(buf: bytes | bytearray, pos: int, h: BatchHeader, bound: int) -> bytes | None:
+def _check_records(buf: Buffer, pos: int, h: BatchHeader, bound: int) -> bytes | None:
     """Walk the batch's records; returns the decompressed section of a compressed batch."""
     start = pos + HEADER_SIZE
     end = pos + h.size
@@ -193,7 +194,7 @@ def _check_timestamp(h: BatchHeader, config: LogConfig, now: int) -> None:
 
 
 def _recompress(
-    buf: bytes | bytearray,
+    buf: Buffer,
     batches: list[tuple[int, BatchHeader]],
     sections: list[tuple[int, BatchHeader, bytes]],
     codec: int,

@@ -22,6 +22,11 @@ untouched. Each replacement is what Kafka's generated `*Data.read` methods do:
   Kafka does). kafka-python copies the rest of the message for every struct that carries a
   tagged field, quadratic in the number of such structs (a 1.7 MB request took 3 s).
 
+One emitter is replaced for speed, not strictness: a `records` field (Produce's record batches)
+is a memoryview of the request frame rather than a copy of it in bytes (at 1 GB/s of produce the
+copy was 4.5% of the broker's CPU). The view lives as long as the request: the validator and the
+log read it in place and write it with pwritev; nothing keeps it once the request is answered.
+
 Everything these decoders raise is `DecodeError`, a `ValueError`: the caller closes the
 connection, as Kafka does for a request it cannot parse.
 """
@@ -93,12 +98,34 @@ def _emit_simple(
     compact: bool,
     tagged: Any,
 ) -> None:
-    _ORIGINAL["simple"](field, ctx, var, indent, version=version, compact=compact, tagged=tagged)
+    if _strict() and field.type_str == "records":
+        _emit_records(ctx, var, indent, compact)
+    else:
+        _ORIGINAL["simple"](
+            field, ctx, var, indent, version=version, compact=compact, tagged=tagged
+        )
     if not _strict() or field.type_str not in _VARIABLE:
         return
     ctx.emit(indent, f"if pos > len(data): raise _DecodeError('truncated field {field.name}')")
     if not field.nullable_for_version_q(version):
         ctx.emit(indent, f"if {var} is None: raise _NullField('null in field {field.name}')")
+
+
+def _emit_records(ctx: CodegenContext, var: str, indent: str, compact: bool) -> None:
+    """kafka-python's Bytes decoding without its `bytes(...)` copy: a slice of `data`, the
+    frame's memoryview (the length check after it catches a slice cut short)."""
+    ln = ctx.next_var("ln")
+    if compact:
+        _emit_uvarint(ctx, ln, indent)
+        ctx.emit(indent, f"{ln} -= 1")
+    else:
+        ctx.emit(indent, f'{ln} = unpack_from(">i", data, pos)[0]')
+        ctx.emit(indent, "pos += 4")
+    ctx.emit(indent, f"if {ln} < 0:")
+    ctx.emit(indent, f"    {var} = None")
+    ctx.emit(indent, "else:")
+    ctx.emit(indent, f"    {var} = data[pos:pos+{ln}]")
+    ctx.emit(indent, f"    pos += {ln}")
 
 
 def _emit_array(

@@ -68,6 +68,20 @@ def test_buffer_api_cuts_small_and_large_frames(sizes, chunk):
     assert dec.buffered == 0
 
 
+@pytest.mark.parametrize("chunk", [1000, SCRATCH, 3 * SCRATCH])
+def test_large_frames_are_exact_in_memory_used_before(chunk):
+    # large frames' buffers are not zero-filled: whatever the freed memory held, a frame is
+    # handed out only once every byte of it has been received
+    size = 5 * SCRATCH
+    for _ in range(3):
+        junk = bytearray(b"\xaa") * (8 * SCRATCH)
+        del junk
+        dec = FrameDecoder(1 << 22, pending=lambda: SCRATCH)
+        payload = bytes(size)
+        assert receive(dec, framed(payload) + framed(b"next"), chunk) == 2
+        assert [bytes(p) for p, _ in dec.frames] == [payload, b"next"]
+
+
 def test_large_frame_buffer_grows_with_the_bytes_not_the_announced_size():
     dec = FrameDecoder(1 << 30)
     dec.buffer_updated(0)

@@ -203,6 +203,26 @@ def test_a_string_running_past_the_end_is_refused() -> None:
         decode_payload(request_header(15, 0, 7) + body)
 
 
+def test_produce_records_are_the_frames_bytes_and_checked_for_length() -> None:
+    # the records come out as a view of the frame (not a copy), exactly the bytes sent; a
+    # records field claiming more bytes than the frame holds is refused, in both encodings
+    batch = build_batch([(None, b"v" * 300, [], 0)])
+    for version in (3, 9):
+        T = protocol.ProduceRequest.TopicProduceData
+        req = protocol.ProduceRequest(
+            transactional_id=None,
+            acks=1,
+            timeout_ms=1000,
+            topic_data=[T(name="t", partition_data=[T.PartitionProduceData(0, batch)])],
+        )
+        payload = bytearray(encode(req, version, 7))
+        records = decode_payload(payload).topic_data[0].partition_data[0].records
+        assert bytes(records) == batch
+        assert isinstance(records, memoryview) and records.obj is payload
+        with pytest.raises(protocol.DecodeError, match="truncated field records"):
+            decode_payload(payload[: -10 if version < 9 else -12])
+
+
 def test_unknown_versions_and_keys_are_decode_errors() -> None:
     with pytest.raises(protocol.DecodeError):
         protocol.decode_request(3, 999, b"", 0)

@@ -35,6 +35,7 @@ from odradek.log.validator import ValidatedBatches, ValidationError, validate
 from odradek.security.acl_types import AclOperation
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
+from odradek.wire.batch import Buffer
 from odradek.wire.errors import ErrorCode
 from odradek.wire.legacy_records import CODEC_MASK, MAGIC_OFFSET
 
@@ -56,7 +57,7 @@ def _produce_one(
     ctx: RequestContext,
     topic: str,
     index: int,
-    records: bytes | None,
+    records: Buffer | None,
     acks: int,
     transactional_id: str | None,
     validated: ValidatedBatches | ValidationError | None = None,
@@ -127,7 +128,7 @@ LEGACY_THREAD_BYTES = 64 * 1024
 
 
 async def _validate_legacy_off_loop(
-    ctx: RequestContext, topic: str, index: int, records: bytes | None
+    ctx: RequestContext, topic: str, index: int, records: Buffer | None
 ) -> ValidatedBatches | ValidationError | None:
     """Produce v0-2: validate a compressed or large magic 0/1 set in a thread (None: not such a
     set, or no such partition here; `_produce_one` validates or answers as usual)."""
