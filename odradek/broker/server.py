@@ -36,7 +36,7 @@ from odradek.coordinator.group.coordinator import (
     GroupCoordinator,
     GroupCoordinatorConfig,
 )
-from odradek.log import open_files
+from odradek.log import index_file, open_files
 from odradek.log.cleaner import LogCleanerService
 from odradek.log.manager import LogManager
 from odradek.security.scram import ScramCredential, ScramMechanism
@@ -246,6 +246,7 @@ class Broker:
                     last_hw = now
                     self.checkpoint_high_watermarks()
                 self.close_idle_connections(now)
+                index_file.write_pending()  # index entries a live dump-log sees within 1 s
             except Exception:
                 log.exception("housekeeping failed")
 

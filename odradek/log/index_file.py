@@ -3,12 +3,19 @@
 Kafka memory-maps its indexes. Python's `mmap` keeps a duplicate of the file descriptor for as
 long as the map lives, so a mapped index costs a descriptor (and a map against
 vm.max_map_count): 10,000 partitions would hold 20,000 index descriptors. Here an index is read
-into a bytearray on first use (Kafka's LazyIndex) and a new entry is appended to it and written
-to the file at once with pwrite, so a live broker's index reads as Kafka's mapped one (`odradek
-dump-log`). Only an index being appended to (the active segment's) holds a descriptor, closed
-when the segment is sealed or the LRU lets go of it; a sealed index holds none. An index the
-LRU of open segments lets go of (open_files.py) drops its bytes and reads them again when next
-used.
+into a bytearray on first use (Kafka's LazyIndex); new entries are appended to it and written
+to the file in one open + pwrite + close once `PENDING_MAX` of them are pending, and at every
+log flush, roll (seal), close and when the LRU of open segments (open_files.py) lets go of the
+index; the broker's housekeeping writes the rest every second (`write_pending`), so a live
+broker's index file reads as Kafka's mapped one (`odradek dump-log`) within a second. So no index
+holds a descriptor, and the produce and replication paths pay a file write per `PENDING_MAX`
+index entries, not per entry (a write per entry cost ~2 syscalls per 16 KiB batch). An index the
+LRU lets go of drops its bytes and reads them again when next used.
+
+Recovery does not depend on entries that were pending: an unclean start rebuilds the index of
+the active segment (past any recovery point) and of every segment past the recovery point; a
+sealed segment's index was written and fsync'd when it was sealed; a clean stop closes (seals)
+every segment. An index short of entries would only make a lookup scan from an earlier batch.
 
 The index is a hint (the segment scans batch headers from the position it gives): a log flush
 does not fsync it (flush.messages=1 would pay a second fsync per batch); it is fsync'd when the
@@ -20,13 +27,34 @@ preallocated file left by an older version is read as before: recovery or a roll
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable
 
+log = logging.getLogger(__name__)
+
 # one lock for every index: appends on the event loop against the LRU letting go from a worker
 # thread (the cleaner); uncontended in practice
 _LOCK = threading.RLock()
+
+PENDING_MAX = 64  # entries held before they are written (a few hundred bytes)
+# indexes holding entries not written yet (write_pending), by id
+_PENDING: dict[int, IndexFile] = {}
+
+
+def write_pending() -> int:
+    """Write every index's pending entries (the broker's housekeeping, every second); returns
+    how many indexes had some."""
+    with _LOCK:
+        pending = list(_PENDING.values())
+        _PENDING.clear()
+        for index in pending:
+            try:
+                index._persist_locked(fsync=False)
+            except OSError as exc:  # a hint: a seal writes and fsyncs it, recovery rebuilds it
+                log.debug("%s: pending index entries not written: %s", index.path, exc)
+    return len(pending)
 
 
 class IndexFile:
@@ -47,7 +75,6 @@ class IndexFile:
         self._max_entries = max(1, max_bytes // self.entry_size)
         self._on_load = on_load
         self._buf: bytearray | None = None
-        self._fd: int | None = None  # held while appended to (active), let go of by the LRU
         try:
             self._file_size = os.stat(path).st_size
         except FileNotFoundError:  # a new segment's: created empty, as Kafka's
@@ -92,20 +119,17 @@ class IndexFile:
             del buf[self.entries * self.entry_size :]
             buf += entry
             self.entries += 1
-            self._persist_locked(fsync=False, keep_open=True)  # written through, as a map
+            if self.entries - self._written >= PENDING_MAX:
+                self._persist_locked(fsync=False)
+            else:
+                _PENDING[id(self)] = self
 
     def let_go(self) -> None:
         """The LRU of open segments: write what is pending and drop the bytes (read again on
         the next use)."""
         with _LOCK:
             self._persist_locked(fsync=False)
-            self._close_fd()
             self._buf = None
-
-    def _close_fd(self) -> None:
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)
 
     @property
     def full(self) -> bool:
@@ -138,19 +162,15 @@ class IndexFile:
         with _LOCK:
             self._persist_locked(fsync)
 
-    def _persist_locked(self, fsync: bool, keep_open: bool = False) -> None:
-        """Write pending entries; `keep_open`: keep the descriptor for the next append (an
-        active index: open, write and close per entry cost 40 % more per produced batch)."""
+    def _persist_locked(self, fsync: bool) -> None:
+        """Write pending entries (one open, pwrite and close)."""
         start, end = self._written, self.entries
         buf = self._buf
+        _PENDING.pop(id(self), None)
         if (end <= start or buf is None) and not (fsync and self._dirty):
             return
         es = self.entry_size
-        fd = self._fd
-        if fd is None:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            if keep_open:
-                self._fd = fd
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             if end > start and buf is not None:
                 os.pwrite(fd, memoryview(buf)[start * es : end * es], start * es)
@@ -161,8 +181,7 @@ class IndexFile:
                 os.fsync(fd)
                 self._dirty = False
         finally:
-            if fd is not self._fd:
-                os.close(fd)
+            os.close(fd)
 
     def flush(self) -> None:
         """Pending entries to the file, not fsync'd: the index is a hint (a missing entry only
@@ -175,7 +194,6 @@ class IndexFile:
         cut to them (a preallocated file of an older version too), and the index is full."""
         self._persist(fsync=True)
         with _LOCK:
-            self._close_fd()  # sealed: no more appends
             self._max_entries = self.entries
             if self._file_size > self.entries * self.entry_size:
                 self._truncate_file(self.entries * self.entry_size)
@@ -185,17 +203,16 @@ class IndexFile:
         self._max_entries = max(self.entries, max_bytes // self.entry_size)
 
     def close(self) -> None:
-        """Write what is pending and let go of the bytes and the descriptor."""
+        """Write what is pending and let go of the bytes."""
         with _LOCK:
             self._persist_locked(fsync=False)
-            self._close_fd()
             self._buf = None
 
     def drop(self) -> None:
-        """Let go of the bytes and the descriptor without writing (an unclean stop, a deleted
+        """Let go of the bytes without writing (an unclean stop, a deleted
         segment)."""
         with _LOCK:
-            self._close_fd()
+            _PENDING.pop(id(self), None)
             self._buf = None
 
     def _search(self, key_at: Callable[[int], int], target: int) -> int:

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -122,13 +123,20 @@ def test_segment_and_indexes(broker: Broker) -> None:
         for line in data
     )
 
-    # the active segment's index is preallocated: the dump stops at its first empty entry
+    # the active segment's index: its last entries reach the file within a second (the broker
+    # writes pending index entries every second, log/index_file.py)
     index = segment(broker, TOPIC, 0, ".index")
     timeindex = segment(broker, TOPIC, 0, ".timeindex")
-    out = dump("--files", f"{index},{timeindex}").stdout.splitlines()
-    at = out.index(f"Dumping {timeindex}")
+    want = [f"offset: {b['lastOffset']} position: {b['position']}" for b in batches]
+    deadline = time.monotonic() + 10.0
+    while True:
+        out = dump("--files", f"{index},{timeindex}").stdout.splitlines()
+        at = out.index(f"Dumping {timeindex}")
+        if out[1:at] == want or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)  # polling the file a live broker writes, bounded by the deadline
     assert out[0] == f"Dumping {index}"
-    assert out[1:at] == [f"offset: {b['lastOffset']} position: {b['position']}" for b in batches]
+    assert out[1:at] == want
     time_entries = [fields(line) for line in out[at + 1 :]]
     assert time_entries and time_entries[0]["offset"] == "0"
     stamps = {(b["CreateTime"], b["lastOffset"]) for b in batches}
