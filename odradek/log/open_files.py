@@ -47,7 +47,7 @@ class SegmentFile(io.FileIO):
             self.close()
 
 
-FDS_PER_SEGMENT = 3  # an active segment: its .log and its two indexes being appended to
+FDS_PER_SEGMENT = 1  # its .log: indexes hold no descriptor (index_file.py)
 
 
 def _room(soft_nofile: int) -> int:

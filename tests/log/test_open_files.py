@@ -19,7 +19,7 @@ from odradek.wire.records import build_batch, decode_records
 
 LIMIT = 2
 PARTITIONS = 4
-MAX_FDS = LIMIT * open_files.FDS_PER_SEGMENT  # a .log and two indexes being appended to
+MAX_FDS = LIMIT * open_files.FDS_PER_SEGMENT  # a .log each (indexes hold no descriptor)
 T0 = 1_700_000_000_000
 
 
