@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from odradek.wire.frames import frame
 from odradek.wire.header import response_header
 from odradek.wire.regions import ChunkedPiece, FileRegion, Piece, piece_length
+from odradek.wire.varint import encode_uvarint
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -62,22 +63,13 @@ class TopicData:
     partitions: list[PartitionData]
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _array_len(n: int, flexible: bool) -> bytes:
-    return _uvarint(n + 1) if flexible else _I32.pack(n)
+    return encode_uvarint(n + 1) if flexible else _I32.pack(n)
 
 
 def _string(s: str, flexible: bool) -> bytes:
     raw = s.encode()
-    return (_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+    return (encode_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
 
 
 def _partition_head(p: PartitionData, version: int, flexible: bool) -> bytearray:
@@ -106,7 +98,7 @@ def _partition_head(p: PartitionData, version: int, flexible: bool) -> bytearray
     if version >= 11:
         out += _I32.pack(p.preferred_read_replica)
     size = p.records_size
-    out += _uvarint(size + 1) if flexible else _I32.pack(size)
+    out += encode_uvarint(size + 1) if flexible else _I32.pack(size)
     return out
 
 
@@ -121,12 +113,12 @@ def _partition_tail(p: PartitionData, flexible: bool) -> bytes:
 
 def _node_endpoints(nodes: list[tuple[int, str, int, str | None]]) -> bytes:
     """The top-level tagged section holding NodeEndpoints (tag 0)."""
-    body = bytearray(_uvarint(len(nodes) + 1))
+    body = bytearray(encode_uvarint(len(nodes) + 1))
     for node_id, host, port, rack in nodes:
         body += _I32.pack(node_id) + _string(host, True) + _I32.pack(port)
         body += b"\x00" if rack is None else _string(rack, True)
         body += b"\x00"
-    return b"\x01\x00" + _uvarint(len(body)) + bytes(body)
+    return b"\x01\x00" + encode_uvarint(len(body)) + bytes(body)
 
 
 def encode_fetch_response(

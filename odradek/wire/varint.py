@@ -1,4 +1,5 @@
-"""Unsigned base-128 varints (protobuf's), the one reader every part of `wire` uses.
+"""Unsigned base-128 varints (protobuf's): the one reader every part of `wire` uses, and the
+writer of the hand-written response encoders (Fetch, Metadata).
 
 Kafka writes them for flexible versions' lengths and tagged fields (KIP-482: unsigned varints of
 at most 5 bytes) and, zigzag-encoded on top, for record fields (int32 varints of at most 5 bytes,
@@ -35,3 +36,13 @@ def read_uvarint(
             return result, pos
         shift += 7
     raise error(f"varint longer than {max_bytes} bytes")
+
+
+def encode_uvarint(n: int) -> bytes:
+    """The unsigned varint of `n` (>= 0)."""
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)

@@ -30,6 +30,7 @@ from odradek.security.acl_types import AclOperation, ResourceType
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
+from odradek.wire.varint import encode_uvarint
 
 if TYPE_CHECKING:
     from odradek.broker.server import Broker
@@ -46,17 +47,8 @@ _PARTITION_HEAD = struct.Struct(">hii")  # error_code, partition_index, leader_i
 _PARTITION_HEAD_EPOCH = struct.Struct(">hiii")  # ... leader_epoch (v7+)
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _count(n: int, flexible: bool) -> bytes:
-    return _uvarint(n + 1) if flexible else _I32.pack(n)
+    return encode_uvarint(n + 1) if flexible else _I32.pack(n)
 
 
 def _int32s(values: list[int], flexible: bool) -> bytes:
@@ -70,7 +62,7 @@ def _string(value: str | None, flexible: bool) -> bytes:
     if value is None:
         return b"\x00" if flexible else b"\xff\xff"
     raw = value.encode()
-    return (_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+    return (encode_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
 
 
 def encode_topic(
