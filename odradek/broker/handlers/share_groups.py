@@ -29,10 +29,11 @@ from odradek.coordinator.share.coordinator import (
     ShareSession,
     SpKey,
     StoredState,
+    batches_from_wire,
+    batches_to_wire,
     mono_ms,
     share_coordinator,
 )
-from odradek.coordinator.share.state import StateBatch
 from odradek.security.acl_types import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
@@ -615,15 +616,7 @@ async def read_share_group_state(ctx: RequestContext, req: Any) -> Any:
                     error_message=None,
                     state_epoch=state.state_epoch if state else 0,
                     start_offset=state.start_offset if state else -1,
-                    state_batches=[
-                        P.StateBatch(
-                            first_offset=b.first_offset,
-                            last_offset=b.last_offset,
-                            delivery_state=b.delivery_state,
-                            delivery_count=b.delivery_count,
-                        )
-                        for b in (state.batches if state else [])
-                    ],
+                    state_batches=batches_to_wire(P.StateBatch, state.batches if state else []),
                 )
             )
         results.append(R(topic_id=topic.topic_id, partitions=parts))
@@ -646,10 +639,7 @@ async def write_share_group_state(ctx: RequestContext, req: Any) -> Any:
             if denied:
                 error = CLUSTER_AUTHORIZATION_FAILED
             else:
-                batches = [
-                    StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-                    for b in p.state_batches
-                ]
+                batches = batches_from_wire(p.state_batches)
                 error = coord.write_stored(
                     key, StoredState(p.state_epoch, p.leader_epoch, p.start_offset, batches)
                 )

@@ -84,11 +84,28 @@ def stored_from_wire(p: Any) -> StoredState | None:
     """The state in a ReadShareGroupState answer partition; None for an error or no state."""
     if p.error_code or p.start_offset < 0:
         return None
-    batches = [
+    return StoredState(p.state_epoch, 0, p.start_offset, batches_from_wire(p.state_batches))
+
+
+def batches_from_wire(batches: Iterable[Any]) -> list[StateBatch]:
+    """The StateBatch structs of a ReadShareGroupState answer or WriteShareGroupState request."""
+    return [
         StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-        for b in p.state_batches
+        for b in batches
     ]
-    return StoredState(p.state_epoch, 0, p.start_offset, batches)
+
+
+def batches_to_wire(cls: Any, batches: Iterable[StateBatch]) -> list[Any]:
+    """`batches` as the messages' StateBatch structs (`cls`: the message's StateBatch class)."""
+    return [
+        cls(
+            first_offset=b.first_offset,
+            last_offset=b.last_offset,
+            delivery_state=b.delivery_state,
+            delivery_count=b.delivery_count,
+        )
+        for b in batches
+    ]
 
 
 def write_state_request(key: SpKey, state: StoredState) -> Any:
@@ -106,15 +123,7 @@ def write_state_request(key: SpKey, state: StoredState) -> Any:
                         state_epoch=state.state_epoch,
                         leader_epoch=state.leader_epoch,
                         start_offset=state.start_offset,
-                        state_batches=[
-                            P.StateBatch(
-                                first_offset=b.first_offset,
-                                last_offset=b.last_offset,
-                                delivery_state=b.delivery_state,
-                                delivery_count=b.delivery_count,
-                            )
-                            for b in state.batches
-                        ],
+                        state_batches=batches_to_wire(P.StateBatch, state.batches),
                     )
                 ],
             )
