@@ -111,16 +111,22 @@ def _emit_simple(
         ctx.emit(indent, f"if {var} is None: raise _NullField('null in field {field.name}')")
 
 
+def _emit_length(ctx: CodegenContext, var: str, indent: str, compact: bool) -> None:
+    """A bytes field's or an array's length into `var`: a uvarint of length + 1 when compact,
+    else an int32 (-1: null either way)."""
+    if compact:
+        _emit_uvarint(ctx, var, indent)
+        ctx.emit(indent, f"{var} -= 1")
+    else:
+        ctx.emit(indent, f'{var} = unpack_from(">i", data, pos)[0]')
+        ctx.emit(indent, "pos += 4")
+
+
 def _emit_records(ctx: CodegenContext, var: str, indent: str, compact: bool) -> None:
     """kafka-python's Bytes decoding without its `bytes(...)` copy: a slice of `data`, the
     frame's memoryview (the length check after it catches a slice cut short)."""
     ln = ctx.next_var("ln")
-    if compact:
-        _emit_uvarint(ctx, ln, indent)
-        ctx.emit(indent, f"{ln} -= 1")
-    else:
-        ctx.emit(indent, f'{ln} = unpack_from(">i", data, pos)[0]')
-        ctx.emit(indent, "pos += 4")
+    _emit_length(ctx, ln, indent, compact)
     ctx.emit(indent, f"if {ln} < 0:")
     ctx.emit(indent, f"    {var} = None")
     ctx.emit(indent, "else:")
@@ -139,12 +145,7 @@ def _emit_array(
 ) -> None:
     """Array of simple values or of structs: count, null/size checks, then the elements."""
     n = ctx.next_var("n")
-    if compact:
-        _emit_uvarint(ctx, n, indent)
-        ctx.emit(indent, f"{n} -= 1")
-    else:
-        ctx.emit(indent, f'{n} = unpack_from(">i", data, pos)[0]')
-        ctx.emit(indent, "pos += 4")
+    _emit_length(ctx, n, indent, compact)
     ctx.emit(indent, f"if {n} < 0:")
     if field.nullable_for_version_q(version):
         ctx.emit(indent, f"    {var} = None")
