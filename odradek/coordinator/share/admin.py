@@ -94,22 +94,12 @@ async def store(coord: ShareCoordinator, key: SpKey, state: StoredState) -> int:
     """Write a share-partition's state where its state partition is led; 0 or an error code."""
     if coord.leads_state_of(key):
         return coord.write_stored(key, state)
-    node = coord._state_leader(key)
-    if node is None:
-        return COORDINATOR_NOT_AVAILABLE
-    resp = await coord._peer_request(node, WRITE_STATE, write_state_request(key, state))
-    if resp is None:
-        return COORDINATOR_NOT_AVAILABLE
-    errors = [p.error_code for r in resp.results for p in r.partitions]
-    return next((e for e in errors if e), 0)
+    return await _ask_state_leader(coord, key, WRITE_STATE, write_state_request(key, state))
 
 
 async def delete(coord: ShareCoordinator, key: SpKey) -> int:
     if coord.leads_state_of(key):
         return coord.delete_stored(key)
-    node = coord._state_leader(key)
-    if node is None:
-        return COORDINATOR_NOT_AVAILABLE
     D: Any = protocol.request_class(DELETE_STATE)
     req = D(
         group_id=key[0],
@@ -119,7 +109,16 @@ async def delete(coord: ShareCoordinator, key: SpKey) -> int:
             )
         ],
     )
-    resp = await coord._peer_request(node, DELETE_STATE, req)
+    return await _ask_state_leader(coord, key, DELETE_STATE, req)
+
+
+async def _ask_state_leader(coord: ShareCoordinator, key: SpKey, api: int, req: Any) -> int:
+    """Send a one-partition Write/DeleteShareGroupState to the leader of the key's state
+    partition; its error code, 0, or COORDINATOR_NOT_AVAILABLE when it is unknown or silent."""
+    node = coord._state_leader(key)
+    if node is None:
+        return COORDINATOR_NOT_AVAILABLE
+    resp = await coord._peer_request(node, api, req)
     if resp is None:
         return COORDINATOR_NOT_AVAILABLE
     errors = [p.error_code for r in resp.results for p in r.partitions]
