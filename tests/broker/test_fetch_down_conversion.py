@@ -28,6 +28,7 @@ from odradek.testing import Broker
 from odradek.testing.raw import RawClient
 from odradek.wire.errors import ErrorCode
 from odradek.wire.legacy_records import decode_message_set
+from tests.broker.test_metrics import scrape
 
 CODECS = {"gz": "gzip", "sn": "snappy", "lz": "lz4", "no": "none", "la": "gzip"}
 N = 60
@@ -304,21 +305,9 @@ def test_raw_answers_zstd_refused_and_first_message_whole(broker: Broker) -> Non
 
 
 def test_down_conversion_metric_counts_records(broker: Broker) -> None:
-    import urllib.request
-
-    from prometheus_client.parser import text_string_to_metric_families
-
     def converted() -> float:
-        port = broker.server.metrics.port
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-            text = resp.read().decode()
-        for fam in text_string_to_metric_families(text):
-            for s in fam.samples:
-                if s.name == "odradek_topic_fetch_message_conversions_total" and s.labels == {
-                    "topic": "no"
-                }:
-                    return s.value
-        return 0.0
+        key = ("odradek_topic_fetch_message_conversions_total", (("topic", "no"),))
+        return scrape(broker.server.metrics.port).get(key, 0.0)
 
     before = converted()
     got = old_kafka_python(broker, (0, 10, 1), ["no"], FROM)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
-import urllib.request
 import zlib
 from collections.abc import Iterator
 from typing import Any
@@ -26,7 +25,6 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
-from prometheus_client.parser import text_string_to_metric_families
 
 from odradek.testing import Broker
 from odradek.testing.raw import RawClient
@@ -35,6 +33,7 @@ from odradek.wire.batch import iter_batches
 from odradek.wire.compression import GZIP, SNAPPY, ZSTD, compress
 from odradek.wire.errors import ErrorCode
 from odradek.wire.legacy_records import encode_message_set, write_message
+from tests.broker.test_metrics import scrape
 
 DEADLINE_S = 30.0
 TS = 1_700_000_000_000
@@ -116,16 +115,8 @@ def stored_batches(broker: Broker, topic: str) -> list[tuple[int, int, int, int]
 
 def conversions(broker: Broker, topic: str) -> float:
     """odradek_topic_produce_message_conversions for the topic, scraped."""
-    port = broker.server.metrics.port
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            if s.name == "odradek_topic_produce_message_conversions_total" and s.labels == {
-                "topic": topic
-            }:
-                return float(s.value)
-    return 0.0
+    key = ("odradek_topic_produce_message_conversions_total", (("topic", topic),))
+    return scrape(broker.server.metrics.port).get(key, 0.0)
 
 
 def test_kafka_python_old_producers_every_codec(broker: Broker) -> None:
