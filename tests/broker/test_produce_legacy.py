@@ -205,7 +205,12 @@ def test_librdkafka_fallback_producers(broker: Broker) -> None:
         assert not errors
     got = consume(broker, RDK_TOPIC, len(expected))
     assert [(k, v, ts) for _o, k, v, ts in got] == expected
-    assert [c for _b, _n, c, _p in stored_batches(broker, RDK_TOPIC)] == [0, 1, 2, 3, 1]
+    batches = stored_batches(broker, RDK_TOPIC)
+    # one magic-0 message set per 0.9.0 run, with its codec
+    assert [(n, c) for _b, n, c, _p in batches[:4]] == [(3, 0), (3, 1), (3, 2), (3, 3)]
+    # the 0.10.0 run's records, in as many magic-2 batches as librdkafka made (a slow start can
+    # split them; it sends a batch uncompressed when gzip would not make it smaller)
+    assert sum(n for _b, n, _c, _p in batches[4:]) == 3
     assert conversions(broker, RDK_TOPIC) == 12  # the magic-2 records were not converted
 
 
