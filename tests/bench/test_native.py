@@ -19,7 +19,7 @@ from odradek.testing import Broker
 try:
     native.ensure_built()
 except native.NativeUnavailable as exc:  # scripts/setup.sh test installs librdkafka-dev and gcc
-    pytest.skip(f"native driver unavailable: {exc}", allow_module_level=True)
+    pytest.fail(f"native driver unavailable (run scripts/setup.sh test): {exc}", pytrace=False)
 
 
 @pytest.fixture(scope="module")
