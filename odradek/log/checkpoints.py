@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+
+from odradek.log.flusher import FSYNC_EXECUTOR
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +32,55 @@ def write_atomic(path: str, text: str) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+_unsynced: set[str] = set()  # paths written by write_soon whose fsync is queued
+_unsynced_lock = threading.Lock()
+
+
+def write_soon(path: str, text: str) -> None:
+    """Replace `path` atomically now (temp file, rename) and fsync it in the fsync thread.
+
+    For files written on the event loop in bursts (the leader-epoch checkpoint of every
+    partition a broker becomes leader of): an fsync each, on the loop, stalled every broker of
+    the process on a busy disk. Kafka too flushes its leader-epoch truncations in the
+    background. A process that dies after this call leaves the new content (it is in the page
+    cache); a machine that loses power before the fsync may lose it, as it loses the unflushed
+    batches written in that epoch, and recovery of the unflushed segments assigns their epochs
+    again from the batch headers (Log._recover). Several writes of a path before its fsync runs
+    share one fsync."""
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+    with _unsynced_lock:
+        if path in _unsynced:
+            return
+        _unsynced.add(path)
+    FSYNC_EXECUTOR.submit(_fsync_path, path)
+
+
+def _fsync_path(path: str) -> None:
+    with _unsynced_lock:
+        _unsynced.discard(path)  # a write from now on queues a sync of its own
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return  # deleted since (a partition removed): nothing left to keep
+    except OSError as exc:
+        log.error("cannot open %s to sync it: %s", path, exc)
+        return
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        log.error("fsync of %s failed: %s", path, exc)
+    finally:
+        os.close(fd)
+
+
+def sync_written() -> None:
+    """Wait until every file written by write_soon so far is fsync'd (a clean shutdown)."""
+    FSYNC_EXECUTOR.submit(int).result()
 
 
 def write_checkpoint(path: str, entries: dict[tuple[str, int], int]) -> None:

@@ -39,7 +39,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # One thread: rounds never overlap, and the thread only waits on the disk.
-_EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="odradek-fsync")
+# (checkpoints.write_soon queues its fsyncs here too: FIFO, so a round that syncs batches of a new
+# leader epoch runs after the fsync of the leader-epoch checkpoint written before them)
+FSYNC_EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="odradek-fsync")
 _FLUSHERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, GroupFlusher] = (
     weakref.WeakKeyDictionary()
 )
@@ -103,7 +105,7 @@ class GroupFlusher:
             jobs = [job for lg in rnd.logs if (job := _job_for(lg)) is not None]
             try:
                 if jobs:
-                    await self._loop.run_in_executor(_EXECUTOR, _sync_all, jobs)
+                    await self._loop.run_in_executor(FSYNC_EXECUTOR, _sync_all, jobs)
             except BaseException:
                 for job in jobs:
                     _close_fds(job.fds)

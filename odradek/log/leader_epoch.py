@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from odradek.log.checkpoints import write_atomic
+from odradek.log.checkpoints import write_soon
 
 FILE = "leader-epoch-checkpoint"
 
@@ -71,4 +71,4 @@ class LeaderEpochCache:
 
     def _write(self) -> None:
         lines = ["0", str(len(self.entries))] + [f"{e} {s}" for e, s in self.entries]
-        write_atomic(self.path, "\n".join(lines) + "\n")
+        write_soon(self.path, "\n".join(lines) + "\n")  # fsync'd off the event loop

@@ -170,7 +170,9 @@ class Log:
                         seg.base_offset,
                         self.recovery_point,
                     )
-                truncated, _ = seg.recover()
+                truncated, valid = seg.recover()
+                for _pos, h in valid:  # as Kafka's LogSegment.recover: epochs from the batches
+                    self.epochs.assign(h.partition_leader_epoch, h.base_offset)
                 if truncated:
                     log.warning(
                         "%s-%d: truncated %d bytes of torn or corrupt data in %s",

@@ -26,6 +26,7 @@ from odradek.log.checkpoints import (
     LOG_START,
     RECOVERY_POINT,
     read_checkpoint,
+    sync_written,
     write_checkpoint,
 )
 from odradek.log.config import LogConfig
@@ -292,6 +293,7 @@ class LogManager:
             except Exception:  # KafkaStorageError: its dir just went offline
                 _release(lg)
         self.checkpoint()
+        sync_written()  # leader-epoch checkpoints durable before the marker skips recovery
         for d in self.dirs:
             if self.log_dirs[d].offline:
                 log.warning("log dir %s is offline: its logs are recovered at the next start", d)

@@ -150,6 +150,34 @@ def test_unclean_restart_recovers_segments_after_the_recovery_point(tmp_path):
     assert [o for o, _ in read_all(lg)] == list(range(40))
 
 
+def test_unclean_restart_takes_leader_epochs_from_the_batches_when_the_checkpoint_lost_them(
+    tmp_path,
+):
+    """The leader-epoch checkpoint is fsync'd off the event loop (checkpoints.write_soon): a
+    power loss can leave an older one. Recovery of the unflushed segments assigns the epochs
+    again from the batch headers (as Kafka's LogSegment.recover), so OffsetForLeaderEpoch
+    answers as before the crash and a follower truncates where it must."""
+    from odradek.log.checkpoints import sync_written
+    from odradek.log.leader_epoch import FILE
+
+    d = str(tmp_path / "t-0")
+    lg = Log(d, "t", 0, small())
+    for i in range(12):
+        append(lg, batch(4), epoch=i // 4 * 2)  # epochs 0, 2, 4 from offsets 0, 16, 32
+    assert lg.epochs.entries == [(0, 0), (2, 16), (4, 32)]
+    sync_written()
+    with open(os.path.join(d, FILE), "w") as f:
+        f.write("0\n1\n0 0\n")  # the checkpoint as it was before epochs 2 and 4
+    for seg in lg.segments:  # a crash: nothing closed, trimmed or checkpointed
+        seg.file.close()
+    lg = Log(d, "t", 0, small(), recovery_point=0, clean_shutdown=False)
+    assert lg.epochs.entries == [(0, 0), (2, 16), (4, 32)]
+    assert lg.epochs.end_offset_for(2, lg.log_end_offset) == (2, 32)
+    sync_written()
+    with open(os.path.join(d, FILE)) as f:  # and the checkpoint says so again
+        assert f.read().split("\n")[1:5] == ["3", "0 0", "2 16", "4 32"]
+
+
 def test_timestamp_lookup_and_max_timestamp(tmp_path):
     lg = Log(str(tmp_path / "t-0"), "t", 0, small())
     base = 1_700_000_000_000

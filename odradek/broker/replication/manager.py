@@ -77,6 +77,9 @@ class ReplicaManager:
         self.closing = asyncio.Event()
         self.fetch_delay_ms = 0
         self.isr_changes = {"shrink": 0, "expand": 0}  # Kafka's IsrShrinks/IsrExpandsPerSec
+        # followers caught up during this turn of the loop, added to their ISRs together by one
+        # store update at its end (a follower's fetch covers many partitions)
+        self._joining: dict[Key, tuple[Partition, int]] = {}
         self.reachable: Callable[[int, int], bool] | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         # a broker's data dir remembers its cluster and id, as Kafka's meta.properties
@@ -361,7 +364,9 @@ class ReplicaManager:
             and tracker.can_join(replica_id, part.isr, part.high_watermark)
             and self._eligible(replica_id)
         ):
-            self._alter_isr(part, [*part.isr, replica_id], "caught up")
+            if not self._joining:
+                asyncio.get_running_loop().call_soon(self._expand_isrs)
+            self._joining[(part.topic, part.index)] = (part, replica_id)
         elif moved:
             # the high watermark follows the followers' log ends (the leader's own appends,
             # ISR changes and leadership call it themselves): a fetch at the same offset as
@@ -380,28 +385,51 @@ class ReplicaManager:
             part.high_watermark = hw
             part.wake()
 
-    def _alter_isr(self, part: Partition, isr: list[int], why: str) -> bool:
-        """Change the ISR in the store (conditional on our epochs), then locally."""
-        info = self.store.topics.get(part.topic)
-        if info is None or part.index >= len(info.partitions):
-            return False
-        cur = info.partitions[part.index]
-        if cur.leader != self.node_id or cur.leader_epoch != part.leader_epoch:
-            return False  # deposed: the change notification is on its way
-        if any(r not in cur.replicas for r in isr):
-            return False  # a replica reassigned away (ZooKeeper: its topic node came first)
-        new = cur.with_leader_isr(self.node_id, cur.leader_epoch, isr)
-        (ok,) = self.store.update_partitions(
-            [(part.topic, part.index, new, cur.leader_epoch, cur.partition_epoch)]
-        )
-        if not ok:
-            return False
-        log.info("%s-%d: ISR %s -> %s (%s)", part.topic, part.index, part.isr, isr, why)
-        self.isr_changes["shrink" if len(isr) < len(part.isr) else "expand"] += 1
-        part.isr = list(isr)
-        self._advance_high_watermark(part)
-        part.wake()
-        return True
+    def _expand_isrs(self) -> None:
+        """Add the followers that caught up during the last turn of the loop to their ISRs."""
+        joining, self._joining = self._joining, {}
+        changes = []
+        for part, replica_id in joining.values():
+            tracker = self.trackers.get((part.topic, part.index))
+            if (
+                tracker is not None
+                and part.is_leader
+                and replica_id not in part.isr
+                and tracker.can_join(replica_id, part.isr, part.high_watermark)
+            ):
+                changes.append((part, [*part.isr, replica_id], "caught up"))
+        self._alter_isrs(changes)
+
+    def _alter_isrs(self, changes: list[tuple[Partition, list[int], str]]) -> None:
+        """Change ISRs in the store (each conditional on our epochs), then locally. One store
+        update for all of them, as Kafka's AlterPartition batches its partitions: a metadata
+        save (an fsync on the event loop) per partition made ISR churn on a slow disk stall
+        every broker of a process, which made followers lag and the ISRs churn more."""
+        updates = []
+        changing = []
+        for part, isr, why in changes:
+            info = self.store.topics.get(part.topic)
+            if info is None or part.index >= len(info.partitions):
+                continue
+            cur = info.partitions[part.index]
+            if cur.leader != self.node_id or cur.leader_epoch != part.leader_epoch:
+                continue  # deposed: the change notification is on its way
+            if any(r not in cur.replicas for r in isr):
+                continue  # a replica reassigned away (ZooKeeper: its topic node came first)
+            new = cur.with_leader_isr(self.node_id, cur.leader_epoch, isr)
+            updates.append((part.topic, part.index, new, cur.leader_epoch, cur.partition_epoch))
+            changing.append((part, isr, why))
+        if not updates:
+            return
+        applied = self.store.update_partitions(updates)
+        for ok, (part, isr, why) in zip(applied, changing, strict=True):
+            if not ok:
+                continue
+            log.info("%s-%d: ISR %s -> %s (%s)", part.topic, part.index, part.isr, isr, why)
+            self.isr_changes["shrink" if len(isr) < len(part.isr) else "expand"] += 1
+            part.isr = list(isr)
+            self._advance_high_watermark(part)
+            part.wake()
 
     async def _isr_expiry(self, interval: float) -> None:
         while True:
@@ -414,6 +442,7 @@ class ReplicaManager:
     def shrink_isrs(self) -> None:
         now = now_ms()
         topics = self.broker.topics
+        shrinking: list[tuple[Partition, list[int], str]] = []
         for key, tracker in list(self.trackers.items()):
             part = topics.get(*key)
             if part is None or not part.is_leader:
@@ -421,7 +450,8 @@ class ReplicaManager:
             lagging = tracker.out_of_sync(part.isr, part.log.log_end_offset, now, self.lag_ms)
             if lagging:
                 isr = [r for r in part.isr if r not in lagging]
-                self._alter_isr(part, isr, f"{lagging} behind for {self.lag_ms} ms")
+                shrinking.append((part, isr, f"{lagging} behind for {self.lag_ms} ms"))
+        self._alter_isrs(shrinking)
 
     # -- acks=all -----------------------------------------------------------------------------
 
