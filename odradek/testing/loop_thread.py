@@ -21,13 +21,54 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextvars
+import logging
+import sys
 import threading
+import time
+import traceback
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any, TypeVar, overload
 
 AsyncStep = Callable[[], Awaitable[None]]
 T = TypeVar("T")  # what a call's function returns (or its coroutine, awaited)
+
+log = logging.getLogger(__name__)
+
+STALL_S = 5.0  # a loop that runs no callback for this long is reported, with its stack
+
+
+class _StallWatch:
+    """Reports an event loop that stops turning: every second it asks the loop to note the
+    time; when the loop has not done so for STALL_S, the loop thread's Python stack goes to
+    the log (a warning, which pytest shows with a failing test), and again every STALL_S while
+    it stays stuck. Brokers sharing one loop thread all stop answering when one of them blocks
+    it; this says where."""
+
+    def __init__(self, name: str, loop: asyncio.AbstractEventLoop, thread: threading.Thread):
+        self.name, self.loop, self.thread = name, loop, thread
+        self.tick = time.monotonic()
+        self.stopped = threading.Event()
+        threading.Thread(target=self._watch, daemon=True, name=f"{name}-stall-watch").start()
+
+    def _note(self) -> None:
+        self.tick = time.monotonic()
+
+    def _watch(self) -> None:
+        reported = 0.0
+        while not self.stopped.wait(1.0):
+            try:
+                self.loop.call_soon_threadsafe(self._note)
+            except RuntimeError:  # the loop closed
+                return
+            now = time.monotonic()
+            stuck = now - self.tick
+            if stuck < STALL_S or now - reported < STALL_S:
+                continue
+            reported = now
+            frame = sys._current_frames().get(self.thread.ident or -1)
+            stack = "".join(traceback.format_stack(frame)) if frame is not None else "(gone)"
+            log.warning("%s: event loop stuck for %.1f s in:\n%s", self.name, stuck, stack)
 
 
 class LoopThread:
@@ -36,6 +77,7 @@ class LoopThread:
         self.timeout = timeout  # for start, each call and stop
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._watch: _StallWatch | None = None
 
     @property
     def running(self) -> bool:
@@ -57,6 +99,7 @@ class LoopThread:
             thread.join(self.timeout)
             self._loop = self._thread = None
             raise
+        self._watch = _StallWatch(self.name, loop, thread)
 
     @staticmethod
     def _run(
@@ -144,6 +187,9 @@ class LoopThread:
         """Stop the loop (the teardown given to start runs on it) and wait for the thread."""
         loop, thread = self._loop, self._thread
         self._loop = self._thread = None
+        if self._watch is not None:
+            self._watch.stopped.set()
+            self._watch = None
         if loop is None or thread is None:
             return
         loop.call_soon_threadsafe(loop.stop)

@@ -52,3 +52,30 @@ def test_a_failing_boot_is_raised_to_the_caller_after_teardown() -> None:
     assert torn_down.is_set()
     assert not thread.running
     thread.stop()
+
+
+def test_a_stuck_loop_is_reported_with_its_stack(monkeypatch, caplog) -> None:
+    """In-process brokers share their loop thread: one blocking call stops them all. The
+    watch logs where the loop is stuck, so a test that times out says why."""
+    import time
+
+    from odradek.testing import loop_thread
+
+    monkeypatch.setattr(loop_thread, "STALL_S", 1.0)
+    thread = LoopThread("stuck-loop", timeout=30.0)
+
+    async def boot() -> None:
+        pass
+
+    def blocking_call_in_a_broker() -> None:
+        time.sleep(3.0)
+
+    thread.start(boot)
+    try:
+        with caplog.at_level("WARNING", logger=loop_thread.__name__):
+            thread.call(blocking_call_in_a_broker)
+    finally:
+        thread.stop()
+    [report, *_] = [r.getMessage() for r in caplog.records if "stuck" in r.getMessage()]
+    assert report.startswith("stuck-loop: event loop stuck for ")
+    assert "in blocking_call_in_a_broker" in report
