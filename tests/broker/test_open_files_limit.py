@@ -121,8 +121,13 @@ def test_many_partitions_under_a_low_open_files_limit_and_a_restart(tmp_path):
         del producer, admin  # (librdkafka would keep reconnecting while the broker is down)
         expected = {p: b"value-%d" % p for p in range(PARTITIONS)}
         assert consume_all(bootstrap) == expected
-        total, logs = broker.fds()
-        assert total < NOFILE and logs <= open_files.limit_for(NOFILE)
+        # segment files beyond the LRU's limit are held only by fetches in flight: once the
+        # consumer's last ones are answered (a loaded machine may be slower) they are let go
+        deadline = time.monotonic() + DEADLINE_S
+        while (fds := broker.fds())[1] > open_files.limit_for(NOFILE):
+            assert time.monotonic() < deadline, f"{fds[1]} segment files held open"
+            time.sleep(0.1)
+        assert fds[0] < NOFILE
         assert broker.stop() == 0
         assert "Traceback" not in broker.output()
 
