@@ -388,6 +388,8 @@ class ReplicaManager:
     def _expand_isrs(self) -> None:
         """Add the followers that caught up during the last turn of the loop to their ISRs."""
         joining, self._joining = self._joining, {}
+        if self.closing.is_set():
+            return  # stopping: what the store holds stays as it is
         changes = []
         for part, replica_id in joining.values():
             tracker = self.trackers.get((part.topic, part.index))
@@ -398,7 +400,10 @@ class ReplicaManager:
                 and tracker.can_join(replica_id, part.isr, part.high_watermark)
             ):
                 changes.append((part, [*part.isr, replica_id], "caught up"))
-        self._alter_isrs(changes)
+        try:
+            self._alter_isrs(changes)
+        except Exception:  # (a callback: nobody else would see it)
+            log.exception("ISR expansion failed")
 
     def _alter_isrs(self, changes: list[tuple[Partition, list[int], str]]) -> None:
         """Change ISRs in the store (each conditional on our epochs), then locally. One store
