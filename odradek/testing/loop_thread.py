@@ -39,30 +39,34 @@ STALL_S = 5.0  # a loop that runs no callback for this long is reported, with it
 
 
 class _StallWatch:
-    """Reports an event loop that stops turning: every second it asks the loop to note the
-    time; when the loop has not done so for STALL_S, the loop thread's Python stack goes to
-    the log (a warning, which pytest shows with a failing test), and again every STALL_S while
-    it stays stuck. Brokers sharing one loop thread all stop answering when one of them blocks
-    it; this says where."""
+    """Reports an event loop that stops turning: every second it asks the loop to answer a
+    ping; when a ping has waited STALL_S, the loop thread's Python stack goes to the log (a
+    warning, which pytest shows with a failing test), and again every STALL_S while it stays
+    stuck. Brokers sharing one loop thread all stop answering when one of them blocks it; this
+    says where."""
 
     def __init__(self, name: str, loop: asyncio.AbstractEventLoop, thread: threading.Thread):
         self.name, self.loop, self.thread = name, loop, thread
-        self.tick = time.monotonic()
+        self.asked: float | None = None  # when the ping the loop has not answered yet was sent
         self.stopped = threading.Event()
         threading.Thread(target=self._watch, daemon=True, name=f"{name}-stall-watch").start()
 
-    def _note(self) -> None:
-        self.tick = time.monotonic()
+    def _answer(self) -> None:
+        self.asked = None
 
     def _watch(self) -> None:
         reported = 0.0
         while not self.stopped.wait(1.0):
-            try:
-                self.loop.call_soon_threadsafe(self._note)
-            except RuntimeError:  # the loop closed
-                return
             now = time.monotonic()
-            stuck = now - self.tick
+            asked = self.asked
+            if asked is None:
+                self.asked = now
+                try:
+                    self.loop.call_soon_threadsafe(self._answer)
+                except RuntimeError:  # the loop closed
+                    return
+                continue
+            stuck = now - asked
             if stuck < STALL_S or now - reported < STALL_S:
                 continue
             reported = now

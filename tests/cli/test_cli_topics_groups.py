@@ -200,10 +200,6 @@ def consume_and_commit(bootstrap: str, topic: str, group: str, count: int) -> Ka
         client_id="cli-tester",
         auto_offset_reset="earliest",
         enable_auto_commit=False,
-        # kafka-python 3.0.12 loses a topic set while an earlier Metadata request is in flight
-        # (its ClusterMetadata.set_topics TODO): the group's leader then assigns nothing and
-        # waits metadata_max_age_ms (5 min by default) before it looks again
-        metadata_max_age_ms=1000,
     )
     seen = 0
     deadline = time.monotonic() + 30

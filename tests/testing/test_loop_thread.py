@@ -76,6 +76,7 @@ def test_a_stuck_loop_is_reported_with_its_stack(monkeypatch, caplog) -> None:
             thread.call(blocking_call_in_a_broker)
     finally:
         thread.stop()
-    [report, *_] = [r.getMessage() for r in caplog.records if "stuck" in r.getMessage()]
-    assert report.startswith("stuck-loop: event loop stuck for ")
-    assert "in blocking_call_in_a_broker" in report
+    # (other loops of the process, the shared brokers', are watched too: only this one's count)
+    prefix = "stuck-loop: event loop stuck for "
+    reports = [r.getMessage() for r in caplog.records if r.getMessage().startswith(prefix)]
+    assert reports and "in blocking_call_in_a_broker" in reports[0]
