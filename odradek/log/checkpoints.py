@@ -25,12 +25,15 @@ HIGH_WATERMARK = "replication-offset-checkpoint"
 LOG_START = "log-start-offset-checkpoint"
 
 
-def write_atomic(path: str, text: str) -> None:
+def write_atomic(path: str, text: str, fsync: bool = True) -> None:
+    """Replace `path` with `text` through a temp file and a rename, fsync'd before the rename
+    unless `fsync` is False (write_soon fsyncs it later, off the event loop)."""
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
+        if fsync:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
@@ -49,10 +52,7 @@ def write_soon(path: str, text: str) -> None:
     batches written in that epoch, and recovery of the unflushed segments assigns their epochs
     again from the batch headers (Log._recover). Several writes of a path before its fsync runs
     share one fsync."""
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    write_atomic(path, text, fsync=False)
     with _unsynced_lock:
         if path in _unsynced:
             return
