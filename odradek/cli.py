@@ -140,7 +140,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         overrides = _parse_overrides(args.override or [])
         if args.metrics:
             overrides["metrics.listen"] = args.metrics
-        config = BrokerConfig.load(args.config, overrides, dict(os.environ))
+        config = BrokerConfig.load(
+            args.config, overrides, dict(os.environ), strict=args.strict_config
+        )
     except ConfigError as exc:
         print(f"odradek: bad configuration: {exc}", file=sys.stderr)
         return 1
@@ -167,6 +169,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--metrics",
         metavar="HOST:PORT",
         help="serve Prometheus metrics here (same as metrics.listen)",
+    )
+    serve.add_argument(
+        "--strict-config",
+        action="store_true",
+        help="refuse to start on a key that is not Kafka's (a typo) instead of warning and going "
+        "on as Kafka does (same as odradek.strict.config=true)",
     )
     serve.set_defaults(func=cmd_serve)
     register_all(sub)  # topics, groups, produce, consume, cluster, dev, fault

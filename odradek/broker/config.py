@@ -7,7 +7,11 @@ variables of Kafka's start scripts such as `KAFKA_HEAP_OPTS` are not configs), t
 
 Keys: odradek's own (BROKER_KEYS, docs/config.md) are parsed and validated; a key Kafka has but
 odradek does not use (kafka_keys.py, generated from Kafka's KafkaConfig) is accepted with one
-warning; anything else is a typo and an error naming the closest real key. Kafka 4's KRaft
+warning; anything else is unknown and, as Kafka's AbstractConfig.logUnused says "was supplied but
+isn't a known config", warned about once naming the closest real key and ignored, unless strict
+(`odradek serve --strict-config` or `odradek.strict.config=true`), where it stops the broker.
+Kubernetes service links (`KAFKA_SERVICE_HOST`, `KAFKA_PORT_9092_TCP_ADDR`, ... for a Service
+named `kafka`) are never configs. Kafka 4's KRaft
 server.properties starts a broker: a combined `process.roles=broker,controller` node is the
 embedded single node and its controller listener is not served; a KRaft quorum of other nodes
 is refused with the reason (odradek clusters use `zookeeper.connect`).
@@ -495,6 +499,13 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         ),
         _k("metrics.listen", "string", None, "HOST:PORT for Prometheus metrics (unset: off)"),
         _k("odradek.admin.listen", "string", None, "HOST:PORT of the fault-injection endpoint"),
+        _k(
+            "odradek.strict.config",
+            "boolean",
+            False,
+            "refuse to start on a key that is not Kafka's (a typo); default: warn and go on, as "
+            "Kafka (same as `odradek serve --strict-config`)",
+        ),
     )
 }
 
@@ -609,12 +620,29 @@ def env_name(key: str) -> str:
     return "KAFKA_" + key.upper().replace("_", "__").replace("-", "___").replace(".", "_")
 
 
+# The variables Kubernetes puts in every pod for a Service named `kafka` (its service links):
+# KAFKA_SERVICE_HOST, KAFKA_SERVICE_PORT[_<port name>], KAFKA_PORT=tcp://10.0.0.1:9092,
+# KAFKA_PORT_9092_TCP[_PROTO|_PORT|_ADDR].
+_SERVICE_LINK = re.compile(
+    r"^KAFKA_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT|PORT_\d+_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?)$"
+)
+
+
+def is_service_link(name: str) -> bool:
+    """A Kubernetes service-link variable of a Service named `kafka`: not a config."""
+    return _SERVICE_LINK.match(name) is not None
+
+
 def env_variables(environ: dict[str, str]) -> dict[str, tuple[str, str]]:
-    """key -> (variable, value) for every KAFKA_* variable that is not a script's."""
+    """key -> (variable, value) for every KAFKA_* variable that is not a script's nor a
+    Kubernetes service link."""
     return {
         env_key(name): (name, value)
         for name, value in environ.items()
-        if name.startswith("KAFKA_") and name not in SCRIPT_ENV and len(name) > 6
+        if name.startswith("KAFKA_")
+        and name not in SCRIPT_ENV
+        and len(name) > 6
+        and not is_service_link(name)
     }
 
 
@@ -628,22 +656,47 @@ def is_kafka_key(key: str) -> bool:
 
 
 def closest_key(key: str) -> str | None:
-    import difflib  # only on the way to an error
+    import difflib  # only for an unknown key
 
     match = difflib.get_close_matches(key, BROKER_KEYS.keys() | KAFKA_BROKER_KEYS, n=1)
     return match[0] if match else None
 
 
-def unknown_key(key: str, where: str | None = None, variable: str | None = None) -> ConfigError:
-    """The error for a key that is not Kafka's, naming the closest real key."""
+def _unknown_text(key: str, where: str | None, variable: str | None) -> tuple[str, str]:
+    """(prefix, hint) for a key that is not Kafka's: where it came from, the closest real key."""
     close = closest_key(key)
     hint = ""
     if close and variable:
         hint = f" (did you mean {env_name(close)}, for {close}?)"
     elif close:
         hint = f" (did you mean {close!r}?)"
-    prefix = f"{where}: " if where else ""
+    return (f"{where}: " if where else ""), hint
+
+
+def unknown_key(key: str, where: str | None = None, variable: str | None = None) -> ConfigError:
+    """The strict mode's error for a key that is not Kafka's, naming the closest real key."""
+    prefix, hint = _unknown_text(key, where, variable)
     return ConfigError(f"{prefix}unknown configuration {key!r}{hint}")
+
+
+def warn_unknown_key(key: str, where: str | None = None, variable: str | None = None) -> None:
+    """Kafka's warning for a supplied key that is not a known config (AbstractConfig.logUnused),
+    once per key, naming the closest real key; the key is then ignored."""
+    prefix, hint = _unknown_text(key, where, variable)
+    _warn_once(
+        "\0unknown " + key,
+        f"{prefix}the configuration {key!r} was supplied but isn't a known config{hint}: ignored "
+        f"({STRICT_KEY}=true or `odradek serve --strict-config` refuses it)",
+    )
+
+
+STRICT_KEY = "odradek.strict.config"
+
+
+def strict_value(props: dict[str, Any]) -> bool:
+    """`odradek.strict.config` of a set of properties (a bad value is an error)."""
+    raw = props.get(STRICT_KEY)
+    return False if raw is None else bool(parse_value(BROKER_KEYS[STRICT_KEY], raw))  # type: ignore[arg-type]
 
 
 # Kafka keys without effect already warned about in this process: one line per key, not one
@@ -670,9 +723,12 @@ SASL_SERVED = True  # SASL_PLAINTEXT / SASL_SSL listeners authenticate (network/
 
 
 class BrokerConfig:
-    """Parsed, validated broker settings; `get(key)` returns the typed value."""
+    """Parsed, validated broker settings; `get(key)` returns the typed value. An unknown key is
+    warned about and ignored, as Kafka does; `strict` (or `odradek.strict.config=true`) refuses
+    it."""
 
-    def __init__(self, props: dict[str, Any] | None = None) -> None:
+    def __init__(self, props: dict[str, Any] | None = None, strict: bool = False) -> None:
+        strict = strict or strict_value(props or {})
         self.values: dict[str, Any] = {}
         self.explicit: dict[str, Any] = {}
         self.ignored: dict[str, Any] = {}  # Kafka's keys that odradek does not use
@@ -685,7 +741,10 @@ class BrokerConfig:
                 continue
             if defn is None:
                 if not is_kafka_key(key):
-                    raise unknown_key(key)
+                    if strict:
+                        raise unknown_key(key)
+                    warn_unknown_key(key)
+                    continue
                 self.ignored[key] = raw
                 continue
             self.explicit[key] = raw
@@ -859,24 +918,30 @@ class BrokerConfig:
 
     @classmethod
     def load(
-        cls, path: str | None, overrides: dict[str, str], environ: dict[str, str]
+        cls,
+        path: str | None,
+        overrides: dict[str, str],
+        environ: dict[str, str],
+        strict: bool = False,
     ) -> BrokerConfig:
-        """File, then environment, then overrides; a typo names its source and closest key."""
-        props: dict[str, Any] = {}
+        """File, then environment, then overrides. A key that is not Kafka's is warned about
+        once, naming its source and the closest real key, and ignored; strict refuses it."""
+        sources: list[tuple[str, str, str, str | None]] = []  # key, value, where, variable
         if path:
-            for key, value in read_properties(path).items():
-                if not is_kafka_key(key):
-                    raise unknown_key(key, path)
-                props[key] = value
+            sources += [(k, v, path, None) for k, v in read_properties(path).items()]
         for key, (variable, value) in env_variables(environ).items():
-            if not is_kafka_key(key):
-                raise unknown_key(key, f"environment variable {variable}", variable)
-            props[key] = value
-        for key, value in overrides.items():
-            if not is_kafka_key(key):
-                raise unknown_key(key, "--override")
-            props[key] = value
-        return cls(props)
+            sources.append((key, value, f"environment variable {variable}", variable))
+        sources += [(k, v, "--override", None) for k, v in overrides.items()]
+        strict = strict or strict_value({k: v for k, v, _, _ in sources})
+        props: dict[str, Any] = {}
+        for key, value, where, variable in sources:
+            if is_kafka_key(key):
+                props[key] = value
+            elif strict:
+                raise unknown_key(key, where, variable)
+            else:
+                warn_unknown_key(key, where, variable)
+        return cls(props, strict)
 
     def get(self, key: str) -> Any:  # typed by the key (BrokerKey.type); callers convert
         if key in self.values:

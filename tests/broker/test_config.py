@@ -73,7 +73,22 @@ def test_defaults_match_kafka_and_the_embedded_default():
 )
 def test_bad_configs_are_refused(props):
     with pytest.raises(ConfigError):
-        BrokerConfig(props)
+        BrokerConfig(props, strict=True)
+
+
+def test_unknown_keys_are_warned_once_naming_the_closest_key_and_ignored(caplog, monkeypatch):
+    """As Kafka's "was supplied but isn't a known config"; strict (the flag or the key) refuses."""
+    monkeypatch.setattr(config, "_warned", set())
+    with caplog.at_level("WARNING", logger="odradek.broker.config"):
+        cfg = BrokerConfig({"num.partitons": "3", "num.partitions": "2"})
+        BrokerConfig({"num.partitons": "3"})
+    assert cfg.get("num.partitions") == 2 and "num.partitons" not in cfg.ignored
+    assert [r.getMessage().split(" (odradek")[0] for r in caplog.records] == [
+        "the configuration 'num.partitons' was supplied but isn't a known config "
+        "(did you mean 'num.partitions'?): ignored"
+    ]
+    with pytest.raises(ConfigError):
+        BrokerConfig({"num.partitons": "3", "odradek.strict.config": "true"})
 
 
 def test_env_names_map_like_kafkas_docker_images():
@@ -110,8 +125,10 @@ def test_typos_name_their_source_and_the_closest_key(
     props = tmp_path / "server.properties"
     props.write_text(path_text)
     with pytest.raises(ConfigError) as err:
-        BrokerConfig.load(str(props), overrides, env)
+        BrokerConfig.load(str(props), overrides, env, strict=True)
     assert where in str(err.value) and suggestion in str(err.value)
+    cfg = BrokerConfig.load(str(props), overrides, env)  # Kafka's default: warned, ignored
+    assert cfg.explicit == {}
 
 
 def test_kafka_keys_without_effect_are_accepted_and_warned_once(caplog, monkeypatch):

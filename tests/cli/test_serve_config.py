@@ -218,9 +218,10 @@ def test_a_kraft_cluster_config_is_one_line_pointing_at_zookeeper(
 
 @pytest.mark.parametrize("source", ["file", "environment", "override"])
 def test_a_typo_is_one_line_naming_the_closest_key(tmp_path: Path, source: str) -> None:
+    """Only when asked to be strict: Kafka warns and goes on (the next test)."""
     props = tmp_path / "server.properties"
     props.write_text(f"log.dirs={tmp_path / 'data'}\nlisteners=PLAINTEXT://127.0.0.1:0\n")
-    args = ["serve", str(props)]
+    args = ["serve", str(props), "--strict-config"]
     env = environment(**SCRIPT_VARIABLES)
     if source == "file":
         props.write_text(props.read_text() + "num.partitons=3\n")
@@ -235,6 +236,50 @@ def test_a_typo_is_one_line_naming_the_closest_key(tmp_path: Path, source: str) 
         assert "KAFKA_NUM_PARTITONS" in line and "KAFKA_NUM_PARTITIONS" in line
     if source == "file":
         assert str(props) in line
+
+
+# Kubernetes' service links for a Service named `kafka`: in every pod, never configs
+SERVICE_LINKS = {
+    "KAFKA_SERVICE_HOST": "10.0.0.7",
+    "KAFKA_SERVICE_PORT": "9092",
+    "KAFKA_SERVICE_PORT_BROKER": "9092",
+    "KAFKA_PORT": "tcp://10.0.0.7:9092",
+    "KAFKA_PORT_9092_TCP": "tcp://10.0.0.7:9092",
+    "KAFKA_PORT_9092_TCP_PROTO": "tcp",
+    "KAFKA_PORT_9092_TCP_PORT": "9092",
+    "KAFKA_PORT_9092_TCP_ADDR": "10.0.0.7",
+}
+
+
+def test_unknown_keys_are_warned_once_and_the_broker_serves(tmp_path: Path) -> None:
+    """A drop-in config with a key Kafka does not know (offsets.topic.min.isr, as a widely used
+    test harness writes) starts, as Kafka does: one warning naming the closest real key; the
+    Kubernetes service-link variables are not configs at all, strict or not."""
+    props = tmp_path / "server.properties"
+    props.write_text(
+        f"log.dirs={tmp_path / 'data'}\nlisteners=PLAINTEXT://127.0.0.1:0\n"
+        "offsets.topic.min.isr=1\n"
+    )
+    env = environment(**SCRIPT_VARIABLES, **SERVICE_LINKS)
+    with running(["serve", str(props)], env) as broker:
+        bootstrap = ready_bootstrap(broker)
+        odradek_produce_input(bootstrap, "drop-in", "hello\n")
+        assert consume_one(bootstrap, "drop-in") == "hello\n"
+        err = broker.stop()
+    said = [line.split(": ", 1)[-1] for line in err if "odradek.broker.config" in line]
+    assert said == [
+        f"{props}: the configuration 'offsets.topic.min.isr' was supplied but isn't a known "
+        "config (did you mean 'offsets.topic.num.partitions'?): ignored "
+        "(odradek.strict.config=true or `odradek serve --strict-config` refuses it)"
+    ]
+    assert not [line for line in err if " ERROR " in line or "Traceback" in line], err
+    # strict refuses the unknown key but not the service links
+    line = one_error_line(odradek("serve", str(props), "--strict-config", env=env))
+    assert "unknown configuration 'offsets.topic.min.isr'" in line
+    props.write_text(props.read_text().replace("offsets.topic.min.isr=1\n", ""))
+    with running(["serve", str(props), "--strict-config"], env) as broker:
+        ready_bootstrap(broker)
+        assert not [x for x in broker.stop() if "odradek.broker.config" in x]
 
 
 # -- one clear line -------------------------------------------------------------------------------
