@@ -929,8 +929,8 @@ class BrokerConfig:
         sources: list[tuple[str, str, str, str | None]] = []  # key, value, where, variable
         if path:
             sources += [(k, v, path, None) for k, v in read_properties(path).items()]
-        for key, (variable, value) in env_variables(environ).items():
-            sources.append((key, value, f"environment variable {variable}", variable))
+        for key, (name, value) in env_variables(environ).items():
+            sources.append((key, value, f"environment variable {name}", name))
         sources += [(k, v, "--override", None) for k, v in overrides.items()]
         strict = strict or strict_value({k: v for k, v, _, _ in sources})
         props: dict[str, Any] = {}
