@@ -767,6 +767,11 @@ class BrokerConfig:
         if self.get("zookeeper.connect"):  # a real cluster: Kafka's replicated internal topics
             for key in ZOOKEEPER_DEFAULTS:
                 self.values.setdefault(key, ZOOKEEPER_DEFAULTS[key])
+        # dynamic broker configs (broker/dynamic_config.py): the cluster default's and this
+        # broker's, as stored (strings), over the static values
+        self.static_values = dict(self.values)
+        self.dynamic_default: dict[str, str] = {}
+        self.dynamic_broker: dict[str, str] = {}
         # said only once the config is valid: a refused one prints its error line alone
         for key in self.ignored:
             _warn_once(key, f"{key} is a Kafka setting that has no effect in odradek: ignored")
@@ -943,6 +948,30 @@ class BrokerConfig:
                 warn_unknown_key(key, where, variable)
         return cls(props, strict)
 
+    def apply_dynamic(
+        self,
+        default: dict[str, str],
+        broker: dict[str, str],
+        default_values: dict[str, Any],
+        broker_values: dict[str, Any],
+    ) -> None:
+        """Dynamic configs over the static ones (Kafka's DynamicBrokerConfig precedence): the
+        raw stored strings, and the typed values of the keys odradek reads."""
+        self.dynamic_default = dict(default)
+        self.dynamic_broker = dict(broker)
+        self.values = {**self.static_values, **default_values, **broker_values}
+
+    def source_of(self, keys: tuple[str, ...]) -> str:
+        """DescribeConfigs' source of a config set by any of `keys` (synonyms)."""
+        for level, source in (
+            (self.dynamic_broker, "DYNAMIC_BROKER_CONFIG"),
+            (self.dynamic_default, "DYNAMIC_DEFAULT_BROKER_CONFIG"),
+            (self.explicit, "STATIC_BROKER_CONFIG"),
+        ):
+            if any(k in level for k in keys):
+                return source
+        return "DEFAULT_CONFIG"
+
     def get(self, key: str) -> Any:  # typed by the key (BrokerKey.type); callers convert
         if key in self.values:
             return self.values[key]
@@ -972,18 +1001,15 @@ class BrokerConfig:
     def topic_default(self, topic_key: str) -> tuple[Any, str]:
         """The broker-level value of a topic config and its source name for DescribeConfigs."""
         if topic_key == "retention.ms":
-            explicit = any(
-                k in self.explicit
-                for k in ("log.retention.ms", "log.retention.minutes", "log.retention.hours")
-            )
-            return self.retention_ms(), "STATIC_BROKER_CONFIG" if explicit else "DEFAULT_CONFIG"
+            keys = ("log.retention.ms", "log.retention.minutes", "log.retention.hours")
+            return self.retention_ms(), self.source_of(keys)
         if topic_key == "segment.ms":
-            explicit = any(k in self.explicit for k in ("log.roll.ms", "log.roll.hours"))
-            return self.roll_ms(), "STATIC_BROKER_CONFIG" if explicit else "DEFAULT_CONFIG"
+            return self.roll_ms(), self.source_of(("log.roll.ms", "log.roll.hours"))
         defn = TOPIC_CONFIGS[topic_key]
         bkey = defn.broker_key
-        if bkey and bkey in self.explicit:
-            return self.get(bkey), "STATIC_BROKER_CONFIG"
+        source = self.source_of((bkey,)) if bkey else "DEFAULT_CONFIG"
+        if bkey and source != "DEFAULT_CONFIG":
+            return self.get(bkey), source
         return defn.default, "DEFAULT_CONFIG"
 
     def log_config(self, overrides: dict[str, Any]) -> LogConfig:

@@ -7,14 +7,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from odradek.broker.config import BROKER_KEYS, BrokerConfig
+from odradek.broker.config import BROKER_KEYS, BrokerConfig, BrokerKey, is_kafka_key
+from odradek.broker.dynamic_config import base_name, is_dynamic
 from odradek.log.config import TOPIC_CONFIGS, ConfigError, parse_value, render_value
 
 # DescribeConfigsResponse.ConfigSource
 DYNAMIC_TOPIC_CONFIG = 1
+DYNAMIC_BROKER_CONFIG = 2
+DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
-SOURCE_IDS = {"STATIC_BROKER_CONFIG": STATIC_BROKER_CONFIG, "DEFAULT_CONFIG": DEFAULT_CONFIG}
+SOURCE_IDS = {
+    "DYNAMIC_BROKER_CONFIG": DYNAMIC_BROKER_CONFIG,
+    "DYNAMIC_DEFAULT_BROKER_CONFIG": DYNAMIC_DEFAULT_BROKER_CONFIG,
+    "STATIC_BROKER_CONFIG": STATIC_BROKER_CONFIG,
+    "DEFAULT_CONFIG": DEFAULT_CONFIG,
+}
 
 # DescribeConfigsResponse.ConfigType (v3+)
 CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7}
@@ -38,6 +46,7 @@ class ConfigEntry:
     doc: str
     read_only: bool = False
     synonyms: list[tuple[str, str | None, int]] = field(default_factory=list)
+    sensitive: bool = False  # a password (or a key of unknown type): its value is not shown
 
 
 def broker_synonyms(topic_key: str) -> tuple[str, ...]:
@@ -58,6 +67,41 @@ def _normalise(key: str, raw: str) -> str:
         return raw
 
 
+def _level_synonyms(
+    config: BrokerConfig, keys: tuple[str, ...], per_broker: bool = True
+) -> list[tuple[str, str | None, int]]:
+    """The broker-level synonyms of a config, level by level (this broker's dynamic configs,
+    the cluster default, static, Kafka's default) and in precedence order within a level, as
+    Kafka's ConfigHelper.configSynonyms lists them."""
+    out: list[tuple[str, str | None, int]] = []
+    for level, source in (
+        (config.dynamic_broker if per_broker else {}, DYNAMIC_BROKER_CONFIG),
+        (config.dynamic_default, DYNAMIC_DEFAULT_BROKER_CONFIG),
+    ):
+        out += [(k, _render_raw(k, level[k]), source) for k in keys if k in level]
+    if not per_broker:
+        return out
+    for k in keys:
+        value = config.static_values.get(k)
+        if k in config.explicit and value is not None:
+            out.append((k, render_optional(value), STATIC_BROKER_CONFIG))
+    for k in keys:
+        if k in BROKER_KEYS and BROKER_KEYS[k].default is not None:
+            out.append((k, render_optional(BROKER_KEYS[k].default), DEFAULT_CONFIG))
+    return out
+
+
+def _render_raw(key: str, raw: str) -> str:
+    """A stored dynamic value as Kafka describes it (normalised when odradek knows the key)."""
+    defn = BROKER_KEYS.get(key)
+    if defn is None:
+        return raw
+    try:
+        return render_value(parse_value(defn, raw))  # type: ignore[arg-type]
+    except ConfigError:
+        return raw
+
+
 def topic_entries(config: BrokerConfig, overrides: dict[str, str]) -> list[ConfigEntry]:
     """Every topic config with its effective value and source, as Kafka's ConfigHelper."""
     out = []
@@ -65,12 +109,7 @@ def topic_entries(config: BrokerConfig, overrides: dict[str, str]) -> list[Confi
         synonyms: list[tuple[str, str | None, int]] = []
         if key in overrides:
             synonyms.append((key, _normalise(key, overrides[key]), DYNAMIC_TOPIC_CONFIG))
-        for bkey in broker_synonyms(key):
-            if bkey in config.explicit and config.get(bkey) is not None:
-                synonyms.append((bkey, render_optional(config.get(bkey)), STATIC_BROKER_CONFIG))
-        for bkey in broker_synonyms(key):
-            if BROKER_KEYS[bkey].default is not None:
-                synonyms.append((bkey, render_optional(BROKER_KEYS[bkey].default), DEFAULT_CONFIG))
+        synonyms += _level_synonyms(config, broker_synonyms(key))
         if key in overrides:
             value, source = synonyms[0][1], DYNAMIC_TOPIC_CONFIG
         else:
@@ -85,24 +124,90 @@ def topic_entries(config: BrokerConfig, overrides: dict[str, str]) -> list[Confi
 
 
 def broker_entries(config: BrokerConfig) -> list[ConfigEntry]:
-    """Every broker key; all read-only, since odradek has no dynamic broker configs."""
+    """Every broker key with its effective value and source, then the dynamic keys odradek does
+    not read (listener-prefixed, Kafka keys without effect here, custom keys), as Kafka's
+    ConfigHelper describes a broker: read-only unless dynamic (DynamicBrokerConfig), passwords
+    sensitive (no value)."""
+
     out = []
     for key, defn in BROKER_KEYS.items():
-        synonyms: list[tuple[str, str | None, int]] = []
-        if key in config.explicit and config.explicit[key] is not None:
-            synonyms.append((key, render_optional(config.get(key)), STATIC_BROKER_CONFIG))
-        if defn.default is not None:
-            synonyms.append((key, render_optional(defn.default), DEFAULT_CONFIG))
-        source = synonyms[0][2] if synonyms else DEFAULT_CONFIG
+        synonyms = _level_synonyms(config, (key,))
+        sensitive = defn.type == "password"
         out.append(
             ConfigEntry(
                 key,
-                render_optional(config.get(key)),
-                source,
+                None if sensitive else render_optional(config.get(key)),
+                synonyms[0][2] if synonyms else DEFAULT_CONFIG,
                 CONFIG_TYPES.get(defn.type, 0),
                 defn.doc,
-                True,
+                not is_dynamic(key),
+                [(n, None, src) for n, _v, src in synonyms] if sensitive else synonyms,
+                sensitive,
+            )
+        )
+    extra = {**config.dynamic_default, **config.dynamic_broker}
+    for key in sorted(k for k in extra if k not in BROKER_KEYS):
+        out.append(_extra_entry(config, key, base_name(key), is_dynamic(key)))
+    return out
+
+
+def _extra_entry(config: BrokerConfig, key: str, base: str | None, dynamic: bool) -> ConfigEntry:
+    """A dynamic key outside BROKER_KEYS: a listener-prefixed key (its synonyms: itself, then
+    the base key) or a key odradek does not read (of unknown type, so sensitive, as Kafka
+    treats a config whose type it cannot tell)."""
+    keys = (key, base) if base else (key,)
+    synonyms = _level_synonyms(config, keys)
+    defn = BROKER_KEYS.get(base) if base else None
+    sensitive = maybe_password(key, defn)
+    value = None if sensitive else synonyms[0][1]
+    if sensitive:
+        synonyms = [(n, None, src) for n, _v, src in synonyms]
+    ctype = CONFIG_TYPES.get(defn.type, 0) if defn else 0
+    doc = defn.doc if defn else ""
+    return ConfigEntry(key, value, synonyms[0][2], ctype, doc, not dynamic, synonyms, sensitive)
+
+
+_SECRET_SUFFIXES = (
+    ".password",
+    ".secret",
+    "jaas.config",
+    "ssl.keystore.key",
+    "ssl.keystore.certificate.chain",
+    "ssl.truststore.certificates",
+)
+
+
+def maybe_password(key: str, defn: BrokerKey | None) -> bool:
+    """Described without its value (is_sensitive): a password config, or one whose type is not
+    known here and may be one (Kafka's KafkaConfig.maybeSensitive: a key of unknown type is
+    treated as a password)."""
+    if defn is not None:
+        return defn.type == "password"
+    return not is_kafka_key(key) or key.endswith(_SECRET_SUFFIXES)
+
+
+def cluster_default_entries(config: BrokerConfig) -> list[ConfigEntry]:
+    """The cluster-wide dynamic defaults (the BROKER resource with an empty name): only the
+    keys set there, with only their DYNAMIC_DEFAULT_BROKER_CONFIG synonyms, as Kafka."""
+
+    out = []
+    for key in sorted(config.dynamic_default):
+        base = base_name(key)
+        defn = BROKER_KEYS.get(base or key)
+        sensitive = maybe_password(key, defn)
+        synonyms = _level_synonyms(config, (key, base) if base else (key,), per_broker=False)
+        if sensitive:
+            synonyms = [(n, None, src) for n, _v, src in synonyms]
+        out.append(
+            ConfigEntry(
+                key,
+                None if sensitive else _render_raw(key, config.dynamic_default[key]),
+                DYNAMIC_DEFAULT_BROKER_CONFIG,
+                CONFIG_TYPES.get(defn.type, 0) if defn else 0,
+                defn.doc if defn else "",
+                not is_dynamic(key),
                 synonyms,
+                sensitive,
             )
         )
     return out

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from odradek.broker import handlers  # noqa: F401  (registers every handler)
 from odradek.broker.cluster.metadata_store import LocalMetadataStore, MetadataStore
 from odradek.broker.config import BrokerConfig, Listener
+from odradek.broker.dynamic_config import DynamicBrokerConfigs
 from odradek.broker.network import scram_store
 from odradek.broker.network.authz import build as build_authorizer
 from odradek.broker.network.connection import Connection
@@ -66,6 +67,8 @@ class Broker:
             self.logs.dirs[0], self.node_id, config.get("cluster.id")
         )
         self.topics = TopicManager(config, self.store, self.logs, self.node_id, self.live_brokers)
+        # dynamic broker configs (AlterConfigs on BROKER resources) over the static ones
+        self.dynamic_configs = DynamicBrokerConfigs(config, self.store, self.topics, self.node_id)
         # listeners, protocols, TLS contexts, SASL mechanisms
         self.security = ListenerSecurity(config, self.scram_credential)
         self.servers: list[asyncio.base_events.Server] = []
@@ -75,6 +78,7 @@ class Broker:
         tune_allocator()
         self.tasks: list[asyncio.Task[Any]] = []
         self.services: list[Any] = []  # coordinators etc.: objects with start()/stop()
+        self.services.append(self.dynamic_configs)
         self.faults = FaultInjector()
         self.fetch_sessions = FetchSessionCache()
         # KIP-714 client metrics: subscriptions, client instances, pushed metrics

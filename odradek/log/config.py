@@ -49,7 +49,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             "list",
             "delete",
             "log.cleanup.policy",
-            "delete and/or compact",
+            "delete and/or compact; empty: neither, so nothing is deleted by retention.ms or "
+            "retention.bytes (Kafka's KIP-1161 meaning)",
             choices=("delete", "compact"),
         ),
         _d(
@@ -315,7 +316,9 @@ def parse_value(defn: ConfigDef, raw: Any) -> Any:
             value = text.lower() == "true"
         elif defn.type == "list":
             value = ",".join(p.strip() for p in text.split(",") if p.strip())
-            if defn.choices and any(p not in defn.choices for p in value.split(",")):
+            # an empty list passes (Kafka's ValidList checks the items): an empty cleanup.policy
+            # is neither delete nor compact, so retention keeps everything (KIP-1161)
+            if value and defn.choices and any(p not in defn.choices for p in value.split(",")):
                 raise ValueError(text)
         else:
             value = text

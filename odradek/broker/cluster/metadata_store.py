@@ -89,8 +89,8 @@ class BrokerRegistration:
 class MetadataChange:
     """What changed: kind "topic" (created, altered or deleted), "partition", "broker",
     "reassign-request" (ZooKeeper's /admin/reassign_partitions was written),
-    "quota" (client quotas), "scram" (SCRAM credentials) or "client-metrics" (KIP-714
-    subscriptions)."""
+    "quota" (client quotas), "scram" (SCRAM credentials), "client-metrics" (KIP-714
+    subscriptions), "group-configs" or "broker-configs" (dynamic broker configs)."""
 
     kind: str
     topic: str | None = None
@@ -189,6 +189,17 @@ class MetadataStore:
     def alter_group_configs(self, name: str, configs: dict[str, str]) -> None:
         """Replace a group's configs (empty: delete them), persisted before returning; then
         subscribers hear MetadataChange("group-configs")."""
+        raise NotImplementedError
+
+    # Dynamic broker configs (AlterConfigs on BROKER resources, Kafka's DynamicBrokerConfig):
+    # "" (the cluster-wide default) or a node id -> configs, entities without configs absent.
+    # ZooKeeper keeps them at /config/brokers/<default> and /config/brokers/<id>, as Kafka 3.x.
+    broker_configs: dict[str, dict[str, str]]
+
+    def alter_broker_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace a broker's (or, for "", the cluster default's) dynamic configs (empty:
+        delete them), persisted before returning; then subscribers hear
+        MetadataChange("broker-configs")."""
         raise NotImplementedError
 
     # -- clusters: registrations, controller, conditional partition updates, watches -----------
@@ -323,6 +334,7 @@ class LocalMetadataStore(MetadataStore):
         self.scram_credentials: dict[str, dict[str, str]] = {}
         self.client_metrics: dict[str, dict[str, str]] = {}
         self.group_configs: dict[str, dict[str, str]] = {}
+        self.broker_configs: dict[str, dict[str, str]] = {}
         self._subscribers: list[Subscriber] = []
         self._broker_epochs = 0
         self._encoded: dict[str, str] = {}  # topic -> its line in the file
@@ -337,6 +349,8 @@ class LocalMetadataStore(MetadataStore):
                 self.client_metrics[str(name)] = {str(k): str(v) for k, v in configs.items()}
             for name, configs in doc.get("group_configs", {}).items():
                 self.group_configs[str(name)] = {str(k): str(v) for k, v in configs.items()}
+            for name, configs in doc.get("broker_configs", {}).items():
+                self.broker_configs[str(name)] = {str(k): str(v) for k, v in configs.items()}
             for user, creds in doc.get("scram_credentials", {}).items():
                 self.scram_credentials[str(user)] = {str(m): str(c) for m, c in creds.items()}
             for t in doc.get("topics", []):
@@ -377,6 +391,8 @@ class LocalMetadataStore(MetadataStore):
             head["client_metrics"] = self.client_metrics
         if self.group_configs:
             head["group_configs"] = self.group_configs
+        if self.broker_configs:
+            head["broker_configs"] = self.broker_configs
         lines = [self._topic_line(t) for t in self.topics.values()]
         body = ",\n".join(lines)
         text = json.dumps(head)[:-1] + ', "topics": [\n' + body + ("\n]}\n" if lines else "]}\n")
@@ -469,6 +485,14 @@ class LocalMetadataStore(MetadataStore):
             self.group_configs.pop(name, None)
         self._save()
         self._notify(MetadataChange("group-configs"))
+
+    def alter_broker_configs(self, name: str, configs: dict[str, str]) -> None:
+        if configs:
+            self.broker_configs[name] = dict(configs)
+        else:
+            self.broker_configs.pop(name, None)
+        self._save()
+        self._notify(MetadataChange("broker-configs"))
 
     def alter_scram_credentials(self, changes: ScramChanges) -> None:
         credentials = {user: dict(creds) for user, creds in self.scram_credentials.items()}

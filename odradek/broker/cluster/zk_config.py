@@ -127,9 +127,12 @@ def read_entities(zk: KazooClient, entity_type: str) -> dict[str, dict[str, str]
     return out
 
 
-def replace_entity(zk: KazooClient, entity_type: str, name: str, configs: dict[str, str]) -> None:
+def replace_entity(
+    zk: KazooClient, entity_type: str, name: str | None, configs: dict[str, str]
+) -> None:
     """Replace the whole config of an entity node of a single owner (with no configs, delete the
-    node, as Kafka leaves no empty subscription behind) and notify every broker."""
+    node, as Kafka leaves no empty subscription behind) and notify every broker. A None name is
+    the `<default>` entity."""
     from kazoo.exceptions import NodeExistsError, NoNodeError
 
     rel = f"{entity_type}/{sanitize(name)}"

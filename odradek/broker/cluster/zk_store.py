@@ -29,6 +29,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from odradek.broker.cluster import (
+    zk_broker_configs,
     zk_client_metrics,
     zk_config,
     zk_group_configs,
@@ -97,6 +98,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._watching_scram = False
         self.client_metrics: dict[str, dict[str, str]] = zk_client_metrics.read_all(self.zk)
         self.group_configs: dict[str, dict[str, str]] = zk_group_configs.read_all(self.zk)
+        self.broker_configs: dict[str, dict[str, str]] = zk_broker_configs.read_all(self.zk)
         self._watching_client_metrics = False
         log.info("cluster metadata in ZooKeeper at %s (cluster id %s)", connect, self.cluster_id)
 
@@ -136,6 +138,7 @@ class ZooKeeperMetadataStore(MetadataStore):
             self.zk.ensure_path(zk_config.CONFIG_CHANGES)
             self.zk.ChildrenWatch(zk_config.CONFIG_CHANGES, self._on_client_metrics)
             self.zk.ChildrenWatch(zk_config.CONFIG_CHANGES, self._on_group_configs)
+            self.zk.ChildrenWatch(zk_config.CONFIG_CHANGES, self._on_broker_configs)
 
     # -- MetadataStore: SCRAM credentials ---------------------------------------------------
 
@@ -210,6 +213,32 @@ class ZooKeeperMetadataStore(MetadataStore):
         if configs != self.group_configs:
             self.group_configs = configs
             self._notify(MetadataChange("group-configs"))
+
+    # -- MetadataStore: dynamic broker configs -------------------------------------------------
+
+    def alter_broker_configs(self, name: str, configs: dict[str, str]) -> None:
+        zk_broker_configs.write(self.zk, name, configs)
+        current = dict(self.broker_configs)
+        if configs:
+            current[name] = dict(configs)
+        else:
+            current.pop(name, None)
+        self._apply_broker_configs(current)
+
+    def _on_broker_configs(self, children: list[str]) -> None:
+        if self.session.closed:
+            return
+        try:
+            read = zk_broker_configs.read_all(self.zk)
+        except Exception:
+            log.exception("reading dynamic broker configs from ZooKeeper failed")
+            return
+        self.session.post(self._apply_broker_configs, read)
+
+    def _apply_broker_configs(self, configs: dict[str, dict[str, str]]) -> None:
+        if configs != self.broker_configs:
+            self.broker_configs = configs
+            self._notify(MetadataChange("broker-configs"))
 
     # -- MetadataStore: client quotas -------------------------------------------------------
 

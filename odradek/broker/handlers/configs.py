@@ -6,11 +6,12 @@ and synonyms; v3 adds config_type and documentation; v4 is
 flexible. AlterConfigs replaces a topic's whole override set (v2 flexible); IncrementalAlterConfigs
 applies SET / DELETE / APPEND / SUBTRACT per key (v1 flexible). Both honour validate_only.
 
-Resources: TOPIC (2) is served in full. BROKER (4) is described (every key of `BROKER_KEYS`, with
-STATIC_BROKER_CONFIG or DEFAULT_CONFIG as source, all read-only) but cannot be altered: odradek
-reads broker configs at start-up only, so any change is INVALID_REQUEST, as Kafka answers for a
-config that is not dynamically updatable. The empty broker name is the cluster-wide dynamic
-default, which is always empty here, as on a Kafka cluster with no dynamic defaults set.
+Resources: TOPIC (2) is served in full. BROKER (4): this broker's configs (every key of
+`BROKER_KEYS` and the dynamic ones set, with Kafka's sources and synonyms, read-only unless
+dynamic, passwords sensitive) and its dynamic configs (KIP-226; the keys Kafka's
+DynamicBrokerConfig accepts, broker/dynamic_config.py), per broker (its id) or cluster-wide
+(the empty name), kept in the metadata store; any other key is INVALID_REQUEST "Cannot update
+these configs dynamically", as on Kafka.
 CLIENT_METRICS (16): KIP-714 subscriptions, described and altered (odradek/broker/telemetry/
 configs.py), authorized on the cluster as BROKER.
 GROUP (32): per-group configs of KIP-848 and share groups (odradek/coordinator/group_configs.py),
@@ -23,10 +24,13 @@ import logging
 from collections import Counter
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from odradek.broker import dynamic_config
+from odradek.broker.config import BROKER_KEYS
 from odradek.broker.config_entries import (
     DEFAULT_CONFIG,
     ConfigEntry,
     broker_entries,
+    cluster_default_entries,
     render_optional,
     topic_entries,
 )
@@ -132,7 +136,7 @@ def _entries_for(broker: Broker, rtype: int, name: str) -> list[ConfigEntry]:
         return topic_entries(broker.config, _topic_info(broker, name).configs)
     if rtype == BROKER:
         if not name:
-            return []  # cluster-wide dynamic defaults: none
+            return cluster_default_entries(broker.config)  # the cluster-wide dynamic defaults
         check_broker_name(broker, name)
         return broker_entries(broker.config)
     if rtype == CLIENT_METRICS:  # KIP-714 subscriptions (odradek/broker/telemetry/configs.py)
@@ -179,7 +183,7 @@ def _describe_one(
                 read_only=e.read_only,
                 config_source=e.source,
                 is_default=e.source == DEFAULT_CONFIG,
-                is_sensitive=False,
+                is_sensitive=e.sensitive,
                 synonyms=[DSynonym(name=n, value=v, source=s) for n, v, s in e.synonyms]
                 if synonyms
                 else [],
@@ -242,16 +246,57 @@ def _check_shape(res: AlterResource, incremental: bool) -> None:
                 )
 
 
-def _refuse_broker_change(broker: Broker, res: AlterResource) -> None:
-    if res.resource_name:
-        check_broker_name(broker, res.resource_name)
-    if res.configs:
-        keys = ", ".join(sorted(c.name for c in res.configs))
-        raise ResourceError(
-            ErrorCode.INVALID_REQUEST,
-            f"Cannot update these configs dynamically: {keys} (odradek reads "
-            "broker configs only at start-up; set them in server.properties)",
-        )
+def _alter_broker(
+    broker: Broker, res: AlterResource, validate_only: bool, incremental: bool
+) -> None:
+    """A BROKER resource: this broker's dynamic configs (its id) or the cluster default (empty
+    name), checked as Kafka's DynamicBrokerConfig checks them (INVALID_REQUEST, KAFKA-13609);
+    legacy AlterConfigs replaces the entity's whole set, as on Kafka."""
+    name = res.resource_name
+    if name:
+        check_broker_name(broker, name)
+    current = broker.store.broker_configs.get(name, {})
+    if incremental:
+        new = _incremental_broker(current, res.configs)
+    else:
+        new = {c.name: c.value for c in res.configs}
+    error = dynamic_config.validate(new, per_broker=bool(name))
+    if error is not None:
+        raise ResourceError(ErrorCode.INVALID_REQUEST, error)
+    if validate_only or new == current:
+        return
+    broker.store.alter_broker_configs(name, new)
+    log.info("dynamic broker configs of %s set to %s", name or "<default>", sorted(new))
+
+
+def _incremental_broker(current: dict[str, str], configs: list[AlterableConfig]) -> dict[str, str]:
+    """Kafka's prepareIncrementalConfigs over an entity's stored dynamic configs."""
+    out = dict(current)
+    for c in configs:
+        op = c.config_operation
+        if op == SET:
+            out[c.name] = c.value
+        elif op == DELETE:
+            out.pop(c.name, None)
+        else:
+            base = dynamic_config.base_name(c.name) or c.name
+            defn = BROKER_KEYS.get(base)
+            if defn is None:
+                raise ResourceError(ErrorCode.INVALID_CONFIG, f"Unknown config name: {c.name}")
+            if defn.type != "list":
+                verb = "append" if op == APPEND else "subtract"
+                raise ResourceError(
+                    ErrorCode.INVALID_CONFIG,
+                    f"Config value {verb} is not allowed for config key: {c.name}",
+                )
+            parts = _list_parts(out.get(c.name))
+            for item in _list_parts(c.value):
+                if op == APPEND and item not in parts:
+                    parts.append(item)
+                elif op == SUBTRACT and item in parts:
+                    parts.remove(item)
+            out[c.name] = ",".join(parts)
+    return out
 
 
 def _topic_info(broker: Broker, name: str) -> Any:
@@ -307,7 +352,7 @@ def _incremental_overrides(
 def _alter_one(broker: Broker, res: AlterResource, validate_only: bool, incremental: bool) -> None:
     _check_shape(res, incremental)
     if res.resource_type == BROKER:
-        _refuse_broker_change(broker, res)
+        _alter_broker(broker, res, validate_only, incremental)
         return
     if res.resource_type == CLIENT_METRICS:
         try:

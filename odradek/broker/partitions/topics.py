@@ -169,6 +169,15 @@ class TopicManager:
                     return info.name
         return name
 
+    def refresh_log_configs(self) -> None:
+        """The broker's log defaults changed (dynamic broker configs): every partition's log
+        takes its topic's new effective config."""
+        configs: dict[str, LogConfig] = {}
+        for (name, _idx), part in self.partitions.items():
+            if name not in configs:
+                configs[name] = self.log_config(name)
+            part.log.config = configs[name]
+
     def log_config(self, topic: str) -> LogConfig:
         info = self.store.topics.get(topic)
         overrides = validate_topic_configs(info.configs) if info else {}

@@ -1,0 +1,201 @@
+"""Dynamic broker configs (KIP-226) and topic configs as Kafka answers them, through
+confluent-kafka's and kafka-python's admin clients: the BROKER resource accepts what Kafka's
+DynamicBrokerConfig accepts (per broker or as the cluster default), refuses the rest with Kafka's
+messages, describes it with its source and synonyms, keeps it across a restart and applies the
+log defaults to topics; legacy AlterConfigs of message.format.version and an empty
+cleanup.policy are accepted as on Kafka."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+    ResourceType,
+)
+
+from kafka import KafkaAdminClient
+from kafka.protocol.admin import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+
+from odradek.testing import Broker
+
+TIMEOUT = 15
+SET = AlterConfigOpType.SET
+
+
+@pytest.fixture
+def broker(tmp_path) -> Iterator[Broker]:
+    with Broker(topics={"t": 1}, data_dir=str(tmp_path / "data")) as b:
+        yield b
+
+
+@pytest.fixture
+def admin(broker: Broker) -> AdminClient:
+    return AdminClient({"bootstrap.servers": broker.bootstrap})
+
+
+def incremental(admin: AdminClient, rtype: ResourceType, name: str, **configs: str) -> None:
+    entries = [
+        ConfigEntry(k.replace("_", "."), v, incremental_operation=SET) for k, v in configs.items()
+    ]
+    resource = ConfigResource(rtype, name, incremental_configs=entries)
+    (future,) = admin.incremental_alter_configs([resource]).values()
+    future.result(timeout=TIMEOUT)
+
+
+def cluster_default(broker: Broker, configs: dict[str, str]) -> tuple[int, str | None]:
+    """IncrementalAlterConfigs SET on the cluster-wide default (the BROKER resource with an
+    empty name, which confluent-kafka and kafka-python refuse to send): (error, message)."""
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        request = IncrementalAlterConfigsRequest(
+            resources=[(4, "", [(k, 0, v) for k, v in configs.items()])], validate_only=False
+        )
+        (answer,) = admin._manager.run(admin._manager.send, request).responses
+        return answer.error_code, answer.error_message
+    finally:
+        admin.close()
+
+
+def describe_cluster_default(broker: Broker) -> dict[str, tuple[str | None, int]]:
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        request = DescribeConfigsRequest(resources=[(4, "", None)], include_synonyms=True)
+        (result,) = admin._manager.run(admin._manager.send, request).results
+        assert result.error_code == 0
+        return {c.name: (c.value, c.config_source) for c in result.configs}
+    finally:
+        admin.close()
+
+
+def refused(admin: AdminClient, name: str, configs: dict[str, str]) -> KafkaError:
+    entries = [ConfigEntry(k, v, incremental_operation=SET) for k, v in configs.items()]
+    resource = ConfigResource(ResourceType.BROKER, name, incremental_configs=entries)
+    (future,) = admin.incremental_alter_configs([resource]).values()
+    with pytest.raises(KafkaException) as exc:
+        future.result(timeout=TIMEOUT)
+    return exc.value.args[0]
+
+
+def describe(admin: AdminClient, rtype: ResourceType, name: str) -> dict:
+    (future,) = admin.describe_configs([ConfigResource(rtype, name)]).values()
+    return future.result(timeout=TIMEOUT)
+
+
+def test_legacy_alter_configs_of_a_topic_and_a_brokers_sasl_settings(admin: AdminClient) -> None:
+    """As librdkafka's AlterConfigs test sends it: one legacy request (key 33) with a topic's
+    configs, message.format.version among them, and a broker's listener-level SASL setting."""
+    topic = ConfigResource(
+        ResourceType.TOPIC,
+        "t",
+        set_config={
+            "compression.type": "gzip",
+            "flush.ms": "12345678",
+            "message.format.version": "0.10.0",
+        },
+    )
+    brk = ConfigResource(
+        ResourceType.BROKER, "0", set_config={"sasl.kerberos.min.time.before.relogin": "58000"}
+    )
+    with pytest.warns(DeprecationWarning):
+        futures = admin.alter_configs([topic, brk])
+    for future in futures.values():
+        assert future.result(timeout=TIMEOUT) is None
+    topic_configs = describe(admin, ResourceType.TOPIC, "t")
+    assert topic_configs["message.format.version"].value == "0.10.0"
+    assert topic_configs["compression.type"].value == "gzip"
+    entry = describe(admin, ResourceType.BROKER, "0")["sasl.kerberos.min.time.before.relogin"]
+    assert entry.value == "58000" and not entry.is_read_only
+    assert entry.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    # a legacy AlterConfigs replaces the broker's whole dynamic set, as on Kafka
+    brk = ConfigResource(ResourceType.BROKER, "0", set_config={"num.io.threads": "16"})
+    with pytest.warns(DeprecationWarning):
+        (future,) = admin.alter_configs([brk]).values()
+    future.result(timeout=TIMEOUT)
+    described = describe(admin, ResourceType.BROKER, "0")
+    assert described["num.io.threads"].value == "16"
+    assert described["num.io.threads"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    assert "sasl.kerberos.min.time.before.relogin" not in described
+
+
+def test_dynamic_log_defaults_reach_topics_and_survive_a_restart(
+    broker: Broker, admin: AdminClient
+) -> None:
+    assert cluster_default(broker, {"log.retention.ms": "7200000"}) == (0, None)
+    retention = describe(admin, ResourceType.TOPIC, "t")["retention.ms"]
+    assert retention.value == "7200000"
+    assert retention.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+    assert [(s.name, s.value, s.source) for s in retention.synonyms.values()][0] == (
+        "log.retention.ms",
+        "7200000",
+        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value,
+    )
+    assert describe_cluster_default(broker) == {
+        "log.retention.ms": ("7200000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+    }
+    # this broker's own value wins over the cluster default
+    incremental(admin, ResourceType.BROKER, "0", log_retention_ms="3600000")
+    retention = describe(admin, ResourceType.TOPIC, "t")["retention.ms"]
+    assert retention.value == "3600000"
+    assert retention.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    assert broker.call(lambda s: s.topics.get("t", 0).log.config.retention_ms) == 3600000
+    broker.restart()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    described = describe(admin, ResourceType.BROKER, "0")["log.retention.ms"]
+    assert (described.value, described.source) == (
+        "3600000",
+        ConfigSource.DYNAMIC_BROKER_CONFIG.value,
+    )
+    assert broker.call(lambda s: s.topics.get("t", 0).log.config.retention_ms) == 3600000
+
+
+def test_what_kafka_cannot_update_dynamically_is_refused_with_its_message(
+    broker: Broker, admin: AdminClient
+) -> None:
+    err = refused(admin, "0", {"num.partitions": "3"})
+    assert err.code() == KafkaError.INVALID_REQUEST
+    assert "Cannot update these configs dynamically: Set(num.partitions)" in err.str()
+    err = refused(admin, "0", {"log.retention.hours": "3"})  # only log.retention.ms is dynamic
+    assert "Cannot update these configs dynamically" in err.str()
+    err = refused(admin, "0", {"ssl.keystore.location": "/k.p12"})
+    assert "only per-listener using the listener prefix" in err.str()
+    code, message = cluster_default(
+        broker, {"listener.name.plaintext.sasl.kerberos.service.name": "kafka"}
+    )
+    assert code == KafkaError.INVALID_REQUEST and "broker id must be specified" in str(message)
+    assert cluster_default(broker, {"max.connections": "100"}) == (0, None)  # cluster-wide
+    err = refused(admin, "0", {"log.retention.ms": "soon"})
+    assert err.code() == KafkaError.INVALID_REQUEST
+
+
+def test_listener_passwords_are_stored_but_never_described(admin: AdminClient) -> None:
+    incremental(
+        admin,
+        ResourceType.BROKER,
+        "0",
+        **{"listener.name.plaintext.ssl.keystore.password": "s3cret"},
+    )
+    entry = describe(admin, ResourceType.BROKER, "0")[
+        "listener.name.plaintext.ssl.keystore.password"
+    ]
+    assert entry.is_sensitive and entry.value is None and not entry.is_read_only
+    assert entry.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+
+
+def test_an_empty_cleanup_policy_is_accepted(broker: Broker, admin: AdminClient) -> None:
+    """Kafka accepts the empty list: neither delete nor compact, so retention deletes nothing
+    (KIP-1161's meaning)."""
+    incremental(admin, ResourceType.TOPIC, "t", cleanup_policy="")
+    policy = describe(admin, ResourceType.TOPIC, "t")["cleanup.policy"]
+    assert policy.value == "" and policy.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    cfg = broker.call(lambda s: s.topics.get("t", 0).log.config)
+    assert not cfg.delete and not cfg.compact
+    (future,) = admin.create_topics([NewTopic("kept", 1, 1, config={"cleanup.policy": ""})]).values()
+    assert future.result(timeout=TIMEOUT) is None
