@@ -20,7 +20,6 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
-
 from kafka import KafkaAdminClient
 from kafka.protocol.admin import DescribeConfigsRequest, IncrementalAlterConfigsRequest
 
@@ -197,5 +196,6 @@ def test_an_empty_cleanup_policy_is_accepted(broker: Broker, admin: AdminClient)
     assert policy.value == "" and policy.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
     cfg = broker.call(lambda s: s.topics.get("t", 0).log.config)
     assert not cfg.delete and not cfg.compact
-    (future,) = admin.create_topics([NewTopic("kept", 1, 1, config={"cleanup.policy": ""})]).values()
+    kept = NewTopic("kept", 1, 1, config={"cleanup.policy": ""})
+    (future,) = admin.create_topics([kept]).values()
     assert future.result(timeout=TIMEOUT) is None
