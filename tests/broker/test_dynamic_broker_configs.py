@@ -199,3 +199,40 @@ def test_an_empty_cleanup_policy_is_accepted(broker: Broker, admin: AdminClient)
     kept = NewTopic("kept", 1, 1, config={"cleanup.policy": ""})
     (future,) = admin.create_topics([kept]).values()
     assert future.result(timeout=TIMEOUT) is None
+
+
+def test_broker_configs_through_zookeeper(tmp_path) -> None:
+    """Kafka 3.x's layout: /config/brokers/<default> and /config/brokers/<id>, heard by every
+    broker through the change notifications."""
+    import asyncio
+    import json
+    import time
+
+    from odradek.broker.cluster.zk_store import ZooKeeperMetadataStore
+    from odradek.testing.zookeeper import ZooKeeperServer
+
+    async def body(connect: str) -> None:
+        a = ZooKeeperMetadataStore(connect, 0, session_timeout_ms=2000)
+        b = ZooKeeperMetadataStore(connect, 1, session_timeout_ms=2000)
+        try:
+            a.subscribe(lambda change: None)
+            b.subscribe(lambda change: None)
+            a.alter_broker_configs("", {"log.retention.ms": "1000"})
+            a.alter_broker_configs("1", {"num.io.threads": "4"})
+            wanted = {"": {"log.retention.ms": "1000"}, "1": {"num.io.threads": "4"}}
+            deadline = time.monotonic() + TIMEOUT
+            while b.broker_configs != wanted:
+                assert time.monotonic() < deadline, b.broker_configs
+                await asyncio.sleep(0.01)
+            data, _ = a.zk.get("/config/brokers/<default>")
+            assert json.loads(data) == {"version": 1, "config": {"log.retention.ms": "1000"}}
+            b.alter_broker_configs("", {})
+            while "" in a.broker_configs:
+                assert time.monotonic() < deadline, a.broker_configs
+                await asyncio.sleep(0.01)
+        finally:
+            a.close()
+            b.close()
+
+    with ZooKeeperServer(str(tmp_path)) as zk:
+        asyncio.run(asyncio.wait_for(body(zk.connect("/broker-configs")), 60))
