@@ -1,6 +1,7 @@
 """Metadata (key 3), v0-13. v1 null topics = all, controller id; v2 cluster id; v4 auto-create
 flag; v7 leader epochs; v9 flexible; v10 topic ids; v12 lookup by id (name null); v13 top-level
-error code.
+error code. A topic the request auto-creates is answered LEADER_NOT_AVAILABLE with no partitions,
+as Kafka answers while the creation it asked its controller for completes.
 
 The topics of the answer are encoded here by hand (`encode_topic`), not built as kafka-python
 objects and encoded by its generic encoder: with 10,000 partitions that took ~300 ms per full
@@ -234,6 +235,16 @@ async def _requested(
             except TopicError as exc:
                 topics.append(error_topic(name, ZERO_UUID, exc.code, version))
                 continue
+            # As Kafka's AutoTopicCreationManager: the request that causes the creation is
+            # answered LEADER_NOT_AVAILABLE without partitions (a topic just deleted included);
+            # the client asks again and then sees the new topic's partitions.
+            created = broker.topics.info(name)
+            internal = created.internal if created is not None else False
+            auto = encode_topic(
+                version, ErrorCode.LEADER_NOT_AVAILABLE, name, ZERO_UUID, internal, []
+            )
+            topics.append(auto)
+            continue
         ops = _operations(ctx, name, version, req)
         topics.append(topic_metadata(broker, name, version, live, ops, codes))
     codes.extend(code for t in topics if (code := _I16.unpack_from(t, 0)[0]))
