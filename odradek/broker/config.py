@@ -249,6 +249,7 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         _k("log.roll.hours", "int", 168, "segment age that rolls a segment"),
         _k("log.roll.ms", "long", None, "segment age in ms (wins over hours)"),
         _k("log.roll.jitter.hours", "int", 0, "jitter in hours", effective=False),
+        _k("log.roll.jitter.ms", "long", None, "jitter in ms (wins over hours)", effective=False),
         _k(
             "log.retention.check.interval.ms", "long", 300000, "how often retention runs", minimum=1
         ),
@@ -729,6 +730,10 @@ class BrokerConfig:
 
     def __init__(self, props: dict[str, Any] | None = None, strict: bool = False) -> None:
         strict = strict or strict_value(props or {})
+        # dynamic broker configs (broker/dynamic_config.py): the cluster default's and this
+        # broker's, as stored (strings), over the static values (`static_values`)
+        self.dynamic_default: dict[str, str] = {}
+        self.dynamic_broker: dict[str, str] = {}
         self.values: dict[str, Any] = {}
         self.explicit: dict[str, Any] = {}
         self.ignored: dict[str, Any] = {}  # Kafka's keys that odradek does not use
@@ -767,11 +772,7 @@ class BrokerConfig:
         if self.get("zookeeper.connect"):  # a real cluster: Kafka's replicated internal topics
             for key in ZOOKEEPER_DEFAULTS:
                 self.values.setdefault(key, ZOOKEEPER_DEFAULTS[key])
-        # dynamic broker configs (broker/dynamic_config.py): the cluster default's and this
-        # broker's, as stored (strings), over the static values
         self.static_values = dict(self.values)
-        self.dynamic_default: dict[str, str] = {}
-        self.dynamic_broker: dict[str, str] = {}
         # said only once the config is valid: a refused one prints its error line alone
         for key in self.ignored:
             _warn_once(key, f"{key} is a Kafka setting that has no effect in odradek: ignored")
@@ -911,8 +912,9 @@ class BrokerConfig:
     def listener_value(self, listener: str, key: str) -> Any:
         """`listener.name.<listener>.<key>` if set, else `key` (Kafka's per-listener configs)."""
         prefixed = f"listener.name.{listener.lower()}.{key}"
-        if prefixed in self.listener_props:
-            return self.listener_props[prefixed]
+        for level in (self.dynamic_broker, self.dynamic_default, self.listener_props):
+            if prefixed in level:
+                return level[prefixed]
         return self.get(key)
 
     def node_id_value(self) -> int:

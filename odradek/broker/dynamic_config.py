@@ -9,6 +9,11 @@ the log configs (the broker synonyms of topic configs: every topic without its o
 follows them at once) and whatever it reads at use time; the rest (listener TLS and SASL
 settings, thread pools, connection limits) is kept and described as on Kafka but takes effect
 at the next start only where odradek reads it at start-up.
+
+min.insync.replicas follows Kafka 4.1+ KRaft clusters, where ELR (KIP-966) is on by default: the
+cluster-level value is written when the cluster first starts (from the static value) and then
+is the one in force; it cannot be set per broker nor removed (KAFKA-16540). A ZooKeeper cluster
+keeps Kafka 3.x's rules.
 """
 
 from __future__ import annotations
@@ -232,6 +237,30 @@ def validate(props: dict[str, str], per_broker: bool) -> str | None:
     return None
 
 
+MIN_ISR = "min.insync.replicas"
+
+
+def elr_rules(config: BrokerConfig) -> bool:
+    """Kafka 4.1+ KRaft clusters (ELR on by default, KIP-966 / KAFKA-16540) keep
+    min.insync.replicas as a cluster-level dynamic config: every odradek cluster but one on
+    ZooKeeper (Kafka 3.x's mode, which has no ELR)."""
+    return not config.get("zookeeper.connect")
+
+
+def check_min_isr(
+    config: BrokerConfig, name: str, current: dict[str, str], new: dict[str, str]
+) -> str | None:
+    """Kafka's min.insync.replicas invariants under ELR: not per broker, never removed from the
+    cluster level (INVALID_CONFIG); the message, or None."""
+    if not elr_rules(config) or current.get(MIN_ISR) == new.get(MIN_ISR):
+        return None
+    if name:
+        return "Broker-level min.insync.replicas cannot be altered while ELR is enabled."
+    if MIN_ISR not in new:
+        return "Cluster-level min.insync.replicas cannot be removed while ELR is enabled."
+    return None
+
+
 def parsed(props: dict[str, str]) -> dict[str, Any]:
     """The typed values of the keys odradek reads; others (and values a newer broker of the
     cluster accepted but this one cannot read) are left out with a warning."""
@@ -258,7 +287,22 @@ class DynamicBrokerConfigs:
         self.store = store
         self.topics = topics
         self.node_id = node_id
+        if elr_rules(config):
+            self._cluster_min_isr()
         self.apply()
+
+    def _cluster_min_isr(self) -> None:
+        """As a Kafka 4.1+ controller bootstrapping a cluster with ELR: the cluster-level
+        min.insync.replicas is added, from this broker's static value, if there is none, and
+        broker-level ones are removed."""
+        default = self.store.broker_configs.get("", {})
+        if MIN_ISR not in default:
+            value = str(self.config.static_values.get(MIN_ISR, BROKER_KEYS[MIN_ISR].default))
+            self.store.alter_broker_configs("", {**default, MIN_ISR: value})
+        mine = self.store.broker_configs.get(str(self.node_id), {})
+        if MIN_ISR in mine:
+            rest = {k: v for k, v in mine.items() if k != MIN_ISR}
+            self.store.alter_broker_configs(str(self.node_id), rest)
 
     async def start(self) -> None:
         self.store.subscribe(self._on_change)

@@ -7,6 +7,7 @@ log reads.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any
@@ -230,6 +231,90 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             "deprecated in Kafka 3.0: accepted and described, but batches are always written in "
             "format v2 (as Kafka 3.x with an inter-broker protocol of 3.0 or later)",
         ),
+        # Kafka 3.9's other topic configs: accepted, validated as Kafka validates them,
+        # stored and described; odradek has no use for them (it compresses at the codec's own
+        # level, has no replication throttles and no tiered storage)
+        _d(
+            "compression.gzip.level",
+            "int",
+            -1,
+            "compression.gzip.level",
+            "gzip level (1-9, or -1 for the codec's default) Kafka compresses with; not used",
+        ),
+        _d(
+            "compression.lz4.level",
+            "int",
+            9,
+            "compression.lz4.level",
+            "lz4 level (1-17) Kafka compresses with; not used",
+        ),
+        _d(
+            "compression.zstd.level",
+            "int",
+            3,
+            "compression.zstd.level",
+            "zstd level (-131072 to 22) Kafka compresses with; not used",
+        ),
+        _d(
+            "leader.replication.throttled.replicas",
+            "list",
+            "",
+            None,
+            "replicas throttled on the leader side (partition:broker,... or *); not used",
+        ),
+        _d(
+            "follower.replication.throttled.replicas",
+            "list",
+            "",
+            None,
+            "replicas throttled on the follower side (partition:broker,... or *); not used",
+        ),
+        _d(
+            "message.timestamp.difference.max.ms",
+            "long",
+            LONG_MAX,
+            "log.message.timestamp.difference.max.ms",
+            "deprecated since Kafka 3.6 for message.timestamp.before.max.ms / after.max.ms",
+            minimum=0,
+        ),
+        _d(
+            "local.retention.ms",
+            "long",
+            -2,
+            "log.local.retention.ms",
+            "tiered storage: local retention (-2: retention.ms); not used",
+            minimum=-2,
+        ),
+        _d(
+            "local.retention.bytes",
+            "long",
+            -2,
+            "log.local.retention.bytes",
+            "tiered storage: local retention (-2: retention.bytes); not used",
+            minimum=-2,
+        ),
+        _d(
+            "remote.storage.enable",
+            "boolean",
+            False,
+            None,
+            "tiered storage, which odradek has not: true is refused as by a Kafka broker "
+            "without remote.log.storage.system.enable",
+        ),
+        _d(
+            "remote.log.copy.disable",
+            "boolean",
+            False,
+            None,
+            "tiered storage: stop copying to remote storage; not used",
+        ),
+        _d(
+            "remote.log.delete.on.disable",
+            "boolean",
+            False,
+            None,
+            "tiered storage: delete remote data when it is disabled; not used",
+        ),
         _d(
             "message.downconversion.enable",
             "boolean",
@@ -328,6 +413,9 @@ def parse_value(defn: ConfigDef, raw: Any) -> Any:
                 metadata_version(value)  # kept as given, as Kafka stores and describes it
     except ValueError:
         raise ConfigError(f"Invalid value {raw!r} for configuration {defn.name}") from None
+    problem = _kafka_checks(defn, value)
+    if problem is not None:
+        raise ConfigError(f"Invalid value {raw!r} for configuration {defn.name}: {problem}")
     if defn.minimum is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
         if value < defn.minimum:
             raise ConfigError(
@@ -335,6 +423,37 @@ def parse_value(defn: ConfigDef, raw: Any) -> Any:
                 f"must be at least {defn.minimum:g}"
             )
     return value
+
+
+_LEVELS = {  # Kafka's CompressionType levels: (min, max, default)
+    "compression.gzip.level": (1, 9, -1),
+    "compression.lz4.level": (1, 17, 9),
+    "compression.zstd.level": (-131072, 22, 3),
+}
+_THROTTLED = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+
+
+def _kafka_checks(defn: ConfigDef, value: Any) -> str | None:
+    """Kafka's validators that are not a range or a choice: the message, or None."""
+    if defn.name in _LEVELS:
+        low, high, default = _LEVELS[defn.name]
+        if not low <= value <= high and value != default:
+            return f"Value must be between {low} and {high}" + (
+                f" or {default}" if not low <= default <= high else ""
+            )
+    elif defn.name in _THROTTLED:
+        items = value.split(",") if value else []
+        if not (all(re.fullmatch(r"[0-9]+:[0-9]+", x) for x in items) or items == ["*"]):
+            return (
+                f"{defn.name} must be the literal '*' or a list of replicas in the following "
+                "format: [partitionId]:[brokerId],[partitionId]:[brokerId],..."
+            )
+    elif defn.name == "remote.storage.enable" and value:
+        return (
+            "Tiered Storage functionality is disabled in the broker. Topic cannot be "
+            "configured with remote log storage."
+        )
+    return None
 
 
 def render_value(value: Any) -> str:

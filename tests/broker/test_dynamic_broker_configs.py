@@ -49,13 +49,16 @@ def incremental(admin: AdminClient, rtype: ResourceType, name: str, **configs: s
     future.result(timeout=TIMEOUT)
 
 
-def cluster_default(broker: Broker, configs: dict[str, str]) -> tuple[int, str | None]:
-    """IncrementalAlterConfigs SET on the cluster-wide default (the BROKER resource with an
-    empty name, which confluent-kafka and kafka-python refuse to send): (error, message)."""
+def cluster_default(
+    broker: Broker, configs: dict[str, str | None], op: int = 0
+) -> tuple[int, str | None]:
+    """IncrementalAlterConfigs SET (or `op`) on the cluster-wide default (the BROKER resource
+    with an empty name, which confluent-kafka and kafka-python refuse to send): (error,
+    message)."""
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     try:
         request = IncrementalAlterConfigsRequest(
-            resources=[(4, "", [(k, 0, v) for k, v in configs.items()])], validate_only=False
+            resources=[(4, "", [(k, op, v) for k, v in configs.items()])], validate_only=False
         )
         (answer,) = admin._manager.run(admin._manager.send, request).responses
         return answer.error_code, answer.error_message
@@ -137,7 +140,8 @@ def test_dynamic_log_defaults_reach_topics_and_survive_a_restart(
         ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value,
     )
     assert describe_cluster_default(broker) == {
-        "log.retention.ms": ("7200000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+        "log.retention.ms": ("7200000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value),
+        "min.insync.replicas": ("1", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value),
     }
     # this broker's own value wins over the cluster default
     incremental(admin, ResourceType.BROKER, "0", log_retention_ms="3600000")
@@ -172,6 +176,30 @@ def test_what_kafka_cannot_update_dynamically_is_refused_with_its_message(
     assert cluster_default(broker, {"max.connections": "100"}) == (0, None)  # cluster-wide
     err = refused(admin, "0", {"log.retention.ms": "soon"})
     assert err.code() == KafkaError.INVALID_REQUEST
+
+
+def test_min_insync_replicas_is_cluster_level_as_on_kafka_41(tmp_path) -> None:
+    """Kafka 4.1+ (ELR on by default, KAFKA-16540): a new cluster gets a cluster-level
+    min.insync.replicas from the static value, which topics then report as a dynamic default
+    (not the static or default value); it cannot be set per broker nor removed."""
+    data = str(tmp_path / "data")
+    with Broker(topics={"t": 1}, data_dir=data, config={"min.insync.replicas": 1}) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        entry = describe(admin, ResourceType.TOPIC, "t")["min.insync.replicas"]
+        assert entry.value == "1" and not entry.is_default
+        assert entry.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+        err = refused(admin, "0", {"min.insync.replicas": "2"})
+        assert err.code() == KafkaError.INVALID_CONFIG
+        assert "Broker-level min.insync.replicas cannot be altered while ELR is enabled." in (
+            err.str()
+        )
+        assert cluster_default(broker, {"min.insync.replicas": None}, op=1) == (
+            KafkaError.INVALID_CONFIG,
+            "Cluster-level min.insync.replicas cannot be removed while ELR is enabled.",
+        )
+        assert cluster_default(broker, {"min.insync.replicas": "2"}) == (0, None)
+        assert describe(admin, ResourceType.TOPIC, "t")["min.insync.replicas"].value == "2"
+        assert broker.call(lambda s: s.topics.get("t", 0).log.config.min_insync_replicas) == 2
 
 
 def test_listener_passwords_are_stored_but_never_described(admin: AdminClient) -> None:
@@ -236,3 +264,68 @@ def test_broker_configs_through_zookeeper(tmp_path) -> None:
 
     with ZooKeeperServer(str(tmp_path)) as zk:
         asyncio.run(asyncio.wait_for(body(zk.connect("/broker-configs")), 60))
+
+
+# Kafka 3.9's topic configs (LogConfig.CONFIG), which DescribeConfigs of a topic lists
+KAFKA_39_TOPIC_CONFIGS = {
+    "cleanup.policy",
+    "compression.gzip.level",
+    "compression.lz4.level",
+    "compression.type",
+    "compression.zstd.level",
+    "delete.retention.ms",
+    "file.delete.delay.ms",
+    "flush.messages",
+    "flush.ms",
+    "follower.replication.throttled.replicas",
+    "index.interval.bytes",
+    "leader.replication.throttled.replicas",
+    "local.retention.bytes",
+    "local.retention.ms",
+    "max.compaction.lag.ms",
+    "max.message.bytes",
+    "message.downconversion.enable",
+    "message.format.version",
+    "message.timestamp.after.max.ms",
+    "message.timestamp.before.max.ms",
+    "message.timestamp.difference.max.ms",
+    "message.timestamp.type",
+    "min.cleanable.dirty.ratio",
+    "min.compaction.lag.ms",
+    "min.insync.replicas",
+    "preallocate",
+    "remote.log.copy.disable",
+    "remote.log.delete.on.disable",
+    "remote.storage.enable",
+    "retention.bytes",
+    "retention.ms",
+    "segment.bytes",
+    "segment.index.bytes",
+    "segment.jitter.ms",
+    "segment.ms",
+    "unclean.leader.election.enable",
+}
+
+
+def test_a_topic_describes_and_accepts_every_kafka_topic_config(admin: AdminClient) -> None:
+    assert set(describe(admin, ResourceType.TOPIC, "t")) == KAFKA_39_TOPIC_CONFIGS
+    throttles = {
+        "leader.replication.throttled.replicas": "0:0",
+        "follower.replication.throttled.replicas": "*",
+        "compression.gzip.level": "6",
+        "local.retention.ms": "-2",
+    }
+    (future,) = admin.create_topics([NewTopic("throttled", 1, 1, config=throttles)]).values()
+    assert future.result(timeout=TIMEOUT) is None
+    described = describe(admin, ResourceType.TOPIC, "throttled")
+    assert {k: described[k].value for k in throttles} == throttles
+    for config, message in [
+        ({"remote.storage.enable": "true"}, "Tiered Storage functionality is disabled"),
+        ({"compression.gzip.level": "10"}, "compression.gzip.level"),
+        ({"leader.replication.throttled.replicas": "0-0"}, "must be the literal '*'"),
+    ]:
+        (future,) = admin.create_topics([NewTopic("bad", 1, 1, config=config)]).values()
+        with pytest.raises(KafkaException) as exc:
+            future.result(timeout=TIMEOUT)
+        assert exc.value.args[0].code() == KafkaError.INVALID_CONFIG
+        assert message in exc.value.args[0].str()

@@ -260,6 +260,9 @@ def _alter_broker(
         new = _incremental_broker(current, res.configs)
     else:
         new = {c.name: c.value for c in res.configs}
+    error = dynamic_config.check_min_isr(broker.config, name, current, new)
+    if error is not None:
+        raise ResourceError(ErrorCode.INVALID_CONFIG, error)
     error = dynamic_config.validate(new, per_broker=bool(name))
     if error is not None:
         raise ResourceError(ErrorCode.INVALID_REQUEST, error)
