@@ -23,7 +23,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from odradek.broker.cluster.metadata_store import MetadataChange, MetadataStore
-from odradek.broker.config import BROKER_KEYS, BrokerConfig
+from odradek.broker.config import BROKER_KEYS, BrokerConfig, BrokerKey
 from odradek.broker.kafka_keys import KAFKA_BROKER_KEYS
 from odradek.log.config import TOPIC_CONFIGS, ConfigError, parse_value
 
@@ -180,6 +180,60 @@ _MECHANISM_KEYS = (
 )
 
 
+# The types (Kafka's KafkaConfig) of the dynamic keys odradek does not read, so that their values
+# are checked as Kafka checks them
+_KAFKA_TYPES = {
+    **dict.fromkeys(
+        (
+            "background.threads",
+            "log.cleaner.io.buffer.size",
+            "max.connection.creation.rate",
+            "max.connections",
+            "max.connections.per.ip",
+            "num.replica.fetchers",
+            "remote.fetch.max.wait.ms",
+        ),
+        "int",
+    ),
+    **dict.fromkeys(
+        (
+            "follower.replication.throttled.rate",
+            "leader.replication.throttled.rate",
+            "log.cleaner.dedupe.buffer.size",
+            "remote.list.offsets.request.timeout.ms",
+            "remote.log.index.file.cache.total.size.bytes",
+            "remote.log.manager.copy.max.bytes.per.second",
+            "remote.log.manager.fetch.max.bytes.per.second",
+            "replica.alter.log.dirs.io.max.bytes.per.second",
+            "sasl.kerberos.min.time.before.relogin",
+            "sasl.login.refresh.buffer.seconds",
+            "sasl.login.refresh.min.period.seconds",
+        ),
+        "long",
+    ),
+    **dict.fromkeys(
+        (
+            "log.cleaner.io.buffer.load.factor",
+            "log.cleaner.io.max.bytes.per.second",
+            "sasl.kerberos.ticket.renew.jitter",
+            "sasl.kerberos.ticket.renew.window.factor",
+            "sasl.login.refresh.window.factor",
+            "sasl.login.refresh.window.jitter",
+        ),
+        "double",
+    ),
+    "transaction.partition.verification.enable": "boolean",
+}
+
+
+def _definition(key: str) -> BrokerKey | None:
+    """The definition a dynamic value is checked against: odradek's, or Kafka's type."""
+    defn = BROKER_KEYS.get(key)
+    if defn is None and key in _KAFKA_TYPES:
+        defn = BrokerKey(key, _KAFKA_TYPES[key], None, "")
+    return defn
+
+
 def base_name(name: str) -> str | None:
     """The config a listener-prefixed key sets (Kafka's brokerConfigSynonyms); None when `name`
     has no listener prefix."""
@@ -215,7 +269,7 @@ def validate(props: dict[str, str], per_broker: bool) -> str | None:
             f"listener prefix: {_set(unprefixed)}"
         )
     for key, raw in props.items():
-        defn = BROKER_KEYS.get(base_name(key) or key)
+        defn = _definition(base_name(key) or key)
         if defn is None or raw is None:
             continue
         try:

@@ -176,6 +176,8 @@ def test_what_kafka_cannot_update_dynamically_is_refused_with_its_message(
     assert cluster_default(broker, {"max.connections": "100"}) == (0, None)  # cluster-wide
     err = refused(admin, "0", {"log.retention.ms": "soon"})
     assert err.code() == KafkaError.INVALID_REQUEST
+    err = refused(admin, "0", {"sasl.kerberos.min.time.before.relogin": "soon"})
+    assert err.code() == KafkaError.INVALID_REQUEST
 
 
 def test_min_insync_replicas_is_cluster_level_as_on_kafka_41(tmp_path) -> None:
