@@ -735,6 +735,7 @@ class BrokerConfig:
         self.dynamic_default: dict[str, str] = {}
         self.dynamic_broker: dict[str, str] = {}
         self.values: dict[str, Any] = {}
+        unknown: list[str] = []  # not Kafka's: warned about once the config is valid
         self.explicit: dict[str, Any] = {}
         self.ignored: dict[str, Any] = {}  # Kafka's keys that odradek does not use
         # listener.name.<listener>.<key> for keys odradek reads per listener (ssl.*, sasl.*)
@@ -748,7 +749,7 @@ class BrokerConfig:
                 if not is_kafka_key(key):
                     if strict:
                         raise unknown_key(key)
-                    warn_unknown_key(key)
+                    unknown.append(key)
                     continue
                 self.ignored[key] = raw
                 continue
@@ -774,6 +775,8 @@ class BrokerConfig:
                 self.values.setdefault(key, ZOOKEEPER_DEFAULTS[key])
         self.static_values = dict(self.values)
         # said only once the config is valid: a refused one prints its error line alone
+        for key in unknown:
+            warn_unknown_key(key)
         for key in self.ignored:
             _warn_once(key, f"{key} is a Kafka setting that has no effect in odradek: ignored")
         if self.get("log.message.format.version") != "3.0-IV1":  # Kafka 3.x's broker warning
@@ -941,14 +944,26 @@ class BrokerConfig:
         sources += [(k, v, "--override", None) for k, v in overrides.items()]
         strict = strict or strict_value({k: v for k, v, _, _ in sources})
         props: dict[str, Any] = {}
+        unknown = []
         for key, value, where, variable in sources:
             if is_kafka_key(key):
                 props[key] = value
             elif strict:
                 raise unknown_key(key, where, variable)
             else:
-                warn_unknown_key(key, where, variable)
-        return cls(props, strict)
+                unknown.append((key, where, variable))
+        config = cls(props, strict)
+        # said only once the config is valid, as the other warnings
+        for key, where, variable in unknown:
+            warn_unknown_key(key, where, variable)
+        links = sorted(name for name in environ if is_service_link(name))
+        if links:
+            _warn_once(
+                "\0service links",
+                "Kubernetes service-link variables are not configs: ignored " + ", ".join(links),
+                logging.INFO,
+            )
+        return config
 
     def apply_dynamic(
         self,

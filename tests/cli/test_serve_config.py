@@ -270,16 +270,22 @@ def test_unknown_keys_are_warned_once_and_the_broker_serves(tmp_path: Path) -> N
     assert said == [
         f"{props}: the configuration 'offsets.topic.min.isr' was supplied but isn't a known "
         "config (did you mean 'offsets.topic.num.partitions'?): ignored "
-        "(odradek.strict.config=true or `odradek serve --strict-config` refuses it)"
+        "(odradek.strict.config=true or `odradek serve --strict-config` refuses it)",
+        "Kubernetes service-link variables are not configs: ignored "
+        + ", ".join(sorted(SERVICE_LINKS)),
     ]
     assert not [line for line in err if " ERROR " in line or "Traceback" in line], err
     # strict refuses the unknown key but not the service links
     line = one_error_line(odradek("serve", str(props), "--strict-config", env=env))
     assert "unknown configuration 'offsets.topic.min.isr'" in line
+    # a config refused for another reason prints its error line alone, warnings unsaid
+    line = one_error_line(odradek("serve", str(props), "--override", "num.partitions=0", env=env))
+    assert "num.partitions" in line
     props.write_text(props.read_text().replace("offsets.topic.min.isr=1\n", ""))
     with running(["serve", str(props), "--strict-config"], env) as broker:
         ready_bootstrap(broker)
-        assert not [x for x in broker.stop() if "odradek.broker.config" in x]
+        said = [x for x in broker.stop() if "odradek.broker.config" in x]
+        assert len(said) == 1 and "Kubernetes service-link variables" in said[0]
 
 
 # -- one clear line -------------------------------------------------------------------------------
