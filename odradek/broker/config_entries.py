@@ -85,6 +85,8 @@ def _level_synonyms(
         value = config.static_values.get(k)
         if k in config.explicit and value is not None:
             out.append((k, render_optional(value), STATIC_BROKER_CONFIG))
+        elif config.ignored.get(k) is not None:  # a Kafka key odradek does not use
+            out.append((k, str(config.ignored[k]).strip(), STATIC_BROKER_CONFIG))
     for k in keys:
         if k in BROKER_KEYS and BROKER_KEYS[k].default is not None:
             out.append((k, render_optional(BROKER_KEYS[k].default), DEFAULT_CONFIG))
@@ -124,10 +126,10 @@ def topic_entries(config: BrokerConfig, overrides: dict[str, str]) -> list[Confi
 
 
 def broker_entries(config: BrokerConfig) -> list[ConfigEntry]:
-    """Every broker key with its effective value and source, then the dynamic keys odradek does
-    not read (listener-prefixed, Kafka keys without effect here, custom keys), as Kafka's
-    ConfigHelper describes a broker: read-only unless dynamic (DynamicBrokerConfig), passwords
-    sensitive (no value)."""
+    """Every broker key with its effective value and source, then the keys set statically or
+    dynamically that odradek does not read (listener-prefixed, Kafka keys without effect here,
+    custom keys), as Kafka's ConfigHelper describes a broker: read-only unless dynamic
+    (DynamicBrokerConfig), passwords sensitive (no value)."""
 
     out = []
     for key, defn in BROKER_KEYS.items():
@@ -145,16 +147,16 @@ def broker_entries(config: BrokerConfig) -> list[ConfigEntry]:
                 sensitive,
             )
         )
-    extra = {**config.dynamic_default, **config.dynamic_broker}
+    extra = {**config.ignored, **config.dynamic_default, **config.dynamic_broker}
     for key in sorted(k for k in extra if k not in BROKER_KEYS):
         out.append(_extra_entry(config, key, base_name(key), is_dynamic(key)))
     return out
 
 
 def _extra_entry(config: BrokerConfig, key: str, base: str | None, dynamic: bool) -> ConfigEntry:
-    """A dynamic key outside BROKER_KEYS: a listener-prefixed key (its synonyms: itself, then
-    the base key) or a key odradek does not read (of unknown type, so sensitive, as Kafka
-    treats a config whose type it cannot tell)."""
+    """A key set outside BROKER_KEYS: a listener-prefixed key (its synonyms: itself, then the
+    base key), a Kafka key odradek does not use, or a custom one (of unknown type, so
+    sensitive, as Kafka treats a config whose type it cannot tell)."""
     keys = (key, base) if base else (key,)
     synonyms = _level_synonyms(config, keys)
     defn = BROKER_KEYS.get(base) if base else None

@@ -204,6 +204,23 @@ def test_min_insync_replicas_is_cluster_level_as_on_kafka_41(tmp_path) -> None:
         assert broker.call(lambda s: s.topics.get("t", 0).log.config.min_insync_replicas) == 2
 
 
+def test_kafka_keys_without_effect_are_described_as_set(tmp_path) -> None:
+    """A Kafka key odradek does not use, set in the broker's config, is described as Kafka
+    describes it: its value, STATIC_BROKER_CONFIG, read-only unless dynamic."""
+    config = {"num.replica.fetchers": 4, "auto.leader.rebalance.enable": "false"}
+    with Broker(data_dir=str(tmp_path / "data"), config=config) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        described = describe(admin, ResourceType.BROKER, "0")
+        fetchers = described["num.replica.fetchers"]
+        assert (fetchers.value, fetchers.source, fetchers.is_read_only) == (
+            "4",
+            ConfigSource.STATIC_BROKER_CONFIG.value,
+            False,
+        )
+        rebalance = described["auto.leader.rebalance.enable"]
+        assert (rebalance.value, rebalance.is_read_only) == ("false", True)
+
+
 def test_listener_passwords_are_stored_but_never_described(admin: AdminClient) -> None:
     incremental(
         admin,
