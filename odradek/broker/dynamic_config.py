@@ -367,9 +367,9 @@ class DynamicBrokerConfigs:
 
     def _on_change(self, change: MetadataChange) -> None:
         if change.kind == "broker-configs":
-            self.apply()
+            self.apply(changed=True)
 
-    def apply(self) -> None:
+    def apply(self, changed: bool = False) -> None:
         default = dict(self.store.broker_configs.get("", {}))
         mine = dict(self.store.broker_configs.get(str(self.node_id), {}))
         if (default, mine) == (self.config.dynamic_default, self.config.dynamic_broker):
@@ -380,6 +380,11 @@ class DynamicBrokerConfigs:
         }
         before = {k: self.config.get(k) for k in log_keys if k in BROKER_KEYS}
         self.config.apply_dynamic(default, mine, parsed(default), parsed(mine))
-        log.info("dynamic broker configs: cluster default %s, broker %s", default, mine)
+        log.log(
+            logging.INFO if changed else logging.DEBUG,
+            "dynamic broker configs: cluster default %s, broker %s",
+            sorted(default),
+            sorted(mine),
+        )
         if any(self.config.get(k) != v for k, v in before.items()):
             self.topics.refresh_log_configs()
