@@ -133,7 +133,7 @@ def broker_entries(config: BrokerConfig) -> list[ConfigEntry]:
 
     out = []
     for key, defn in BROKER_KEYS.items():
-        synonyms = _level_synonyms(config, (key,))
+        synonyms = _broker_key_synonyms(config, key)
         sensitive = defn.type == "password"
         out.append(
             ConfigEntry(
@@ -151,6 +151,17 @@ def broker_entries(config: BrokerConfig) -> list[ConfigEntry]:
     for key in sorted(k for k in extra if k not in BROKER_KEYS):
         out.append(_extra_entry(config, key, base_name(key), is_dynamic(key)))
     return out
+
+
+def _broker_key_synonyms(config: BrokerConfig, key: str) -> list[tuple[str, str | None, int]]:
+    """A broker key's synonyms as Kafka's ConfigHelper lists them: the whole group of keys
+    setting one config (log.retention.ms / .minutes / .hours), level by level, from the first
+    entry of `key` itself on."""
+    group = next((g for g in _MULTI_SYNONYMS.values() if key in g), (key,))
+    synonyms = _level_synonyms(config, tuple(k for k in group if k in BROKER_KEYS))
+    while synonyms and synonyms[0][0] != key:
+        synonyms.pop(0)
+    return synonyms
 
 
 def _extra_entry(config: BrokerConfig, key: str, base: str | None, dynamic: bool) -> ConfigEntry:

@@ -128,7 +128,19 @@ def test_broker_configs(broker: Broker) -> None:
     assert sources["num.partitions"] == "STATIC_BROKER_CONFIG"
     assert sources["auto.create.topics.enable"] == "DEFAULT_CONFIG"
 
-    # broker configs are read at start-up only: the broker refuses, the CLI says why
+    # a dynamic broker config (Kafka's DynamicBrokerConfig) is set and described with its
+    # synonyms, as kafka-configs.sh shows them
+    cli(broker, "configs", "alter", "--broker", "0", "--add-config", "log.retention.ms=3600000")
+    dynamic = cli(broker, "configs", "describe", "--broker", "0").stdout.splitlines()
+    assert dynamic == [
+        "Dynamic configs for broker 0 are:",
+        "  log.retention.ms=3600000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:"
+        "log.retention.ms=3600000, STATIC_BROKER_CONFIG:log.retention.hours=100, "
+        "DEFAULT_CONFIG:log.retention.hours=168}",
+    ]
+    cli(broker, "configs", "alter", "--broker", "0", "--delete-config", "log.retention.ms")
+
+    # a config Kafka cannot update dynamically: the broker refuses, the CLI says why
     err = one_line_error(
         cli(
             broker,
