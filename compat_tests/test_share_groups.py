@@ -233,6 +233,38 @@ def test_released_and_expired_records_come_back_rejected_do_not(broker: BrokerPr
         a.close()
 
 
+@long_lock_broker
+def test_acknowledgements_sent_by_close_are_kept(broker: BrokerProcess) -> None:
+    """An explicit-mode consumer acknowledges its records and closes without commit_sync:
+    librdkafka sends the leave heartbeat to the coordinator and the acknowledgements
+    (ShareAcknowledge, epoch -1) on another connection, in no fixed order. Round after round,
+    the next consumer of the group gets only the records written for it: none that an earlier
+    one accepted or rejected comes back."""
+    topic = unique_name("share-close")
+    create_topic(broker.bootstrap, topic)
+    first = share_consumer(broker.bootstrap, topic, topic, explicit=True)
+    try:
+        warm_up(broker.bootstrap, topic, [first], explicit=True)
+    finally:
+        first.close()
+    for r in range(8):
+        batch = [b"c%d-%d" % (r, i) for i in range(4)]
+        produce(broker.bootstrap, topic, batch)
+        c = share_consumer(broker.bootstrap, topic, topic, explicit=True)
+        try:
+
+            def ack(msgs: list[Message], c: Any = c) -> None:
+                for m in msgs:
+                    rejected = m.value() is not None and m.value().endswith(b"-3")
+                    c.acknowledge(m, AcknowledgeType.REJECT if rejected else AcknowledgeType.ACCEPT)
+
+            got = poll_until(c, lambda got: len(got) >= 4, ack)
+            assert values(got) == batch, f"round {r}"
+            assert {m.delivery_count() for m in got} == {1}
+        finally:
+            c.close()  # the acknowledgements of the last poll go with it
+
+
 CHILD = textwrap.dedent(
     """
     import sys, time

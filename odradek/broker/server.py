@@ -71,6 +71,9 @@ class Broker:
         self.servers: list[asyncio.base_events.Server] = []
         self.bound: list[Listener] = []
         self.connections: set[Connection] = set()
+        # called once per client connection that closes while the broker runs (Kafka's
+        # ConnectionDisconnectListener): state tied to a connection, such as share sessions
+        self.disconnect_listeners: list[Callable[[Connection], None]] = []
         self.memory_pool = MemoryPool(config.get("queued.max.request.bytes"))
         tune_allocator()
         self.tasks: list[asyncio.Task[Any]] = []
@@ -225,7 +228,16 @@ class Broker:
         )
 
     def connection_closed(self, conn: Connection) -> None:
+        if conn not in self.connections:
+            return  # told already, or never accepted
         self.connections.discard(conn)
+        if self._stopping:
+            return  # a stopping broker keeps what it holds, as a killed one would
+        for listener in self.disconnect_listeners:
+            try:
+                listener(conn)
+            except Exception:
+                log.exception("a connection-close listener failed")
 
     async def _housekeeping(self) -> None:
         """Retention and checkpoints, on Kafka's intervals."""

@@ -6,6 +6,9 @@ ShareFetch and ShareAcknowledge carry a share session (as Kafka's ShareSessionCa
 opens it with the partitions the request names, each later request must carry the next epoch
 (INVALID_SHARE_SESSION_EPOCH otherwise; SHARE_SESSION_NOT_FOUND without a session) and may add
 partitions or forget them; -1 closes it, and the records its member still holds are released.
+A session also ends when the connection that opened it closes (Kafka's ShareSessionCache
+disconnect listener), not when its member leaves the group: a closing consumer's last
+acknowledgements travel beside its leave heartbeat, on another connection, in no fixed order.
 ShareFetch first applies the acknowledgements it piggybacks, then acquires up to MaxRecords
 records from the session's partitions (waiting up to MaxWaitMs for some) and answers with the
 whole batches that hold them and the acquired offset ranges with their delivery counts.
@@ -92,8 +95,9 @@ async def share_group_heartbeat(ctx: RequestContext, req: Any) -> Any:
         group = coord.group(req.group_id)
         if group is None or not group.leave(req.member_id):
             return error(25, f"Member {req.member_id} is not a member of the group.")
-        if coord.release_member(req.group_id, req.member_id):
-            coord.wake()
+        # the member's share sessions stay: a closing consumer sends its last
+        # acknowledgements (ShareAcknowledge, epoch -1) beside this leave, on another
+        # connection; its records are released when that session closes or its connection does
         coord.poke()
         return Resp(
             throttle_time_ms=0,
@@ -240,9 +244,15 @@ async def share_group_describe(ctx: RequestContext, req: Any) -> Any:
 
 
 def _session(
-    coord: ShareCoordinator, group_id: str, member_id: str, epoch: int, fetch: bool
+    coord: ShareCoordinator,
+    group_id: str,
+    member_id: str,
+    epoch: int,
+    fetch: bool,
+    owner: object | None,
 ) -> tuple[int, ShareSession | None]:
-    """The request's share session after its epoch is checked: (error, session)."""
+    """The request's share session after its epoch is checked: (error, session). A new one
+    belongs to `owner`, the connection that opened it."""
     key = (group_id, member_id)
     if epoch == 0:
         if not fetch:
@@ -250,7 +260,7 @@ def _session(
         old = coord.sessions.pop(key, None)
         if old is not None:
             coord.release_member(group_id, member_id)
-        fresh = coord.sessions[key] = ShareSession()
+        fresh = coord.sessions[key] = ShareSession(owner=owner)
         return NONE, fresh
     session = coord.sessions.get(key)
     if session is None:
@@ -274,7 +284,9 @@ def _request_session(
         return INVALID_REQUEST, "GroupId and MemberId must be set.", None
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id):
         return GROUP_AUTHORIZATION_FAILED, None, None
-    error, session = _session(coord, group_id, member_id, req.share_session_epoch, fetch=fetch)
+    error, session = _session(
+        coord, group_id, member_id, req.share_session_epoch, fetch, ctx.connection
+    )
     if error or session is None:
         return error, None, None
     return NONE, None, session

@@ -133,8 +133,14 @@ def write_state_request(key: SpKey, state: StoredState) -> Any:
 
 @dataclass(slots=True)
 class ShareSession:
+    """A member's share session on this broker (Kafka's ShareSession). `owner` is the client
+    connection that opened it: when that connection closes the session goes and the member's
+    records are released (Kafka's ShareSessionCache disconnect listener). Leaving the group does
+    not end it, so the acknowledgements a closing consumer sends beside its leave still apply."""
+
     next_epoch: int = 1
     partitions: set[tuple[uuid.UUID, int]] = field(default_factory=set)
+    owner: object | None = None
 
 
 class ShareCoordinator:
@@ -299,6 +305,7 @@ class ShareCoordinator:
         return self._released
 
     def release_member(self, group_id: str, member_id: str) -> bool:
+        """End the member's share session and release the records it holds here."""
         released = False
         for key, sp in self.partitions.items():
             if key[0] == group_id and sp.release_member(member_id):
@@ -306,6 +313,16 @@ class ShareCoordinator:
                 self.persist(key)
         self.sessions.pop((group_id, member_id), None)
         return released
+
+    def connection_closed(self, connection: object) -> None:
+        """A client connection closed: the share sessions it opened end, and their members'
+        records are released (a session opened again on another connection stays)."""
+        owned = [key for key, s in self.sessions.items() if s.owner is connection]
+        released = False
+        for group_id, member_id in owned:
+            released |= self.release_member(group_id, member_id)
+        if released:
+            self.wake()
 
     # -- groups ---------------------------------------------------------------------------------
 
@@ -685,5 +702,6 @@ def share_coordinator(broker: Broker) -> ShareCoordinator:
         setattr(broker, EXTENSION, coord)
         broker.services.append(coord)
         broker.topics.listeners.append(coord)
+        broker.disconnect_listeners.append(coord.connection_closed)
     coord.ensure_started()
     return coord
