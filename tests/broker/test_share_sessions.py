@@ -11,6 +11,7 @@ from odradek.coordinator.share import records as rec
 from odradek.testing import Broker
 from odradek.testing.raw import RawClient
 from odradek.wire import protocol
+from odradek.wire.api_keys import ApiKey
 from odradek.wire.records import build_batch
 
 HEARTBEAT, FETCH, ACK = 76, 78, 79
@@ -18,18 +19,26 @@ WAIT_S = 20.0
 CONFIG = {"share.coordinator.state.topic.num.partitions": "2"}
 
 
-def call(raw: RawClient, key: int, **fields: Any) -> Any:
+def call(raw: RawClient, key: int, client_id: str = "odradek-raw", **fields: Any) -> Any:
     req = protocol.request_class(key)(**fields)
-    _cid, data = raw.encode(req, 1)
+    _cid, data = raw.encode(req, 1, client_id=client_id)
     raw.send(data)
     return protocol.response_class(key).decode(raw.read_frame(), version=1, header=True)
 
 
-def fetch(raw: RawClient, member: str, epoch: int, topics: list[Any], wait_ms: int = 0) -> Any:
+def fetch(
+    raw: RawClient,
+    member: str,
+    epoch: int,
+    topics: list[Any],
+    wait_ms: int = 0,
+    client_id: str = "odradek-raw",
+) -> Any:
     """A ShareFetch on `raw`: a share session belongs to the connection that opened it."""
     return call(
         raw,
         FETCH,
+        client_id,
         group_id="g",
         member_id=member,
         share_session_epoch=epoch,
@@ -108,10 +117,14 @@ def leave(bootstrap: str, member: str) -> None:
     assert (left.error_code, left.member_epoch) == (0, -1)
 
 
-def produce(b: Broker, n: int) -> None:
+def produce(b: Broker, n: int, batches: int = 1, size: int = 0) -> None:
+    """`batches` batches of `n` records each (values of `size` bytes, or short ones)."""
+
     async def append(server: Any) -> None:
         part = server.topics.get("t", 0)
-        part.append_internal(build_batch([(None, b"v%d" % i, [], 0) for i in range(n)]))
+        for _ in range(batches):
+            values = [b"v" * size if size else b"v%d" % i for i in range(n)]
+            part.append_internal(build_batch([(None, v, [], 0) for v in values]))
 
     b.call(append)
 
@@ -254,3 +267,54 @@ def test_records_are_released_when_the_sessions_connection_closes() -> None:
         finally:
             c1.close()
             c2.close()
+
+
+def test_a_consumer_byte_rate_quota_throttles_share_fetch() -> None:
+    """consumer_byte_rate applies to ShareFetch as to Fetch: MaxBytes capped at one quota
+    window's worth (1000 B/s x 10 s), then throttle_time_ms, the connection muted, no records in
+    the throttled answer, and the records it would have carried available again to others,
+    never delivered before."""
+    Alter = protocol.request_class(ApiKey.ALTER_CLIENT_QUOTAS)
+    E = Alter.EntryData
+    with Broker(topics={"t": 1}, config=CONFIG) as b:
+        bs = b.bootstrap
+        with RawClient(bs) as admin:
+            quota = E(
+                entity=[E.EntityData(entity_type="client-id", entity_name="slow")],
+                ops=[E.OpData(key="consumer_byte_rate", value=1000.0, remove=False)],
+            )
+            resp = admin.request(Alter(entries=[quota], validate_only=False), 1)
+            assert resp.entries[0].error_code == 0
+        join(bs, "m1")
+        join(bs, "m2")
+        tid = b.call(lambda s: s.topics.info("t").topic_id)
+        with RawClient(bs) as c1, RawClient(bs) as c2:
+            assert fetch(c1, "m1", 0, [topic_entry(tid)], client_id="slow").error_code == 0
+            produce(b, 1, batches=30, size=1000)  # 30 batches of about 1.1 KB
+            delivered: list[tuple[int, int, int]] = []
+            epoch, throttled = 1, None
+            for _ in range(5):
+                resp = fetch(c1, "m1", epoch, [], 200, client_id="slow")
+                epoch += 1
+                parts = [p for t in resp.responses for p in t.partitions]
+                if resp.throttle_time_ms > 0:
+                    throttled = resp
+                    break
+                assert sum(len(p.records) for p in parts) <= 10_000
+                delivered += [r for p in parts for r in ranges(p.acquired_records)]
+            assert throttled is not None, "never throttled"
+            assert [p.acquired_records for t in throttled.responses for p in t.partitions] in (
+                [],
+                [[]],
+            )
+            assert delivered and {count for _f, _l, count in delivered} == {1}
+            assert b.call(lambda s: s.quotas.fetch.throttled) >= 1
+            # another client-id takes what the throttled answer left, as first deliveries
+            rest: list[tuple[int, int, int]] = []
+            epoch2 = 0
+            while sum(last - first + 1 for first, last, _c in delivered + rest) < 30:
+                acquired, epoch2 = acquire_all(c2, "m2", epoch2, tid)
+                rest += ranges(acquired)
+            assert {count for _f, _l, count in rest} == {1}
+            offsets = sorted(o for f, last, _c in delivered + rest for o in range(f, last + 1))
+            assert offsets == list(range(30))

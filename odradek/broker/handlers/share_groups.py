@@ -12,6 +12,13 @@ acknowledgements travel beside its leave heartbeat, on another connection, in no
 ShareFetch first applies the acknowledgements it piggybacks, then acquires up to MaxRecords
 records from the session's partitions (waiting up to MaxWaitMs for some) and answers with the
 whole batches that hold them and the acquired offset ranges with their delivery counts.
+
+A consumer's consumer_byte_rate quota applies to ShareFetch as to Fetch (Kafka's
+handleShareFetchRequest): MaxBytes is capped at what the quota allows in one window, the size
+of the records answered is recorded, and a client over its quota gets throttle_time_ms, its
+connection muted for that long and an answer without records. Beyond Kafka, which leaves such
+records acquired until their lock expires (a delivery the client never saw, counted towards
+the delivery limit), the records are given back at once with their delivery counts as before.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from odradek.broker.network import quotas as q
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.coordinator.share.coordinator import (
@@ -373,6 +381,13 @@ async def share_fetch(ctx: RequestContext, req: Any) -> Any:
     error, message, session = _request_session(ctx, coord, req, fetch=True)
     if session is None:
         return top_error(error, message)
+    quota = ctx.broker.quotas.fetch if ctx.broker.quotas.fetch.enabled else None
+    user, client_id = q.tags_of(ctx)
+    max_bytes = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+    if quota is not None:  # no more than the quota allows in one window, as Kafka
+        window_max = quota.max_value_in_window(user, client_id)
+        if window_max is not None:
+            max_bytes = max(1, min(max_bytes, int(window_max)))
     if req.share_session_epoch == 0 and ctx.group_coordinator.status(group_id, "share"):
         await _reread_idle(coord, group_id, req.topics)
 
@@ -408,7 +423,15 @@ async def share_fetch(ctx: RequestContext, req: Any) -> Any:
     if closing:
         _close_session(coord, group_id, member_id)
     elif req.max_records > 0 and session.partitions:
-        await _fetch_records(ctx, coord, req, group_id, member_id, session, entry)
+        await _fetch_records(ctx, coord, req, group_id, member_id, session, entry, max_bytes)
+    throttle_ms = 0
+    if quota is not None:
+        total = sum(len(got["records"]) for got in results.values())
+        throttle_ms = quota.record(user, client_id, total)
+        if throttle_ms > 0:  # over quota: answered without records, the bytes taken back
+            quota.unrecord(user, client_id, total)
+            q.throttle(ctx, throttle_ms)
+            _give_back(coord, group_id, member_id, results)
 
     # acknowledged state reaches the share coordinator before the client hears of it
     await coord.flushed((group_id, tid, index) for tid, index in results)
@@ -435,13 +458,26 @@ async def share_fetch(ctx: RequestContext, req: Any) -> Any:
             )
         )
     return Resp(
-        throttle_time_ms=0,
+        throttle_time_ms=throttle_ms,
         error_code=NONE,
         error_message=None,
         acquisition_lock_timeout_ms=coord.group_lock_ms(group_id),
         responses=[T(topic_id=tid, partitions=parts) for tid, parts in responses.items()],
         node_endpoints=[],
     )
+
+
+def _give_back(
+    coord: ShareCoordinator, group_id: str, member_id: str, results: dict[Any, dict[str, Any]]
+) -> None:
+    """A throttled answer carries no records: what it acquired is available again."""
+    for (tid, index), got in results.items():
+        sp = coord.partitions.get((group_id, tid, index))
+        if got["acquired"] and sp is not None:
+            sp.unacquire(member_id, got["acquired"])
+            coord.persist((group_id, tid, index))
+        got["acquired"], got["records"] = [], bytearray()
+    coord.wake()
 
 
 async def _fetch_records(
@@ -452,10 +488,10 @@ async def _fetch_records(
     member_id: str,
     session: ShareSession,
     entry: Any,
+    max_bytes: int,
 ) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, req.max_wait_ms) / 1000
-    max_bytes = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
     while True:
         remaining = req.max_records
         size = 0
@@ -487,12 +523,15 @@ async def _fetch_records(
 
             def ranges(
                 log: Any = log, hwm: int = hwm, sp: Any = sp, seen: list[Any] = batches
-            ) -> Iterator[tuple[int, int, bool]]:
+            ) -> Iterator[tuple[int, int, bool, int]]:
                 for batch in log.batches(sp.start_offset, hwm):
                     seen.append(batch)
-                    yield batch.base_offset, batch.last_offset, batch.header().is_control
+                    control = batch.header().is_control
+                    yield batch.base_offset, batch.last_offset, control, batch.size
 
-            acquired = sp.acquire(member_id, ranges(), remaining, mono_ms())
+            acquired = sp.acquire(
+                member_id, ranges(), remaining, mono_ms(), max_bytes - size, whole_first=not size
+            )
             if not acquired:
                 continue
             coord.persist((group_id, tid, index))  # the delivery counts survive a crash
