@@ -17,6 +17,11 @@ message is sent whole even when larger than its partition_max_bytes (Kafka sent 
 the client failed with RecordTooLarge); v3 follows KIP-74 as v4+ do. The zero-copy path for v4+
 is untouched.
 
+A fetch that finds less than min_bytes answers when max_wait_ms has passed plus one millisecond
+(`long_poll_deadline`): clients derive max_wait_ms from their own deadline rounded down to whole
+milliseconds, and an empty answer sent at exactly max_wait_ms reached kafka-go before its
+deadline, which it then reads as an empty batch instead of a timeout.
+
 A consumer's consumer_byte_rate quota (quotas.py), as Kafka's KafkaApis.handleFetchRequest: the
 response is capped at what the quota allows in one window (quota x (num - 1) x window size);
 its size is recorded, and a client over its quota gets an empty answer with throttle_time_ms
@@ -297,6 +302,15 @@ def _changed(sp: SessionPartition, pd: PartitionData) -> bool:
     )
 
 
+def long_poll_deadline(now: float, max_wait_ms: int) -> float:
+    """When a fetch still short of min_bytes answers anyway: max_wait_ms after `now`, plus one
+    millisecond when it waits at all. max_wait_ms is whole milliseconds a client rounded down
+    from its own deadline (kafka-go truncates it), so an answer at exactly max_wait_ms can come
+    up to a millisecond before the time the client waits for; Kafka's purgatory answers 1-3 ms
+    after max_wait_ms (thread hand-offs), odradek answered 0.6-0.9 ms after it."""
+    return now + (max_wait_ms + 1) / 1000 if max_wait_ms > 0 else now
+
+
 def error_pieces(ctx: RequestContext, req: protocol.FetchRequest, code: int) -> list[Piece]:
     """A Fetch answer with `code` for every requested partition (fault injection)."""
     version = ctx.api_version
@@ -365,7 +379,7 @@ async def fetch(ctx: RequestContext, req: protocol.FetchRequest) -> list:
         wanted = requested
     if broker.authorizer is not None:
         params.denied = authz.fetch_denied(ctx, replica_id, wanted)
-    deadline = time.monotonic() + req.max_wait_ms / 1000
+    deadline = long_poll_deadline(time.monotonic(), req.max_wait_ms)
     woken = False
     results: list[tuple[SessionPartition, PartitionData]] = []
     while True:
