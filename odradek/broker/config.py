@@ -464,7 +464,7 @@ BROKER_KEYS: dict[str, BrokerKey] = {
             "as Kafka)",
             minimum=0,
         ),
-        # ACLs (issue 14): odradek/security/acl.py, docs/security-acls.md
+        # ACLs: odradek/security/acl.py, docs/security-acls.md
         _k(
             "authorizer.class.name",
             "string",

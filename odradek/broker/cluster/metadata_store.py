@@ -352,7 +352,7 @@ class LocalMetadataStore(MetadataStore):
     # atomically (tmp + fsync + rename, `write_atomic`) before the change is acknowledged; a
     # topic's line is encoded once and kept until the store changes that topic (every change
     # goes through the methods below, which call `_dirty`), so a save with 10,000 partitions
-    # is a join and a write, not 10,000 partitions encoded again (issue 17: `indent=1` made
+    # is a join and a write, not 10,000 partitions encoded again (`indent=1` made
     # `json` use its pure-Python encoder, 120 ms a save at 10,000 partitions).
 
     def _dirty(self, name: str) -> None:

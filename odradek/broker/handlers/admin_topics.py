@@ -320,7 +320,7 @@ async def create_topics(
         return result
 
     # every topic is checked and its logs prepared first; the topics are then written to the
-    # metadata store together, one save for the request (issue 17)
+    # metadata store together, one save for the request
     pending: list[tuple[int, TopicInfo, list[int]]] = []  # (slot in results, planned, logs)
     planned: dict[str, str] = {}
     try:

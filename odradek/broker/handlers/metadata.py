@@ -4,7 +4,7 @@ error code.
 
 The topics of the answer are encoded here by hand (`encode_topic`), not built as kafka-python
 objects and encoded by its generic encoder: with 10,000 partitions that took ~300 ms per full
-Metadata request, this ~10x less (issue 17, `python -m bench.scale`). `EncodedTopics` splices
+Metadata request, this ~10x less (`python -m bench.scale`). `EncodedTopics` splices
 them into the rest of the response, which kafka-python still encodes. Per topic, as Kafka's
 MetadataResponse.json:
 
@@ -188,7 +188,7 @@ async def _requested(
 ) -> list[bytes]:
     """The topics asked for by name or id. Each is answered once (Kafka collects them in a set),
     and the loop yields every YIELD_EVERY topics so a request with 100,000 ids does not stop
-    other clients from being served (issue 11)."""
+    other clients from being served."""
     broker = ctx.broker
     checked = broker.authorizer is not None
     live = set(broker.live_brokers())

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from odradek.broker.handler_support import partition_errors, partition_exists
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions.internal_topics import offsets_replicated
@@ -47,31 +48,6 @@ log = logging.getLogger(__name__)
 
 def _topic_ok(ctx: RequestContext, operation: AclOperation, topic: str) -> bool:
     return ctx.authorize(operation, ResourceType.TOPIC, topic)
-
-
-def partition_exists(broker: Broker, topic: str, index: int) -> bool:
-    info = broker.topics.info(topic)
-    return info is not None and 0 <= index < len(info.partitions)
-
-
-def partition_errors(
-    topics: Any, errors: dict[tuple[str, int], ErrorCode], topic_cls: Any, part_cls: Any
-) -> list[Any]:
-    """The answer topics of a request naming `topics` (with `name` and `partitions`): each asked
-    partition, in request order, with its error in `errors` (NONE when not there)."""
-    return [
-        topic_cls(
-            name=t.name,
-            partitions=[
-                part_cls(
-                    partition_index=p.partition_index,
-                    error_code=errors.get((t.name, p.partition_index), ErrorCode.NONE),
-                )
-                for p in t.partitions
-            ],
-        )
-        for t in topics
-    ]
 
 
 # -- Version 0: offsets in ZooKeeper ----------------------------------------------------------

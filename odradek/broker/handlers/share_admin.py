@@ -23,8 +23,9 @@ from typing import Any
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
+from odradek.broker.share_host import share_coordinator
 from odradek.coordinator.share import admin
-from odradek.coordinator.share.coordinator import SpKey, share_coordinator
+from odradek.coordinator.share.coordinator import SpKey
 from odradek.security.acl_types import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey

@@ -21,8 +21,8 @@ from typing import Any
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
+from odradek.broker.share_host import share_coordinator
 from odradek.coordinator.share.coordinator import (
-    EXTENSION,
     READ_STATE,
     WRITE_STATE,
     ShareCoordinator,
@@ -32,7 +32,6 @@ from odradek.coordinator.share.coordinator import (
     batches_from_wire,
     batches_to_wire,
     mono_ms,
-    share_coordinator,
 )
 from odradek.security.acl_types import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.wire import protocol
@@ -151,21 +150,6 @@ async def share_group_heartbeat(ctx: RequestContext, req: Any) -> Any:
 
 
 # -- ListGroups --------------------------------------------------------------------------------
-
-
-def listed(broker: Any, states: list[str], types: list[str]) -> list[tuple[str, str, str, str]]:
-    """The share groups this broker coordinates as ListGroups lists them: (group id, protocol
-    type "share", state, group type "share"), filtered by state and type as Kafka's (case
-    insensitive)."""
-    coord = getattr(broker, EXTENSION, None)
-    if coord is None or (types and "share" not in {t.lower() for t in types}):
-        return []
-    wanted = {s.lower() for s in states}
-    return [
-        (g.group_id, "share", g.state, "share")
-        for g in coord.groups.values()
-        if not wanted or g.state.lower() in wanted
-    ]
 
 
 # -- ShareGroupDescribe ------------------------------------------------------------------------

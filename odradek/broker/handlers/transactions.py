@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from typing import Any, TypeAlias
 
-from odradek.broker.handlers.offsets import partition_errors, partition_exists
+from odradek.broker.handler_support import partition_errors, partition_exists
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions.internal_topics import offsets_replicated

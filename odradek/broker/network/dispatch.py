@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 # Decoding a large request, and encoding the answer to one of the list requests below, runs in a
 # worker thread, so that a 1 MB DescribeGroups or Metadata (400,000 names, seconds of Python)
-# does not stop the event loop from serving every other client (issue 11). Produce stays on the
+# does not stop the event loop from serving every other client. Produce stays on the
 # loop: its records stay bytes and it is the hot path.
 THREAD_BYTES = 64 * 1024
 THREAD_ENCODE = frozenset({ApiKey.METADATA, ApiKey.DESCRIBE_GROUPS})

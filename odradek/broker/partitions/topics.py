@@ -117,7 +117,7 @@ class TopicManager:
             listener.on_partition_added(part)
         return part
 
-    # -- replication (issue 6): replicas changed by other brokers, leadership changes -----------
+    # -- replication: replicas changed by other brokers, leadership changes ---------------------
 
     def open_partition(self, info: TopicInfo, idx: int) -> Partition | None:
         """This broker's replica of a partition, opened if needed (e.g. created elsewhere)."""
