@@ -6,11 +6,12 @@ transaction APIs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from odradek.broker.network.context import RequestContext
 from odradek.security.acl_types import AclOperation, ResourceType
 from odradek.wire.errors import ErrorCode
+from odradek.wire.protocol import Message
 
 if TYPE_CHECKING:
     from odradek.broker.server import Broker
@@ -32,8 +33,11 @@ def partition_exists(broker: Broker, topic: str, index: int) -> bool:
 
 
 def partition_errors(
-    topics: Any, errors: dict[tuple[str, int], ErrorCode], topic_cls: Any, part_cls: Any
-) -> list[Any]:
+    topics: list[Message],
+    errors: dict[tuple[str, int], ErrorCode],
+    topic_cls: type[Message],
+    part_cls: type[Message],
+) -> list[Message]:
     """The answer topics of a request naming `topics` (with `name` and `partitions`): each asked
     partition, in request order, with its error in `errors` (NONE when not there)."""
     return [

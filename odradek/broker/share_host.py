@@ -13,13 +13,14 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from odradek.broker.partitions.internal_topics import creator
 from odradek.broker.partitions.partition import Partition
 from odradek.broker.replication.client import PeerClient, PeerError
 from odradek.coordinator import group_configs
 from odradek.coordinator.share.coordinator import ShareCoordinator
+from odradek.wire.protocol import Message
 
 if TYPE_CHECKING:
     from odradek.broker.server import Broker
@@ -85,8 +86,8 @@ class BrokerShareHost:
         return creator(self.broker).ensure(name, partitions, replication_factor, dict(configs))
 
     async def peer_request(
-        self, node: int, api_key: int, version: int, request: Any, timeout_s: float
-    ) -> Any | None:
+        self, node: int, api_key: int, version: int, request: Message, timeout_s: float
+    ) -> Message | None:
         endpoint = next((e for e in self.broker.broker_endpoints(None) if e[0] == node), None)
         if endpoint is None:
             return None

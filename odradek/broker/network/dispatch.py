@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.quotas import REQUEST_QUOTA_EXEMPT, request_quota
@@ -53,7 +53,7 @@ def unsupported_api_versions(correlation_id: int) -> list[Piece]:
 async def _inject(
     faults: FaultInjector,
     ctx: RequestContext,
-    request: Any,  # the decoded request: kafka-python's untyped message class for this key
+    request: protocol.Message,  # the decoded request, of kafka-python's class for this key
 ) -> list[Piece] | None:
     """Apply a pause, delay or injected error; a list (maybe empty) replaces the answer."""
     await faults.running.wait()

@@ -7,8 +7,9 @@ live gets no endpoint."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from odradek.wire import protocol
 from odradek.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -47,7 +48,9 @@ def endpoints(ctx: RequestContext, node_ids: set[int]) -> list[Endpoint]:
     return [e for e in ctx.broker.broker_endpoints(ctx.listener) if e[0] in node_ids]
 
 
-def annotate_produce(ctx: RequestContext, resp: Any) -> Any:
+def annotate_produce(
+    ctx: RequestContext, resp: protocol.ProduceResponse
+) -> protocol.ProduceResponse:
     """Fill CurrentLeader / NodeEndpoints of a ProduceResponse (v10+) in place."""
     if ctx.api_version < PRODUCE_MIN_VERSION:
         return resp
@@ -72,7 +75,9 @@ def annotate_produce(ctx: RequestContext, resp: Any) -> Any:
     return resp
 
 
-def fetch_leaders(ctx: RequestContext, results: list[tuple[Any, Any]]) -> list[Endpoint]:
+def fetch_leaders(
+    ctx: RequestContext, results: list[tuple[protocol.Message, protocol.Message]]
+) -> list[Endpoint]:
     """For Fetch v16+: set `current_leader` of each failed partition (fetch_encoder's
     PartitionData, keyed by a session partition with `.topic`) and return the NodeEndpoints."""
     if ctx.api_version < FETCH_MIN_VERSION:
