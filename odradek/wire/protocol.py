@@ -79,6 +79,8 @@ if TYPE_CHECKING:
 # `Resp.DescribedGroup`), where the code does not name the class: untyped, so Any, said once
 # here rather than at every use (the broker's modules may not spell Any: pyproject [tool.mypy]).
 Message: TypeAlias = Any
+# A message's schema as kafka-python describes it (a class's `_struct`, one of its fields).
+Schema: TypeAlias = Any
 
 
 __all__ = sorted(_EXPORTS) + [
@@ -91,6 +93,7 @@ __all__ = sorted(_EXPORTS) + [
     "encode_response",
     "schema_versions",
     "Message",
+    "Schema",
 ]
 
 
