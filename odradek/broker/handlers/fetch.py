@@ -310,7 +310,7 @@ def error_pieces(ctx: RequestContext, req: protocol.FetchRequest, code: int) -> 
 
 
 @handles(ApiKey.FETCH, versions=(0, 18), raw=True, error_encoder=error_pieces)
-async def fetch(ctx: RequestContext, req: protocol.FetchRequest) -> list:
+async def fetch(ctx: RequestContext, req: protocol.FetchRequest) -> list[Piece]:
     broker = ctx.broker
     version = ctx.api_version
     if version < 15:
