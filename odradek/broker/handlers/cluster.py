@@ -136,7 +136,7 @@ def _page(
     cursor: protocol.DescribeTopicPartitionsRequest.Cursor | None,
     limit: int,
     fetch_all: bool,
-) -> tuple[list[protocol.Message], protocol.Message]:
+) -> tuple[list[protocol.Message], protocol.Message | None]:
     """Topics from the cursor on, at most `limit` partitions; (topics, next cursor)."""
     broker = ctx.broker
     live = set(broker.live_brokers())

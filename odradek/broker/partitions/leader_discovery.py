@@ -14,7 +14,9 @@ from odradek.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
     from odradek.broker.network.context import RequestContext
+    from odradek.broker.partitions.fetch_sessions import SessionPartition
     from odradek.broker.server import Broker
+    from odradek.wire.fetch_encoder import PartitionData
 
 LEADER_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
 PRODUCE_MIN_VERSION = 10
@@ -76,7 +78,7 @@ def annotate_produce(
 
 
 def fetch_leaders(
-    ctx: RequestContext, results: list[tuple[protocol.Message, protocol.Message]]
+    ctx: RequestContext, results: list[tuple[SessionPartition, PartitionData]]
 ) -> list[Endpoint]:
     """For Fetch v16+: set `current_leader` of each failed partition (fetch_encoder's
     PartitionData, keyed by a session partition with `.topic`) and return the NodeEndpoints."""
