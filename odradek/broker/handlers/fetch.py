@@ -6,7 +6,7 @@ partitions/leader_discovery.py); v18 a follower's high watermark (KIP-1166, tagg
 is v17's). Records are file regions sent with sendfile; long polling waits on partition appends
 until min_bytes or max_wait_ms.
 
-Fetch v0-3 (clients that read only message format 0/1, issue 16): each partition's records are
+Fetch v0-3 (clients that read only message format 0/1): each partition's records are
 down-converted (wire/down_convert.py, as Kafka's LazyDownConversionRecords) while the response is
 written, a chunk at a time: magic 0 for v0-1, magic 1 for v2-3, headers dropped, compression kept.
 Beyond Kafka, which serves them read_uncommitted, old fetchers never see transactional data that
@@ -324,7 +324,7 @@ def error_pieces(ctx: RequestContext, req: protocol.FetchRequest, code: int) -> 
 
 
 @handles(ApiKey.FETCH, versions=(0, 18), raw=True, error_encoder=error_pieces)
-async def fetch(ctx: RequestContext, req: protocol.FetchRequest) -> list:
+async def fetch(ctx: RequestContext, req: protocol.FetchRequest) -> list[Piece]:
     broker = ctx.broker
     version = ctx.api_version
     if version < 15:

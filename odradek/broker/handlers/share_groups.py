@@ -26,14 +26,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TypedDict
 
 from odradek.broker.network import quotas as q
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
+from odradek.broker.share_host import share_coordinator
 from odradek.coordinator.share.coordinator import (
-    EXTENSION,
     READ_STATE,
     WRITE_STATE,
     ShareCoordinator,
@@ -43,8 +43,10 @@ from odradek.coordinator.share.coordinator import (
     batches_from_wire,
     batches_to_wire,
     mono_ms,
-    share_coordinator,
 )
+from odradek.coordinator.share.state import Acquired, SharePartition
+from odradek.log.log import Log
+from odradek.log.reader import LogBatch
 from odradek.security.acl_types import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
@@ -70,6 +72,15 @@ INVALID_SHARE_SESSION_EPOCH = 123
 MAX_EPOCH = 0x7FFFFFFF
 
 
+class _Answer(TypedDict):
+    """One partition of a ShareFetch answer, as it is gathered."""
+
+    error: int
+    ack_error: int
+    records: bytearray
+    acquired: list[Acquired]
+
+
 def _client_host(ctx: RequestContext) -> str:
     return "/" + ctx.client_host.strip("[]")
 
@@ -78,11 +89,11 @@ def _client_host(ctx: RequestContext) -> str:
 
 
 @handles(SHARE_GROUP_HEARTBEAT, versions=(1, 1))
-async def share_group_heartbeat(ctx: RequestContext, req: Any) -> Any:
+async def share_group_heartbeat(ctx: RequestContext, req: protocol.Message) -> protocol.Message:
     Resp = protocol.response_class(SHARE_GROUP_HEARTBEAT)
     coord = share_coordinator(ctx.broker)
 
-    def error(code: int, message: str | None = None) -> Any:
+    def error(code: int, message: str | None = None) -> protocol.Message:
         return Resp(
             throttle_time_ms=0,
             error_code=code,
@@ -165,33 +176,18 @@ async def share_group_heartbeat(ctx: RequestContext, req: Any) -> Any:
 # -- ListGroups --------------------------------------------------------------------------------
 
 
-def listed(broker: Any, states: list[str], types: list[str]) -> list[tuple[str, str, str, str]]:
-    """The share groups this broker coordinates as ListGroups lists them: (group id, protocol
-    type "share", state, group type "share"), filtered by state and type as Kafka's (case
-    insensitive)."""
-    coord = getattr(broker, EXTENSION, None)
-    if coord is None or (types and "share" not in {t.lower() for t in types}):
-        return []
-    wanted = {s.lower() for s in states}
-    return [
-        (g.group_id, "share", g.state, "share")
-        for g in coord.groups.values()
-        if not wanted or g.state.lower() in wanted
-    ]
-
-
 # -- ShareGroupDescribe ------------------------------------------------------------------------
 
 
 @handles(SHARE_GROUP_DESCRIBE, versions=(1, 1))
-async def share_group_describe(ctx: RequestContext, req: Any) -> Any:
+async def share_group_describe(ctx: RequestContext, req: protocol.Message) -> protocol.Message:
     Resp = protocol.response_class(SHARE_GROUP_DESCRIBE)
     G = Resp.DescribedGroup
     coord = share_coordinator(ctx.broker)
     names = {tid: name for tid, name in ctx.topics.by_id.items()}
     groups = []
     for group_id in req.group_ids:
-        empty: dict[str, Any] = dict(
+        empty: dict[str, object] = dict(
             group_id=group_id,
             group_state="",
             group_epoch=-1,
@@ -282,7 +278,7 @@ def _session(
 
 
 def _request_session(
-    ctx: RequestContext, coord: ShareCoordinator, req: Any, fetch: bool
+    ctx: RequestContext, coord: ShareCoordinator, req: protocol.Message, fetch: bool
 ) -> tuple[int, str | None, ShareSession | None]:
     """The share session of a ShareFetch / ShareAcknowledge once its group and member ids, READ
     on the group and its session epoch are checked: (NONE, None, session), or the whole
@@ -313,7 +309,7 @@ async def _acknowledge(
     member_id: str,
     topic_id: uuid.UUID,
     index: int,
-    batches: Any,
+    batches: protocol.Message,
 ) -> int:
     name = ctx.topics.name_for_id(topic_id)
     if name is None:
@@ -342,7 +338,7 @@ def _leader(ctx: RequestContext, topic_id: uuid.UUID, index: int) -> tuple[int, 
     return (part.leader, part.leader_epoch) if part is not None else (-1, -1)
 
 
-async def _reread_idle(coord: ShareCoordinator, group_id: str, topics: Any) -> None:
+async def _reread_idle(coord: ShareCoordinator, group_id: str, topics: protocol.Message) -> None:
     """A new share session on a broker that is not the group's coordinator: the share-partitions
     it names that hold no acquired record are read again from `__share_group_state`, where an
     AlterShareGroupOffsets or DeleteShareGroupOffsets answered by the coordinator (for an empty
@@ -361,13 +357,13 @@ async def _reread_idle(coord: ShareCoordinator, group_id: str, topics: Any) -> N
 
 
 @handles(SHARE_FETCH, versions=(1, 1))
-async def share_fetch(ctx: RequestContext, req: Any) -> Any:
+async def share_fetch(ctx: RequestContext, req: protocol.Message) -> protocol.Message:
     Resp = protocol.response_class(SHARE_FETCH)
     T = Resp.ShareFetchableTopicResponse
     P = T.PartitionData
     coord = share_coordinator(ctx.broker)
 
-    def top_error(code: int, message: str | None = None) -> Any:
+    def top_error(code: int, message: str | None = None) -> protocol.Message:
         return Resp(
             throttle_time_ms=0,
             error_code=code,
@@ -391,12 +387,12 @@ async def share_fetch(ctx: RequestContext, req: Any) -> Any:
     if req.share_session_epoch == 0 and ctx.group_coordinator.status(group_id, "share"):
         await _reread_idle(coord, group_id, req.topics)
 
-    results: dict[tuple[uuid.UUID, int], dict[str, Any]] = {}
+    results: dict[tuple[uuid.UUID, int], _Answer] = {}
 
-    def entry(tid: uuid.UUID, index: int) -> dict[str, Any]:
+    def entry(tid: uuid.UUID, index: int) -> _Answer:
         got = results.get((tid, index))
         if got is None:
-            got = results[(tid, index)] = dict(
+            got = results[(tid, index)] = _Answer(
                 error=NONE, ack_error=NONE, records=bytearray(), acquired=[]
             )
         return got
@@ -435,7 +431,7 @@ async def share_fetch(ctx: RequestContext, req: Any) -> Any:
 
     # acknowledged state reaches the share coordinator before the client hears of it
     await coord.flushed((group_id, tid, index) for tid, index in results)
-    responses: dict[uuid.UUID, list[Any]] = {}
+    responses: dict[uuid.UUID, list[protocol.Message]] = {}
     for (tid, index), got in results.items():
         leader_id, leader_epoch = _leader(ctx, tid, index)
         responses.setdefault(tid, []).append(
@@ -468,7 +464,10 @@ async def share_fetch(ctx: RequestContext, req: Any) -> Any:
 
 
 def _give_back(
-    coord: ShareCoordinator, group_id: str, member_id: str, results: dict[Any, dict[str, Any]]
+    coord: ShareCoordinator,
+    group_id: str,
+    member_id: str,
+    results: dict[tuple[uuid.UUID, int], _Answer],
 ) -> None:
     """A throttled answer carries no records: what it acquired is available again."""
     for (tid, index), got in results.items():
@@ -483,11 +482,11 @@ def _give_back(
 async def _fetch_records(
     ctx: RequestContext,
     coord: ShareCoordinator,
-    req: Any,
+    req: protocol.Message,
     group_id: str,
     member_id: str,
     session: ShareSession,
-    entry: Any,
+    entry: Callable[[uuid.UUID, int], _Answer],
     max_bytes: int,
 ) -> None:
     loop = asyncio.get_running_loop()
@@ -519,10 +518,13 @@ async def _fetch_records(
             log = part.log
             if sp.start_offset >= hwm and not sp.has_available():
                 continue
-            batches: list[Any] = []  # those the acquisition looked at (it stops when done)
+            batches: list[LogBatch] = []  # those the acquisition looked at (it stops when done)
 
             def ranges(
-                log: Any = log, hwm: int = hwm, sp: Any = sp, seen: list[Any] = batches
+                log: Log = log,
+                hwm: int = hwm,
+                sp: SharePartition = sp,
+                seen: list[LogBatch] = batches,
             ) -> Iterator[tuple[int, int, bool, int]]:
                 for batch in log.batches(sp.start_offset, hwm):
                     seen.append(batch)
@@ -555,7 +557,7 @@ async def _fetch_records(
             part.add_waiter(fut)
         released = coord.released
         rel = loop.create_task(released.wait())
-        either: list[asyncio.Future[Any]] = [fut, rel]
+        either: list[asyncio.Future[None] | asyncio.Task[bool]] = [fut, rel]
         try:
             await asyncio.wait(
                 either,
@@ -576,13 +578,13 @@ async def _fetch_records(
 
 
 @handles(SHARE_ACKNOWLEDGE, versions=(1, 1))
-async def share_acknowledge(ctx: RequestContext, req: Any) -> Any:
+async def share_acknowledge(ctx: RequestContext, req: protocol.Message) -> protocol.Message:
     Resp = protocol.response_class(SHARE_ACKNOWLEDGE)
     T = Resp.ShareAcknowledgeTopicResponse
     P = T.PartitionData
     coord = share_coordinator(ctx.broker)
 
-    def top_error(code: int, message: str | None = None) -> Any:
+    def top_error(code: int, message: str | None = None) -> protocol.Message:
         return Resp(
             throttle_time_ms=0,
             error_code=code,
@@ -634,7 +636,7 @@ async def share_acknowledge(ctx: RequestContext, req: Any) -> Any:
 
 
 @handles(READ_STATE, versions=(0, 0))
-async def read_share_group_state(ctx: RequestContext, req: Any) -> Any:
+async def read_share_group_state(ctx: RequestContext, req: protocol.Message) -> protocol.Message:
     """A share-partition leader reads the stored state of a share-partition from the broker
     that leads its `__share_group_state` partition (StartOffset -1: nothing stored)."""
     Resp = protocol.response_class(READ_STATE)
@@ -675,7 +677,7 @@ async def read_share_group_state(ctx: RequestContext, req: Any) -> Any:
 
 
 @handles(WRITE_STATE, versions=(0, 0))
-async def write_share_group_state(ctx: RequestContext, req: Any) -> Any:
+async def write_share_group_state(ctx: RequestContext, req: protocol.Message) -> protocol.Message:
     """A share-partition leader writes its state to the broker that leads the key's
     `__share_group_state` partition, as a ShareSnapshot record."""
     Resp = protocol.response_class(WRITE_STATE)
