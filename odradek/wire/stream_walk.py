@@ -18,7 +18,7 @@ so a caller can walk the head of a batch on the event loop and hand the rest to 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from odradek.wire.batch import CorruptRecordError, InvalidRecordError
 from odradek.wire.records import read_varint, read_varlong, walk_window, write_varint
@@ -49,6 +49,7 @@ class StreamWalk:
         self._pos = 0
         self.inflated = 0  # decompressed bytes read so far
         self.done = False
+        self._long: Iterator[None] | None = None  # a long record being read through
 
     def step(self, budget: int | None = None) -> bool:
         """Walk on until the end or until about `budget` more bytes were inflated (None: to the
@@ -70,6 +71,12 @@ class StreamWalk:
         return chunk
 
     def _advance(self) -> None:
+        if self._long is not None:
+            try:
+                next(self._long)  # one more piece of it
+            except StopIteration:
+                self._long = None
+            return
         buf = self._buf
         if self._pos < len(buf):
             self._pos, n = walk_window(
@@ -86,7 +93,7 @@ class StreamWalk:
             return
         length = self._cut_length()
         if length is not None and length > LONG_RECORD:
-            self._long_record()
+            self._long = self._long_record()
             return
         chunk = self._read(READ_SIZE)
         if not chunk:
@@ -133,8 +140,8 @@ class StreamWalk:
             raise InvalidRecordError(f"record {self._index}: {exc}") from None
         return value
 
-    def _skip(self, n: int) -> None:
-        """Drop `n` bytes of the stream (a key or value read through)."""
+    def _skip(self, n: int) -> Iterator[None]:
+        """Drop `n` bytes of the stream (a key or value read through), pausing after each read."""
         while n > 0:
             here = min(n, len(self._buf) - self._pos)
             self._pos += here
@@ -144,18 +151,21 @@ class StreamWalk:
                 if not chunk:
                     raise InvalidRecordError("record data ends before the declared records")
                 self._buf, self._pos = chunk, 0
+                yield
 
     def _offset(self) -> int:
         """Bytes of the stream read so far, as an absolute position."""
         return self.inflated - (len(self._buf) - self._pos)
 
-    def _long_record(self) -> None:
+    def _long_record(self) -> Iterator[None]:
+        """Walk a record longer than LONG_RECORD, pausing after each piece read (a generator,
+        so that `step` keeps to its budget)."""
         index = self._index
         length = self._varint()
         start = self._offset()
         end = start + length
         self._need(1)
-        self._skip(1)  # attributes
+        yield from self._skip(1)  # attributes
         self._varint(long=True)  # timestamp delta
         delta = self._varint()
         if delta != index:
@@ -167,7 +177,7 @@ class StreamWalk:
             if n > 0:
                 if n >= end - self._offset():  # the header count must follow
                     raise InvalidRecordError(f"record {index}: key or value overruns the record")
-                self._skip(n)
+                yield from self._skip(n)
         rest = end - self._offset()
         if rest <= 0:
             raise InvalidRecordError(f"record {index}: key or value overruns the record")

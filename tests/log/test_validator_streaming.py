@@ -154,6 +154,10 @@ def test_long_batch_is_handed_over_after_the_inline_budget() -> None:
     started = begin(data, config, NOW, 9, inline_budget=2 << 20)
     assert isinstance(started, PendingValidation)
     assert started.finish().record_count == count
+    # a single record longer than the window keeps to the budget too
+    bomb = begin(stream_bomb_batch(GZIP, 64), config, NOW, 9, inline_budget=2 << 20)
+    assert isinstance(bomb, PendingValidation)
+    assert bomb.finish().record_count == 1
     small, small_count, _ = json_log_batch(LZ4, 500_000)
     done = begin(small, config, NOW, 9, inline_budget=2 << 20)
     assert not isinstance(done, PendingValidation) and done.record_count == small_count
