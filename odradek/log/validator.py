@@ -5,14 +5,17 @@ Each batch's header is read in place. Checks: magic 2, CRC32C, size against
 clients, CreateTime timestamps within `message.timestamp.{before,after}.max.ms`, and the
 framing of every record (Kafka's DefaultRecord.readFrom): lengths that fit exactly, offset
 deltas 0..n-1, the declared count and no trailing bytes. An uncompressed records section is
-walked where it lies; a compressed one is decompressed, bounded by
-`compression.max_decompressed_size(max.message.bytes)`, and walked. No record object is built.
+walked where it lies; a compressed one is walked as it inflates (wire/stream_walk.py, as Kafka's
+skipKeyValueIterator), in bounded memory whatever its ratio: `begin` walks the first
+INLINE_BUDGET bytes and leaves the rest to a PendingValidation, which the Produce handler
+finishes in a worker thread. No record object is built.
 
 Errors, as Kafka: a bad CRC, an unreadable or over-large compressed stream -> CORRUPT_MESSAGE;
 bad record framing -> INVALID_RECORD (InvalidRecordException).
 
-When the topic's `compression.type` differs from the batch's codec, the decompressed section
-is compressed again with the topic's codec under a copy of the original header.
+When the topic's `compression.type` differs from the batch's codec, the records are compressed
+again with the topic's codec as they are walked, under a copy of the original header; a result
+over max.message.bytes is MESSAGE_TOO_LARGE (Kafka's RecordTooLargeException after conversion).
 
 Produce v0-2 may carry message sets of magic 0 or 1 (odradek/wire/legacy_records.py). As Kafka
 3.x's LogValidator does when the log's format is v2 (convertAndAssignOffsetsNonCompressed /
