@@ -125,8 +125,17 @@ class _Zstd(Inflater):
     def __init__(self, data: bytes | bytearray | memoryview) -> None:
         dctx = zstandard.ZstdDecompressor(max_window_size=1 << ZSTD_MAX_WINDOW_LOG)
         self._reader = dctx.stream_reader(data, read_across_frames=True)
+        # the size a frame header declares is a hint for the first read only (the reader
+        # allocates what it is asked for): a liar gets a short read or a second one
+        try:
+            self._hint = zstandard.frame_content_size(data)
+        except zstandard.ZstdError:
+            self._hint = -1
 
     def read(self, n: int) -> bytes | memoryview:
+        if 0 <= self._hint < n:
+            n = self._hint + 1
+        self._hint = -1
         chunk: bytes = self._reader.read(n)
         return chunk
 
@@ -158,7 +167,12 @@ class _Snappy(Inflater):
         return memoryview(self._block)[start : self._at]
 
 
-_INFLATERS: dict[int, Callable[[bytes | bytearray | memoryview], Inflater]] = {GZIP: _Gzip, SNAPPY: _Snappy, LZ4: _Lz4, ZSTD: _Zstd}
+_INFLATERS: dict[int, Callable[[bytes | bytearray | memoryview], Inflater]] = {
+    GZIP: _Gzip,
+    SNAPPY: _Snappy,
+    LZ4: _Lz4,
+    ZSTD: _Zstd,
+}
 
 
 class _Guarded(Inflater):
