@@ -88,11 +88,10 @@ _UINT32_LE = struct.Struct("<I")
 _SNAPPY_MAX_RATIO = 22
 
 
-# Bound on a decompressed records section: 16 times the larger of max.message.bytes and 1 MiB.
-# librdkafka caps a batch's *uncompressed* size at message.max.bytes (1 MB) and the Java producer
-# fills batch.size (16 KiB) by an estimated compression ratio, so real batches sit far below;
-# 16x a full-size batch is beyond what text or JSON reach (5-10x) and still caps what one
-# hostile batch can make the broker allocate at 16 MiB with the defaults.
+# Bound on a records section decompressed whole, for the readers that decode records whole
+# (cleaner, coordinator loaders, timestamp lookups, down-conversion, magic 0/1 up-conversion):
+# 16 times the larger of max.message.bytes and 1 MiB. Produce-time validation does not use it:
+# it walks records as a stream in bounded memory (streams.py, stream_walk.py), as Kafka does.
 DECOMPRESSION_RATIO = 16
 _MIN_BOUND_BASE = 1 << 20
 # For callers that know no topic config (coordinator loaders): 32 MiB.
