@@ -19,7 +19,7 @@ import zstandard
 from odradek.log.config import LogConfig
 from odradek.log.validator import PendingValidation, ValidationError, begin, validate
 from odradek.testing.hostile_batches import raw_batch, record
-from odradek.testing.log_lines import json_log_batch, stream_bomb_batch
+from odradek.testing.log_lines import json_log_batch, json_log_values, stream_bomb_batch
 from odradek.wire.batch import HEADER_SIZE, parse_header
 from odradek.wire.compression import GZIP, LZ4, SNAPPY, ZSTD
 from odradek.wire.errors import ErrorCode
@@ -172,3 +172,21 @@ def test_every_codec_cut_short_is_refused() -> None:
         with pytest.raises(ValidationError) as err:
             validate(cut, LogConfig(max_message_bytes=1 << 24), NOW, 9)
         assert err.value.code in (ErrorCode.CORRUPT_MESSAGE, ErrorCode.INVALID_RECORD)
+
+
+def test_raw_snappy_batch_as_librdkafka_writes_it_inflating_past_16x() -> None:
+    """librdkafka writes a batch as one raw snappy block (no xerial framing); snappy's ceiling
+    is about 21x, so such a block is inflated whole, bounded by that ratio."""
+    import cramjam
+
+    raw = bytearray()
+    count = 0
+    for value in json_log_values(20 * MB):
+        raw += record(count, None, value)
+        count += 1
+    packed = bytes(cramjam.snappy.compress_raw(bytes(raw)))
+    data = raw_batch(packed, count, codec=SNAPPY)
+    config = LogConfig(max_message_bytes=max(len(data), 1 << 20))
+    assert len(raw) > 16 * config.max_message_bytes
+    result = validate(data, config, NOW, 9)
+    assert bytes(result.buf) == data and result.record_count == count
