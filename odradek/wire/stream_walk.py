@@ -57,8 +57,10 @@ class StreamWalk:
         that does not match) or CorruptRecordError (a stream that cannot be read)."""
         start = self.inflated
         while not self.done:
-            if budget is not None and self.inflated - start >= budget:
-                return False
+            if budget is not None:
+                left = budget - (self.inflated - start)
+                if left <= 0 or self._src.upcoming() > left:
+                    return False
             self._advance()
         return True
 

@@ -61,6 +61,12 @@ class Inflater:
         """The next at most `n` (> 0) decompressed bytes; empty only at the end."""
         raise NotImplementedError
 
+    def upcoming(self) -> int:
+        """Bytes the next read inflates at once whatever it is asked for (a snappy block), so
+        that a caller keeping to a budget can leave it to a worker thread; 0 when reads are
+        bounded by what they ask."""
+        return 0
+
 
 class _Plain(Inflater):
     def __init__(self, data: bytes | bytearray | memoryview) -> None:
@@ -152,6 +158,16 @@ class _Snappy(Inflater):
         self._block: bytes | memoryview = b""
         self._at = 0
 
+    def upcoming(self) -> int:
+        if self._at < len(self._block) or self._pos >= len(self._view):
+            return 0
+        start = self._pos + (4 if self._blocks else 0)
+        try:
+            size: int = cramjam.snappy.decompress_raw_len(self._view[start : start + 10])
+        except _ZLIB_ERRORS:
+            return 0  # the read itself names the fault
+        return size
+
     def read(self, n: int) -> bytes | memoryview:
         while self._at >= len(self._block):
             view, pos = self._view, self._pos
@@ -181,6 +197,9 @@ class _Guarded(Inflater):
     def __init__(self, codec: int, inner: Inflater) -> None:
         self._codec = codec
         self._inner = inner
+
+    def upcoming(self) -> int:
+        return self._inner.upcoming()
 
     def read(self, n: int) -> bytes | memoryview:
         try:
