@@ -16,6 +16,7 @@ Rows:
 | record 1 GiB zstd | one valid record whose value is 1 GiB of zeros (~33 KB of zstd) |
 | record 1000 MiB gzip | the same in gzip at its 1032x ceiling (~1 MB) |
 | JSON 200 MB zstd | JSON access-log lines (testing/log_lines.py), 3,777 records in 0.7 MB |
+| record 20 MiB raw snappy | one record of 20 MiB of zeros in one raw snappy block (librdkafka's) |
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from bench.broker_proc import OdradekProcess
 from bench.procstat import cpu_seconds, memory_mb, reset_peak_rss
 from bench.topics import Topics, topic_name
 from odradek.testing.hostile_batches import bomb_batch
-from odradek.testing.log_lines import json_log_batch, stream_bomb_batch
+from odradek.testing.log_lines import json_log_batch, raw_snappy_bomb_batch, stream_bomb_batch
 from odradek.testing.raw import RawClient
 from odradek.wire.compression import GZIP, ZSTD
 from odradek.wire.records import build_batch
@@ -39,6 +40,7 @@ ROWS: dict[str, Callable[[], bytes]] = {
     "record 1 GiB zstd": lambda: stream_bomb_batch(ZSTD, 1024),
     "record 1000 MiB gzip": lambda: stream_bomb_batch(GZIP, 1000),
     "JSON 200 MB zstd": lambda: json_log_batch(ZSTD, 200_000_000)[0],
+    "record 20 MiB raw snappy": lambda: raw_snappy_bomb_batch(20),
 }
 _NAMES = {0: "NONE", 2: "CORRUPT_MESSAGE", 10: "MESSAGE_TOO_LARGE", 87: "INVALID_RECORD"}
 

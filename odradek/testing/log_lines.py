@@ -7,7 +7,8 @@ compressed size. Sections are built and compressed chunk by chunk, so a batch in
 hundreds of megabytes is built without holding them.
 
 `stream_bomb_batch` is the hostile counterpart: one valid record whose value is `mib` MiB of
-zeros, so a validator must inflate all of it before it can answer.
+zeros, so a validator must inflate all of it before it can answer; `raw_snappy_bomb_batch` the
+same as librdkafka frames snappy (one raw block).
 """
 
 from __future__ import annotations
@@ -134,3 +135,11 @@ def stream_bomb_batch(codec: int, mib: int) -> bytes:
     parts.append(piece(b"\x00"))
     parts.append(finish())
     return raw_batch(b"".join(parts), 1, codec=codec)
+
+
+def raw_snappy_bomb_batch(mib: int) -> bytes:
+    """A batch of one valid record of `mib` MiB of zeros as one raw snappy block, librdkafka's
+    snappy framing (about 21x: 20 MiB fit the default max.message.bytes)."""
+    size = mib << 20
+    raw = _record_head(0, size) + bytes(size) + b"\x00"
+    return raw_batch(bytes(cramjam.snappy.compress_raw(raw)), 1, codec=SNAPPY)
