@@ -261,7 +261,7 @@ def _snappy_decode(data: bytes | bytearray | memoryview, max_size: int) -> bytes
         return snappy_raw(view, max_size)
     if len(view) < _XERIAL_HEADER_SIZE:
         raise CorruptRecordError("truncated xerial snappy header")
-    chunks: list[bytes] = []
+    chunks: list[memoryview] = []
     total = 0
     pos = _XERIAL_HEADER_SIZE
     while pos < len(view):
@@ -276,7 +276,7 @@ def xerial_header() -> bytes:
     return _XERIAL_HEADER
 
 
-def xerial_block(view: memoryview, pos: int, max_size: int | None = None) -> tuple[bytes, int]:
+def xerial_block(view: memoryview, pos: int, max_size: int | None = None) -> tuple[memoryview, int]:
     """The xerial block at `pos` decompressed, and the position after it."""
     end = len(view)
     if end - pos < 4:
@@ -285,18 +285,23 @@ def xerial_block(view: memoryview, pos: int, max_size: int | None = None) -> tup
     pos += 4
     if length < 0 or length > end - pos:
         raise CorruptRecordError(f"xerial snappy block of {length} bytes overruns the data")
-    return snappy_raw(view[pos : pos + length], max_size), pos + length
+    return snappy_raw_view(view[pos : pos + length], max_size), pos + length
 
 
 def snappy_raw(block: memoryview, max_size: int | None = None) -> bytes:
     """One raw snappy block; its declared size is checked (against `max_size` and against what
     its compressed size can give) before anything is allocated."""
+    return bytes(snappy_raw_view(block, max_size))
+
+
+def snappy_raw_view(block: memoryview, max_size: int | None = None) -> memoryview:
+    """`snappy_raw` as a view of cramjam's buffer, without copying it into bytes."""
     claimed = cramjam.snappy.decompress_raw_len(block)
     if max_size is not None and claimed > max_size:
         raise _over(max_size)
     if claimed > _SNAPPY_MAX_RATIO * len(block) + 64:
         raise CorruptRecordError(f"snappy block claims {claimed} bytes from {len(block)}")
-    return bytes(cramjam.snappy.decompress_raw(block))
+    return memoryview(cramjam.snappy.decompress_raw(block))
 
 
 def _lz4_frame_encode(data: bytes | bytearray | memoryview, level: int | None) -> bytes:

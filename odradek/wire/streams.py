@@ -39,7 +39,7 @@ from odradek.wire.compression import (
     XERIAL_MAGIC,
     ZSTD,
     lz4_block,
-    snappy_raw,
+    snappy_raw_view,
     xerial_block,
     xerial_header,
 )
@@ -155,7 +155,7 @@ class _Snappy(Inflater):
         if self._blocks and len(self._view) < len(xerial_header()):
             raise CorruptRecordError("truncated xerial snappy header")
         self._pos = len(xerial_header()) if self._blocks else 0
-        self._block: bytes | memoryview = b""
+        self._block = memoryview(b"")
         self._at = 0
 
     def upcoming(self) -> int:
@@ -174,13 +174,13 @@ class _Snappy(Inflater):
             if pos >= len(view):
                 return b""
             if not self._blocks:
-                self._block, self._pos = snappy_raw(view), len(view)
+                self._block, self._pos = snappy_raw_view(view), len(view)
             else:
                 self._block, self._pos = xerial_block(view, pos)
             self._at = 0
         start = self._at
         self._at = min(start + n, len(self._block))
-        return memoryview(self._block)[start : self._at]
+        return self._block[start : self._at]
 
 
 _INFLATERS: dict[int, Callable[[bytes | bytearray | memoryview], Inflater]] = {
