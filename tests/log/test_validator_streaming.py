@@ -59,11 +59,13 @@ def test_json_logs_inflating_to_200_mb_are_accepted_unchanged(name: str) -> None
     assert peak < 16 << 20, f"validation allocated {peak >> 20} MiB"
 
 
-@pytest.mark.parametrize("name", ["zstd", "gzip"])
-def test_valid_record_inflating_to_a_gibibyte_is_walked_in_bounded_memory(name: str) -> None:
+@pytest.mark.parametrize(("name", "mib"), [("zstd", 1024), ("gzip", 256)])
+def test_valid_record_inflating_to_a_gibibyte_is_walked_in_bounded_memory(
+    name: str, mib: int
+) -> None:
     """Kafka accepts it (a record's size is not limited after compression): so do we, having
-    read its gigabyte through a window."""
-    data = stream_bomb_batch(CODECS[name], 1024)
+    read it through a window (gzip, slower to build, at a quarter of the size)."""
+    data = stream_bomb_batch(CODECS[name], mib)
     assert len(data) < 1 << 20
     results = []
     peak = traced_peak(lambda: results.append(validate(data, LogConfig(), NOW, 9)))
@@ -96,11 +98,9 @@ def digest(codec: int, section: bytes | memoryview) -> tuple[int, str]:
     return size, h.hexdigest()
 
 
-@pytest.mark.parametrize(
-    ("source", "target"), [("zstd", "gzip"), ("zstd", "lz4"), ("gzip", "zstd")]
-)
+@pytest.mark.parametrize(("source", "target"), [("zstd", "gzip"), ("zstd", "lz4"), ("lz4", "zstd")])
 def test_recompression_streams_into_the_topic_codec(source: str, target: str) -> None:
-    data, count, inflated = json_log_batch(CODECS[source], 200 * MB)
+    data, count, inflated = json_log_batch(CODECS[source], 100 * MB)
     config = LogConfig(compression_type=target, max_message_bytes=4 << 20)
     assert inflated > 16 * config.max_message_bytes
     result = validate(data, config, NOW, 9)
