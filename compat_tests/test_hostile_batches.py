@@ -136,6 +136,39 @@ def test_valid_batch_inflating_to_gigabytes_is_walked_in_flat_memory(
     assert_serving(canary)
 
 
+def test_many_concurrent_gigabyte_batches_keep_memory_flat(
+    broker: BrokerProcess, canary: Canary
+) -> None:
+    """Thirty connections send a 33 KB batch inflating to 1 GiB at once: the walks run one at a
+    time and a batch waiting its turn holds nothing but its bytes, so the broker's peak RSS
+    stays within a few windows, not thirty."""
+    topic = unique_name("manybombs")
+    with RawClient(broker.bootstrap) as c:
+        assert create_topic(c, topic) == NONE
+    bomb = stream_bomb_batch(ZSTD, 1024)
+    clients = [RawClient(broker.bootstrap, timeout=300) for _ in range(30)]
+    answers: list[int] = []
+    try:
+        before = reset_peak_rss(broker)
+        threads = [
+            threading.Thread(
+                target=lambda c=c: answers.append(produce(c, topic, 0, bomb).error_code)
+            )
+            for c in clients
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+        grown = status_bytes(broker, "VmHWM") - before
+    finally:
+        for c in clients:
+            c.close()
+    assert answers == [NONE] * len(clients)
+    assert grown < 50 * MB, f"broker peak RSS grew by {grown // MB} MB"
+    assert_serving(canary)
+
+
 def _framing_cases() -> list[tuple[str, bytes]]:
     huge = bytearray()
     write_varint(huge, 0x7FFFFFFF)

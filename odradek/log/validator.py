@@ -229,6 +229,12 @@ class PendingValidation:
                 budget = max(0, budget - (walk.inflated - before))
         return True
 
+    def close(self) -> None:
+        """Give up the walks, freeing their decompressors now (`validate` may start again)."""
+        for _pos, walk, _encoder in self.walks:
+            walk.close()
+        self.walks = []
+
     def finish(self) -> ValidatedBatches:
         """Walk what is left and give the result (raises ValidationError)."""
         self.walk(None)

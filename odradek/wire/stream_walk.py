@@ -18,7 +18,7 @@ so a caller can walk the head of a batch on the event loop and hand the rest to 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 
 from odradek.wire.batch import CorruptRecordError, InvalidRecordError
 from odradek.wire.records import read_varint, read_varlong, walk_window, write_varint
@@ -28,6 +28,14 @@ READ_SIZE = 1 << 20
 LONG_RECORD = 4 << 20
 
 _MIN_RECORD_BODY = 6
+
+
+class _Ended(Inflater):
+    def read(self, n: int) -> bytes | memoryview:
+        return b""
+
+
+_ENDED = _Ended()
 
 
 class StreamWalk:
@@ -49,7 +57,7 @@ class StreamWalk:
         self._pos = 0
         self.inflated = 0  # decompressed bytes read so far
         self.done = False
-        self._long: Iterator[None] | None = None  # a long record being read through
+        self._long: Generator[None, None, None] | None = None  # a long record being read through
 
     def step(self, budget: int | None = None) -> bool:
         """Walk on until the end or until about `budget` more bytes were inflated (None: to the
@@ -63,6 +71,15 @@ class StreamWalk:
                     return False
             self._advance()
         return True
+
+    def close(self) -> None:
+        """Let go of the stream, its decompressor and window (a walk given up half way: the
+        long-record generator refers back to this walk, so only this frees them at once)."""
+        if self._long is not None:
+            self._long.close()
+            self._long = None
+        self._buf = b""
+        self._src = _ENDED
 
     def _read(self, n: int) -> bytes | memoryview:
         chunk = self._src.read(n)
@@ -159,7 +176,7 @@ class StreamWalk:
         """Bytes of the stream read so far, as an absolute position."""
         return self.inflated - (len(self._buf) - self._pos)
 
-    def _long_record(self) -> Iterator[None]:
+    def _long_record(self) -> Generator[None, None, None]:
         """Walk a record longer than LONG_RECORD, pausing after each piece read (a generator,
         so that `step` keeps to its budget)."""
         index = self._index

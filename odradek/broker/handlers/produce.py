@@ -181,11 +181,17 @@ async def _validate_compressed(
     part = ctx.broker.topics.get(topic, index)
     if part is None or _is_internal(ctx, topic):
         return None
+    config, now = part.log.config, now_ms()
     try:
-        started = begin(records, part.log.config, now_ms(), ctx.api_version)
+        started = begin(records, config, now, ctx.api_version)
         if isinstance(started, PendingValidation):
+            # walked again from the start in the thread: a batch waiting its turn keeps no
+            # decompressor state or window, only its request's bytes
+            started.close()
             loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(_LONG_WALKS, started.finish)
+            return await loop.run_in_executor(
+                _LONG_WALKS, validate, records, config, now, ctx.api_version
+            )
         return started
     except ValidationError as exc:
         return exc
