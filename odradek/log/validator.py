@@ -7,8 +7,8 @@ framing of every record (Kafka's DefaultRecord.readFrom): lengths that fit exact
 deltas 0..n-1, the declared count and no trailing bytes. An uncompressed records section is
 walked where it lies; a compressed one is walked as it inflates (wire/stream_walk.py, as Kafka's
 skipKeyValueIterator), in bounded memory whatever its ratio: `begin` walks the first
-INLINE_BUDGET bytes and leaves the rest to a PendingValidation, which the Produce handler
-finishes in a worker thread. No record object is built.
+INLINE_BUDGET bytes and returns a PendingValidation when there is more (the Produce handler then
+closes it and validates the batch in a worker thread). No record object is built.
 
 Errors, as Kafka: a bad CRC, an unreadable or over-large compressed stream -> CORRUPT_MESSAGE;
 bad record framing -> INVALID_RECORD (InvalidRecordException).
