@@ -12,7 +12,7 @@ Rows:
 
 | row | batch |
 |---|---|
-| zeros 1 GiB zstd | the issue-11 bomb: 33 KB of zstd, 1 GiB of zero bytes, 1000 records declared |
+| zeros 1 GiB zstd | 33 KB of zstd inflating to 1 GiB of zero bytes, 1000 records declared |
 | record 1 GiB zstd | one valid record whose value is 1 GiB of zeros (~33 KB of zstd) |
 | record 1000 MiB gzip | the same in gzip at its 1032x ceiling (~1 MB) |
 | JSON 200 MB zstd | JSON access-log lines (testing/log_lines.py), 3,777 records in 0.7 MB |
