@@ -5,18 +5,18 @@ docs). DescribeConfigs and CreateTopics v5+ report these.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from odradek.broker.config import BROKER_KEYS, BrokerConfig, BrokerKey, is_kafka_key
 from odradek.broker.dynamic_config import base_name, is_dynamic
 from odradek.log.config import TOPIC_CONFIGS, ConfigError, parse_value, render_value
+from odradek.wire.config_entry import (
+    DEFAULT_CONFIG,
+    DYNAMIC_BROKER_CONFIG,
+    DYNAMIC_DEFAULT_BROKER_CONFIG,
+    DYNAMIC_TOPIC_CONFIG,
+    STATIC_BROKER_CONFIG,
+    ConfigEntry,
+)
 
-# DescribeConfigsResponse.ConfigSource
-DYNAMIC_TOPIC_CONFIG = 1
-DYNAMIC_BROKER_CONFIG = 2
-DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-STATIC_BROKER_CONFIG = 4
-DEFAULT_CONFIG = 5
 SOURCE_IDS = {
     "DYNAMIC_BROKER_CONFIG": DYNAMIC_BROKER_CONFIG,
     "DYNAMIC_DEFAULT_BROKER_CONFIG": DYNAMIC_DEFAULT_BROKER_CONFIG,
@@ -33,20 +33,6 @@ _MULTI_SYNONYMS = {
     "segment.ms": ("log.roll.ms", "log.roll.hours"),
     "segment.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
 }
-
-
-@dataclass(slots=True)
-class ConfigEntry:
-    """One described config: what DescribeConfigs and CreateTopics v5+ report."""
-
-    name: str
-    value: str | None
-    source: int
-    config_type: int
-    doc: str
-    read_only: bool = False
-    synonyms: list[tuple[str, str | None, int]] = field(default_factory=list)
-    sensitive: bool = False  # a password (or a key of unknown type): its value is not shown
 
 
 def broker_synonyms(topic_key: str) -> tuple[str, ...]:

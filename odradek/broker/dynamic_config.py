@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from odradek.broker.cluster.metadata_store import MetadataChange, MetadataStore
 from odradek.broker.config import BROKER_KEYS, BrokerConfig, BrokerKey
@@ -315,10 +315,10 @@ def check_min_isr(
     return None
 
 
-def parsed(props: dict[str, str]) -> dict[str, Any]:
+def parsed(props: dict[str, str]) -> dict[str, object]:
     """The typed values of the keys odradek reads; others (and values a newer broker of the
     cluster accepted but this one cannot read) are left out with a warning."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for key, raw in props.items():
         defn = BROKER_KEYS.get(key)
         if defn is None:

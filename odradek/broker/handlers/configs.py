@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from odradek.broker import dynamic_config
 from odradek.broker.config import BROKER_KEYS
@@ -46,6 +46,7 @@ from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from odradek.broker.cluster.metadata_store import TopicInfo
     from odradek.broker.server import Broker
 
 log = logging.getLogger(__name__)
@@ -302,7 +303,7 @@ def _incremental_broker(current: dict[str, str], configs: list[AlterableConfig])
     return out
 
 
-def _topic_info(broker: Broker, name: str) -> Any:
+def _topic_info(broker: Broker, name: str) -> TopicInfo:
     try:
         check_topic_name(name)
     except TopicError as exc:
