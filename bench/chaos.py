@@ -80,6 +80,7 @@ def _summary(
     ops: Counter[str] = Counter()
     outcomes: Counter[str] = Counter()
     anomalies: Counter[str] = Counter()
+    known: Counter[str] = Counter()  # client behaviour (checker.epochs): counted, never hidden
     for r in results:
         faults.update(f.kind for f in r.schedule.faults)
         for op in r.history.ops:
@@ -87,6 +88,7 @@ def _summary(
                 ops[op.f] += 1
                 outcomes[op.type] += 1
         anomalies.update(summarize(r.report.anomalies))
+        known.update(summarize(r.report.known))
     lines = [
         "",
         "## chaos soak",
@@ -115,6 +117,8 @@ def _summary(
             + [str(outcomes[k]) for k in ("ok", "fail", "info")]
         ),
     ]
+    lines += ["", _row(["known client behaviour", "count"]), _row(["---", "---"])]
+    lines += [_row([k, str(v)]) for k, v in sorted(known.items())] or [_row(["none", "0"])]
     if anomalies:
         lines += ["", _row(["anomaly", "count"]), _row(["---", "---"])]
         lines += [_row([k, str(v)]) for k, v in sorted(anomalies.items())]

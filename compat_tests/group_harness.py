@@ -239,7 +239,9 @@ class Group:
     def until(self, pred: Callable[[], bool], what: str, timeout: float = SETTLE_S) -> None:
         self.watch.until(pred, timeout, what, self.state)
 
-    def settled(self, members: Iterable[Member], partitions: int = PARTITIONS) -> None:
+    def settled(
+        self, members: Iterable[Member], partitions: int = PARTITIONS, timeout: float = SETTLE_S
+    ) -> None:
         """Wait until `members` own disjoint, non-empty shares covering every partition."""
         members = list(members)
 
@@ -252,7 +254,7 @@ class Group:
                 and sum(len(s) for s in shares) == partitions
             )
 
-        self.until(ok, f"{len(members)} members to split {partitions} partitions")
+        self.until(ok, f"{len(members)} members to split {partitions} partitions", timeout)
 
     def consumed(
         self,

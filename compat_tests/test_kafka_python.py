@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import NewTopic
+from kafka.admin import NewPartitions, NewTopic
 from kafka.consumer.fetcher import ConsumerRecord
 from kafka.errors import TopicAlreadyExistsError
 from kafka.protocol.consumer import OffsetSpec
@@ -289,6 +289,35 @@ def test_read_from_end_sees_only_new_records(
         produce(broker, topic_name, new, compression_type="zstd")
         got = poll_n(cons, 6)
         assert_same(got, new, {0: 5, 1: 5})
+    finally:
+        cons.close()
+
+
+def test_group_member_sees_partitions_added_to_its_topic(
+    broker: BrokerProcess, admin: KafkaAdminClient, topic_name: str
+) -> None:
+    """A subscribed member learns of new partitions by its periodic Metadata refresh
+    (metadata.max.age.ms, 5 min by default, shortened here to keep the test short): the leader
+    sees the partition count change, the group rebalances and the new partitions are read from
+    the earliest offset. A broker answering stale Metadata after CreatePartitions (a cached
+    answer, a partition count read before the change) never gets the record of partition 3
+    to the consumer."""
+    create_topic(admin, topic_name, partitions=2)
+    cons = KafkaConsumer(
+        topic_name,
+        bootstrap_servers=broker.bootstrap,
+        group_id=topic_name,
+        auto_offset_reset="earliest",
+        metadata_max_age_ms=1000,
+    )
+    try:
+        produce(broker, topic_name, [Rec(1, b"k", b"before", (), int(time.time() * 1000))])
+        assert [m.value for m in poll_n(cons, 1)] == [b"before"]
+        assert cons.partitions_for_topic(topic_name) == {0, 1}
+        admin.create_partitions({topic_name: NewPartitions(total_count=4)})
+        produce(broker, topic_name, [Rec(3, b"k", b"after", (), int(time.time() * 1000))])
+        assert [(m.partition, m.value) for m in poll_n(cons, 1)] == [(3, b"after")]
+        assert {tp.partition for tp in cons.assignment()} == {0, 1, 2, 3}
     finally:
         cons.close()
 

@@ -220,6 +220,7 @@ def committed(bootstrap: str, group: str) -> dict[int, int]:
     return {tp.partition: om.offset for tp, om in found.items() if om.offset >= 0}
 
 
+@pytest.mark.usefixtures("kafka_python_metadata_refresh")
 def test_groups_describe_members_state_lag_and_delete_offsets(broker: Broker, name: str) -> None:
     topic, group, b = name, name + "-g", broker.bootstrap
     cli(b, "topics", "create", topic, "--partitions", "2")
@@ -298,6 +299,7 @@ def test_groups_describe_members_state_lag_and_delete_offsets(broker: Broker, na
     assert "does not exist" in missing.stderr and len(missing.stderr.splitlines()) == 1
 
 
+@pytest.mark.usefixtures("kafka_python_metadata_refresh")
 def test_groups_reset_offsets_by_duration_export_and_from_file(
     broker: Broker, name: str, tmp_path: Path
 ) -> None:

@@ -102,6 +102,7 @@ def wait_done(cluster: Cluster, admin: KafkaAdminClient, topic: str, targets: di
         time.sleep(0.05)
 
 
+@pytest.mark.usefixtures("kafka_python_metadata_refresh")
 def test_reassignment_moves_data_while_producing_and_consuming(make_cluster) -> None:
     cluster = make_cluster(3, topics={"moves": (2, 2)})
     assert cluster.partition("moves", 0).replicas == [0, 1]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.testing.chaos import History, check, generate
+from odradek.testing.chaos.eos_log import EosLog
 from odradek.testing.chaos.history import FAIL, INFO, OK
 
 IDEM, TXN = "idem", "txn"
@@ -123,16 +124,95 @@ def batches(b: Build, partition: int, rows: list[tuple[int, int, int, int, int]]
     b.h.complete(inv, OK, {"batches": {partition: rows}})
 
 
-def test_a_copy_resent_under_the_producers_next_epoch_is_known_client_behaviour() -> None:
-    """librdkafka's own epoch bump (issue 4953) resends a possibly written record as sequence 0
-    of the next epoch, which no broker can recognise: listed as known, the run stays valid."""
+def eos(b: Build, *events: dict[str, Any]) -> None:
+    """The idempotent producer's own log of sends, answers and epoch bumps (eos_log)."""
+    inv = b.h.invoke("eos", "p.0", {"topic": IDEM})
+    b.h.complete(inv, OK, {"events": list(events)})
+
+
+def error(seq: int, name: str, epoch: int = 0, partition: int = 2) -> dict[str, Any]:
+    event = {"kind": "error", "partition": partition, "pid": 7, "epoch": epoch, "seq": seq}
+    return event | {"count": 1, "error": name}
+
+
+def bump(reason: str, epoch: int = 0) -> dict[str, Any]:
+    return {"kind": "bump", "pid": 7, "epoch": epoch, "to": epoch + 1, "reason": reason}
+
+
+TIMED_OUT = "1 message(s) timed out on idem [2]"
+
+
+def resent_under_next_epoch(*events: dict[str, Any]) -> Any:
+    """A record written at sequence 26 of producer 7's epoch 0 and again as sequence 0 of
+    epoch 1 (its batch's answer never came, or came as the events say)."""
     b = healthy()
     v = b.send(2, 1, OK)
     b.idem_final += [(2, 0, v), (2, 1, v)]
     batches(b, 2, [(0, 0, 7, 0, 26), (1, 1, 7, 1, 0)])
-    report = b.finish()
+    eos(b, *events)
+    return b.finish()
+
+
+def test_a_copy_resent_after_the_clients_own_timeout_is_known_client_behaviour() -> None:
+    """librdkafka's own epoch bump (issue 4953) after its request timed out resends a possibly
+    written record as sequence 0 of the next epoch, which no broker can recognise: known, the
+    run stays valid, and the report counts it."""
+    report = resent_under_next_epoch(error(26, "_TIMED_OUT"), bump(TIMED_OUT))
     assert report.valid, report.anomalies
     assert [a.kind for a in report.known] == ["epoch-bump duplicate"]
+    assert report.stats["known"] == 1
+    assert TIMED_OUT in report.known[0].detail
+
+
+def test_a_bump_after_answers_kafka_gives_is_known_client_behaviour() -> None:
+    for events in (
+        # Kafka had no state for the producer on another partition: UNKNOWN_PRODUCER_ID
+        (
+            error(26, "_TIMED_OUT"),
+            error(3, "UNKNOWN_PRODUCER_ID", partition=0),
+            bump("unknown producer id"),
+        ),
+        # the batch after next was refused: the one between (sequence 27) is not in the log
+        (
+            error(26, "_TIMED_OUT"),
+            error(28, "OUT_OF_ORDER_SEQUENCE_NUMBER"),
+            bump("skipped sequence numbers"),
+        ),
+    ):
+        report = resent_under_next_epoch(*events)
+        assert report.valid, (events, report.anomalies)
+        assert report.stats["known"] == 1
+
+
+def test_a_bump_after_the_broker_refused_a_batch_it_had_written_is_a_duplicate() -> None:
+    """OUT_OF_ORDER_SEQUENCE_NUMBER where Kafka deduplicates (a resend of a batch in the log)
+    or where Kafka appends (the batch right after one in the log): the broker's doing."""
+    for events in (
+        (error(26, "OUT_OF_ORDER_SEQUENCE_NUMBER"), bump("skipped sequence numbers")),
+        (error(26, "UNKNOWN_PRODUCER_ID"), bump("unknown producer id")),
+        (error(26, "OUT_OF_ORDER_SEQUENCE_NUMBER"), bump(TIMED_OUT)),
+        (
+            error(26, "_TIMED_OUT"),
+            error(27, "OUT_OF_ORDER_SEQUENCE_NUMBER"),
+            bump("skipped sequence numbers"),
+        ),
+    ):
+        report = resent_under_next_epoch(*events)
+        assert report.kinds() == {"duplicate"}, events
+        assert not report.known and report.stats["known"] == 0
+
+
+def test_a_bump_without_its_cause_is_a_duplicate() -> None:
+    for events in (
+        (),  # no producer log: nothing shows the client bumped on its own
+        (error(26, "_TIMED_OUT"),),  # no bump recorded
+        (error(26, "_TIMED_OUT"), bump("unknown producer id")),  # no such answer
+        (error(26, "_TIMED_OUT"), bump("skipped sequence numbers")),  # no such answer
+        (error(26, "_TIMED_OUT"), bump("a reason librdkafka never gives")),
+        (error(26, "_TIMED_OUT"), bump(TIMED_OUT, epoch=1)),  # a later epoch's bump
+    ):
+        report = resent_under_next_epoch(*events)
+        assert report.kinds() == {"duplicate"}, events
 
 
 def test_copies_within_one_epoch_or_from_two_producers_stay_duplicates() -> None:
@@ -301,3 +381,52 @@ def test_an_acknowledgement_without_an_offset_still_counts_as_acknowledged() -> 
     assert b.finish().kinds() == {"lost"}
     b.idem_final.append((2, 0, v))
     assert b.finish().valid
+
+
+def test_the_producers_log_is_read_into_sends_answers_and_bumps() -> None:
+    """Lines as librdkafka 2.x writes them with debug=eos,msg (from a run against odradek)."""
+    log = EosLog("t")
+    b = "127.0.0.1:55373/0: "
+    for fac, text in (
+        (
+            "PRODUCE",
+            b + "t [0]: Produce MessageSet with 9 message(s) (900168 bytes, ApiVersion "
+            "10, MsgVersion 2, MsgId 162, BaseSeq 0, PID{Id:0,Epoch:1}, uncompressed)",
+        ),
+        (
+            "PRODUCE",
+            b + "other [0]: Produce MessageSet with 1 message(s) (100 bytes, ApiVersion "
+            "10, MsgVersion 2, MsgId 1, BaseSeq 0, PID{Id:0,Epoch:1}, uncompressed)",
+        ),
+        (
+            "MSGSET",
+            b + "t [0]: MessageSet with 9 message(s) (MsgId 162, BaseSeq 0) encountered "
+            "error: Local: Timed out (actions Retry,MsgPossiblyPersisted)",
+        ),
+        (
+            "MSGSET",
+            b + "t [0]: MessageSet with 9 message(s) (MsgId 162, BaseSeq 0) encountered "
+            "error: Broker: Broker received an out of order sequence number (actions Permanent)",
+        ),
+        (
+            "DRAIN",
+            "Beginning partition drain in state Assigned for PID{Id:0,Epoch:1} epoch bump "
+            "for 0 partition(s) with in-flight requests: 1 message(s) timed out on t [0]",
+        ),
+        ("DRAIN", "All partitions drained, bumped epoch to PID{Id:0,Epoch:2}"),
+    ):
+        log.log(7, "%s [%s] %s", fac, "rdkafka#producer-1", text)
+    sent = {"kind": "send", "partition": 0, "pid": 0, "epoch": 1, "seq": 0, "count": 9}
+    failed = {**sent, "kind": "error"}
+    assert log.snapshot() == [
+        sent,
+        {**failed, "error": "_TIMED_OUT"},
+        {**failed, "error": "OUT_OF_ORDER_SEQUENCE_NUMBER"},
+        {
+            "kind": "bump",
+            "pid": 0,
+            "epoch": 1,
+            "to": 2,
+            "reason": "1 message(s) timed out on t [0]",
+        },
+    ]

@@ -9,12 +9,15 @@ may or may not have taken effect, so it never proves an anomaly by itself. The g
                any minority of the ISR; unclean.leader.election.enable=false).
 - duplicate:   a record appears twice in the final read (KIP-98: the idempotent producer writes
                each record once whatever its retries; a transaction commits once). Copies
-               written by one producer id under successive epochs are the client's doing, not
-               the broker's: a broker deduplicates within an epoch only (a new epoch starts its
-               sequences at 0, KIP-360), and librdkafka bumps its own epoch after some errors
-               and resends records that may already be written (librdkafka issue 4953). Those
-               are listed as `known`, not as anomalies, when the run recorded the batches'
-               producer ids and epochs.
+               written by one producer id under successive epochs may be the client's doing:
+               a broker deduplicates within an epoch only (a new epoch starts its sequences at
+               0, KIP-360), and librdkafka bumps its own epoch after some errors and resends
+               records that may already be written (librdkafka issue 4953). Such a copy is
+               listed as `known`, not as an anomaly, only when the producer's own log shows the
+               bump followed what Kafka would also have given it (a timeout, or an answer Kafka
+               gives in that situation: `epochs`); a bump after a broker refused a batch it
+               had written (OUT_OF_ORDER_SEQUENCE_NUMBER where Kafka deduplicates) is a
+               duplicate. Every report counts its known items (`stats["known"]`).
 - order:       one producer's records in a partition are not in the order it sent them (the
                idempotent producer keeps order per partition, KIP-98 sequence numbers).
 - aborted-read: a read_committed read saw a record of a transaction that was aborted (or that
@@ -36,6 +39,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.testing.chaos.epochs import Batch, judge
 from odradek.testing.chaos.history import FAIL, OK, History, Op
 
 Key = tuple[str, int]  # (topic, partition)
@@ -84,7 +88,7 @@ def check(history: History, idem_topic: str, txn_topic: str, limit: int = 20) ->
     _check_monotonic(history, idem_topic, report)
     _check_replicas(history, report)
     _trim(report, limit)
-    report.stats = dict(history.counts())
+    report.stats = {**history.counts(), "known": len(report.known)}
     return report
 
 
@@ -117,43 +121,62 @@ def _duplicates(where: dict[str, list[tuple[int, int]]], what: str, report: Repo
 # -- idempotent producer -----------------------------------------------------------------------
 
 
-def _writers(history: History) -> dict[tuple[int, int], tuple[int, int]]:
-    """(partition, offset) -> (producer id, producer epoch) of the idempotent topic's records,
-    from the batch headers the runner recorded (empty when it recorded none)."""
-    out: dict[tuple[int, int], tuple[int, int]] = {}
+def _writers(history: History) -> dict[tuple[int, int], Batch]:
+    """(partition, offset) -> the batch holding it in the idempotent topic's final log, from
+    the batch headers the runner recorded (empty when it recorded none)."""
+    out: dict[tuple[int, int], Batch] = {}
     for _inv, done in history.completions("batches"):
         if done.type != OK:
             continue
         for partition, batches in done.value["batches"].items():
-            for base, last, pid, epoch, _seq in batches:
+            for base, last, pid, epoch, seq in batches:
+                batch = Batch(int(partition), base, last, pid, epoch, seq)
                 for offset in range(base, last + 1):
-                    out[(int(partition), offset)] = (pid, epoch)
+                    out[(int(partition), offset)] = batch
     return out
 
 
-def _epoch_bumped(places: list[tuple[int, int]], writers: dict) -> bool:
+def _eos_events(history: History) -> list[dict[str, Any]]:
+    """The idempotent producers' own records of sends, answers and epoch bumps (eos_log)."""
+    out: list[dict[str, Any]] = []
+    for _inv, done in history.completions("eos"):
+        if done.type == OK:
+            out.extend(done.value["events"])
+    return out
+
+
+def _epoch_bumped(places: list[tuple[int, int]], writers: dict[tuple[int, int], Batch]) -> bool:
     """Every later copy was written by the same producer id under a higher epoch."""
     found = [writers.get(place) for place in sorted(places)]
     if any(w is None for w in found) or len({p for p, _o in places}) != 1:
         return False
-    pids = {w[0] for w in found if w is not None}
-    epochs = [w[1] for w in found if w is not None]
+    pids = {w.pid for w in found if w is not None}
+    epochs = [w.epoch for w in found if w is not None]
     return len(pids) == 1 and all(a < b for a, b in zip(epochs, epochs[1:], strict=False))
 
 
 def _check_idempotent(history: History, topic: str, final: Records, report: Report) -> None:
     where = _positions(final)
     writers = _writers(history)
+    events = _eos_events(history)
+    log = set(writers.values())
     for value, places in where.items():
         if len(places) < 2:
             continue
-        if _epoch_bumped(places, writers):
-            detail = f"{topic} record {value!r} at {sorted(places)}: " + ", ".join(
-                f"producer {writers[p][0]} epoch {writers[p][1]}" for p in sorted(places)
-            )
+        if not _epoch_bumped(places, writers):
+            report.add("duplicate", f"{topic} record {value!r} at {sorted(places)}")
+            continue
+        copies = ", ".join(
+            f"producer {writers[p].pid} epoch {writers[p].epoch}" for p in sorted(places)
+        )
+        verdicts = [judge(writers[p], events, log) for p in sorted(places)[:-1]]
+        detail = f"{topic} record {value!r} at {sorted(places)}: {copies}; " + "; ".join(
+            v.why for v in verdicts
+        )
+        if all(v.known for v in verdicts):
             report.known.append(Anomaly("epoch-bump duplicate", detail))
         else:
-            report.add("duplicate", f"{topic} record {value!r} at {sorted(places)}")
+            report.add("duplicate", detail)
     sends = history.completions("produce")
     seq_of: dict[str, tuple[str, int]] = {}
     for inv, done in sends:

@@ -26,6 +26,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from odradek.testing.chaos.eos_log import DEBUG as EOS_DEBUG
+from odradek.testing.chaos.eos_log import EosLog
 from odradek.testing.chaos.history import FAIL, INFO, OK, History
 
 # librdkafka settings shared by every client: fail fast, retry fast, find new leaders fast.
@@ -120,7 +122,7 @@ class IdempotentProducer(Worker):
         self.outstanding = 0
         self.fatal = False
 
-    def _producer(self) -> Producer:
+    def _producer(self, eos: EosLog) -> Producer:
         def on_error(err: KafkaError) -> None:
             if err.fatal():
                 self.fatal = True
@@ -134,20 +136,30 @@ class IdempotentProducer(Worker):
                     "request.timeout.ms": 1500,
                     "message.timeout.ms": 4000,
                     "error_cb": on_error,
+                    # what the brokers answered before each epoch bump, for the checker
+                    "debug": EOS_DEBUG,
+                    "logger": eos,
                 }
             )
         )
 
+    def _record_eos(self, process: str, eos: EosLog) -> None:
+        inv = self.history.invoke("eos", process, {"topic": self.topic})
+        self.history.complete(inv, OK, {"events": eos.snapshot()})
+
     def run_client(self) -> None:
         generation = 0
-        producer = self._producer()
+        eos = EosLog(self.topic)
+        producer = self._producer(eos)
         seq = 0
         while not self.stop.is_set() and seq < self.max_ops:
             if self.fatal:
                 producer.flush(5)
+                self._record_eos(f"{self.process}.{generation}", eos)
                 generation += 1
                 self.fatal = False
-                producer = self._producer()
+                eos = EosLog(self.topic)
+                producer = self._producer(eos)
             process = f"{self.process}.{generation}"
             partition = self.rng.randrange(self.partitions)
             value = f"{process}-{seq}"
@@ -172,6 +184,7 @@ class IdempotentProducer(Worker):
                 producer.poll(0.05)
             self.stop.wait(self.pace_s)
         producer.flush(6)
+        self._record_eos(f"{self.process}.{generation}", eos)
 
     def _callback(self, inv: Any) -> Any:
         def done(err: KafkaError | None, msg: Any) -> None:

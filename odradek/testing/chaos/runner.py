@@ -90,9 +90,10 @@ class Result:
             f"history: {len(self.history.ops)} entries, ok {counts[OK]}, fail {counts['fail']}, "
             f"info {counts[INFO]}; {self.elapsed:.1f}s "
             f"({', '.join(f'{k} {v:.1f}s' for k, v in self.phases.items())})",
+            f"known client behaviour: {len(self.report.known)} item(s)",
             *(f"note: {n}" for n in self.notes),
             *(f"ANOMALY {a}" for a in self.report.anomalies),
-            *(f"known client behaviour: {a}" for a in self.report.known),
+            *(f"known: {a}" for a in self.report.known),
             f"reproduce: python -m bench.chaos --seed {self.seed}",
         ]
         return "\n".join(lines)
