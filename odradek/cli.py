@@ -264,7 +264,13 @@ def _add_local_cluster(sub: argparse._SubParsersAction) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from odradek.cli_commands.kafka_flags import ScriptFormError, kafka_script_form
+
     parser = build_parser()
+    try:
+        argv = kafka_script_form(sys.argv[1:] if argv is None else list(argv))
+    except ScriptFormError as exc:
+        parser.error(str(exc))
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(),

@@ -103,7 +103,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=["all", "-1", "1", "0"],
         help="acknowledgements to wait for (producer property acks, default all)",
     )
-    p.add_argument("--linger-ms", type=int, help="batching delay (linger.ms, default 5)")
+    p.add_argument(
+        "--linger-ms", "--timeout", type=int, help="batching delay (linger.ms, default 5)"
+    )
+    for flag, key in _CONSOLE_PRODUCER_FLAGS.items():
+        p.add_argument(flag, type=int, metavar="N", help=f"producer property {key}")
     p.add_argument("--batch-size", type=int, help="batch size in bytes (batch.size, default 16384)")
     p.add_argument(
         "--compression",
@@ -119,11 +123,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_command(cmd_produce))
 
 
+# kafka-console-producer.sh's flags for producer properties
+_CONSOLE_PRODUCER_FLAGS = {
+    "--request-timeout-ms": "request.timeout.ms",
+    "--message-send-max-retries": "retries",
+    "--retry-backoff-ms": "retry.backoff.ms",
+    "--max-block-ms": "max.block.ms",
+}
+
+
 def _producer_properties(args: argparse.Namespace) -> dict[str, str]:
     props: dict[str, str] = {}
     if args.producer_config:
         props.update(read_properties(args.producer_config))
     props.update(parse_key_values(args.producer_property, "--producer-property"))
+    for flag, key in _CONSOLE_PRODUCER_FLAGS.items():
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if value is not None:
+            props[key] = str(value)
     for option, key in (
         ("acks", "acks"),
         ("linger_ms", "linger.ms"),
