@@ -268,11 +268,23 @@ def command_config(args: argparse.Namespace) -> dict[str, Any]:
     return security_settings(props)
 
 
+def check_reachable(args: argparse.Namespace, settings: dict[str, Any]) -> None:
+    """Fail at once, in one line, when the bootstrap servers cannot serve a client with these
+    kafka-python `settings` (cli_commands/reachability.py), instead of after the timeout."""
+    from odradek.cli_commands.reachability import check_bootstrap
+
+    protocol = str(settings.get("security_protocol") or "PLAINTEXT").upper()
+    servers = settings.get("bootstrap_servers") or bootstrap(args)
+    check_bootstrap(servers, connect_timeout_ms(args), plaintext=protocol == "PLAINTEXT")
+
+
 def admin_client(args: argparse.Namespace) -> Any:
     from kafka.admin import KafkaAdminClient
 
+    security = command_config(args)
+    check_reachable(args, security)
     return KafkaAdminClient(
-        **command_config(args),
+        **security,
         bootstrap_servers=bootstrap(args),
         client_id="odradek-cli",
         bootstrap_timeout_ms=connect_timeout_ms(args),

@@ -316,6 +316,9 @@ def cmd_produce(args: argparse.Namespace) -> int:
     if args.partition is not None and args.partition < 0:
         raise CliError("--partition must be >= 0")
     cfg.max_block_ms = min(cfg.max_block_ms, max(connect_timeout_ms(args), 1))
+    from odradek.cli_commands.reachability import check_bootstrap
+
+    check_bootstrap(_bootstrap(args, props), connect_timeout_ms(args), plaintext=True)
     progress = Progress(f"produce {args.topic}", enabled=True if args.progress else None)
     producer = pc.Producer(servers, args.topic, cfg, connect_timeout_ms(args), args.partition)
     sent = 0
