@@ -20,7 +20,6 @@ to the client.
 from __future__ import annotations
 
 import socket
-import ssl
 import struct
 import time
 
@@ -162,6 +161,8 @@ def _brokers(metadata: bytes) -> int:
 
 def _tls_problem(host: str, port: int, timeout_s: float) -> str | None:
     """The listener closed on our PLAINTEXT bytes: a TLS handshake tells whether it is TLS."""
+    import ssl  # only here: its import is a good part of a short command's start
+
     context = ssl.create_default_context()
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
