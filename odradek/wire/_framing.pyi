@@ -6,7 +6,13 @@ def check_framing(data: Buffer, pos: int, end: int, count: int, /) -> None:
     """Walk `count` records in data[pos:end] as Kafka's DefaultRecord.readFrom; see records.py."""
 
 def encode_values(
-    values: list[bytes], start: int, stop: int, offset_delta: int, timestamp_delta: int, room: int, /
+    values: list[bytes],
+    start: int,
+    stop: int,
+    offset_delta: int,
+    timestamp_delta: int,
+    room: int,
+    /,
 ) -> tuple[bytes, int]:
     """values[start:stop] as value-only DefaultRecords (null key, no headers), offset deltas from
     `offset_delta`, as many as fit in `room` bytes: (the records, how many)."""

@@ -141,9 +141,9 @@ def test_produce_batches_many_lines_into_few_idempotent_batches(broker: Broker, 
 @pytest.mark.parametrize("encoder", ["c", "python"])
 def test_produce_a_file_in_large_batches(broker: Broker, name: str, encoder: str) -> None:
     """Lines from a file go in batches of up to batch.size 1,000,000 bytes (kcat's default), so
-    that the broker's per-request work does not set the pace: 100,000 lines of 100 B in about
-    ten to twenty batches (with Kafka's Java 16384 it was ~650). The C encoder and the pure-Python one
-    (ODRADEK_PURE_PYTHON=1) make the same records."""
+    that the broker's per-request work does not set the pace: 100,000 lines of 100 B in ten to
+    twenty batches (with the Java producer's 16384 it was ~650). The C encoder and the
+    pure-Python one (ODRADEK_PURE_PYTHON=1) make the same records."""
     create(broker, name)
     lines = "".join(f"{i:08d}{'x' * 91}\n" for i in range(100_000))
     env = {"ODRADEK_PURE_PYTHON": "1"} if encoder == "python" else {}
