@@ -29,6 +29,13 @@ OPERATIONS: dict[str, dict[str, str]] = {
     },
     "configs": {"--describe": "describe", "--alter": "alter"},
 }
+# every subcommand word of those commands: a command line naming one is in odradek's own form
+# (`odradek topics reassign --list` keeps its --list)
+SUBCOMMANDS: dict[str, frozenset[str]] = {
+    "topics": frozenset({"create", "describe", "list", "delete", "alter", "reassign"}),
+    "groups": frozenset({"list", "describe", "delete", "delete-offsets", "reset-offsets"}),
+    "configs": frozenset({"describe", "alter"}),
+}
 # options of the top-level parser that take a value (they come before the command)
 _GLOBAL_VALUED = {"--log-level"}
 
@@ -47,8 +54,7 @@ def kafka_script_form(argv: list[str]) -> list[str]:
         return argv
     operations = OPERATIONS[argv[i]]
     rest = argv[i + 1 :]
-    words = set(operations.values())
-    if any(token in words for token in rest[:1]):
+    if any(token in SUBCOMMANDS[argv[i]] for token in rest):
         return argv  # odradek's own form
     found = [j for j, token in enumerate(rest) if token in operations]
     if not found:

@@ -180,3 +180,11 @@ def test_console_producer_flags(broker: Broker, name: str) -> None:
         "key.separator=:",
     ).stdout
     assert out.split() == ["k1:v1", "k2:v2"]
+
+
+def test_own_subcommand_keeps_its_flags() -> None:
+    from odradek.cli_commands.kafka_flags import kafka_script_form
+
+    own = ["topics", "reassign", "--list", "-b", "h:1"]
+    assert kafka_script_form(own) == own
+    assert kafka_script_form(["topics", "-b", "h:1", "--list"]) == ["topics", "list", "-b", "h:1"]
