@@ -19,6 +19,7 @@ setup-run:
 	@bash scripts/setup.sh run
 
 run: setup-run
+	@echo "make run: the odradek command is $(VENV)/bin/odradek; in another shell: source $(VENV)/bin/activate"
 	$(VENV)/bin/odradek serve $(ARGS)
 
 # Every test, every marker. Extra pytest arguments: make test PYTEST_ARGS='-k fetch -x'

@@ -19,7 +19,7 @@ import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from odradek.cli_commands import register_all
+from odradek.cli_commands import register_all, register_alone
 
 if TYPE_CHECKING:
     from odradek.broker.config import BrokerConfig
@@ -156,10 +156,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or (`command` given and one of cli_commands.ALONE) of that
+    command alone."""
     parser = argparse.ArgumentParser(prog="odradek", description="A Kafka-compatible broker.")
     parser.add_argument("--log-level", default=os.environ.get("ODRADEK_LOG_LEVEL", "INFO"))
     sub = parser.add_subparsers(dest="command")
+    if command is not None and register_alone(sub, command):
+        return parser
     serve = sub.add_parser("serve", help="run a broker")
     serve.add_argument("config", nargs="?", help="server.properties file")
     serve.add_argument(
@@ -271,8 +275,25 @@ def _add_local_cluster(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+def _command_word(argv: list[str]) -> str | None:
+    """The command (`produce`) in argv, after the global options; None when there is none."""
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):
+        if argv[i] in ("-h", "--help"):
+            return None
+        i += 2 if argv[i] == "--log-level" else 1
+    return argv[i] if i < len(argv) else None
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    from odradek.cli_commands.kafka_flags import ScriptFormError, kafka_script_form
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_command_word(argv))
+    try:
+        argv = kafka_script_form(argv)
+    except ScriptFormError as exc:
+        parser.error(str(exc))
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(),

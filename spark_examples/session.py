@@ -23,6 +23,11 @@ the pyspark wheel. They come from one of two places, in this order:
    its dependencies above from Maven Central, or from the repositories listed in
    `ODRADEK_SPARK_REPOSITORIES` (comma-separated URLs, passed as `spark.jars.repositories`).
 
+Offline (neither Maven Central nor a repository of `ODRADEK_SPARK_REPOSITORIES` takes a
+connection, and no proxy is set) and without `ODRADEK_SPARK_JARS`, the jars Spark's Ivy fetched
+on an earlier run (`~/.ivy2.5.2/jars`) are used when they are all there; otherwise the example
+stops with one line naming what is missing and how to provide it.
+
 Tests cannot know whether Maven Central answers without asking it, so they use the jars only
 from `ODRADEK_SPARK_JARS`, or by coordinates when `ODRADEK_SPARK_ONLINE=1`; otherwise they skip
 and say why (`unavailable_reason`). When `ODRADEK_SPARK_JARS` is unset and the folder
@@ -39,12 +44,14 @@ import argparse
 import hashlib
 import os
 import re
+import socket
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, files, version
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -52,6 +59,10 @@ if TYPE_CHECKING:
 JARS_ENV = "ODRADEK_SPARK_JARS"
 ONLINE_ENV = "ODRADEK_SPARK_ONLINE"
 REPOSITORIES_ENV = "ODRADEK_SPARK_REPOSITORIES"
+# Spark's Ivy looks in Maven Central (and the local caches) for spark.jars.packages
+MAVEN_CENTRAL = "https://repo1.maven.org/maven2/"
+REACH_TIMEOUT_S = 3.0
+IVY_DIR = ".ivy2.5.2"  # spark.jars.ivy's default in Spark 4
 SCALA_BINARY = "2.13"
 # What spark-sql-kafka-0-10 4.0.x depends on; any patch release of these lines works.
 KAFKA_CLIENTS_LINE = "3.9"
@@ -235,12 +246,58 @@ def shared_jars_dir() -> Path | None:
     return SHARED_JARS_DIR if SHARED_JARS_DIR.is_dir() else None
 
 
-def find_connector_jars(env: Mapping[str, str] | None = None) -> ConnectorJars:
-    """The jars named by ODRADEK_SPARK_JARS when set, else the Maven coordinates."""
+def jar_list(spark: str | None = None) -> str:
+    """The jars a directory must hold, for a message."""
+    line = minor_line(spark or spark_version())
+    return (
+        f"spark-sql-kafka-0-10_{SCALA_BINARY}-{line}.x.jar, "
+        f"spark-token-provider-kafka-0-10_{SCALA_BINARY}-{line}.x.jar, "
+        f"commons-pool2-{COMMONS_POOL2_LINE}.x.jar (kafka-clients-{KAFKA_CLIENTS_LINE}.x.jar "
+        "optional)"
+    )
+
+
+def _reachable(url: str, timeout_s: float = REACH_TIMEOUT_S) -> bool:
+    """Whether a TCP connection to the host of repository `url` opens (DNS included)."""
+    parsed = urlsplit(url if "://" in url else f"https://{url}")
+    port = parsed.port or (80 if parsed.scheme == "http" else 443)
+    try:
+        with socket.create_connection((parsed.hostname or "", port), timeout=timeout_s):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def ivy_jars_dir(env: Mapping[str, str]) -> Path:
+    """Where Spark's Ivy keeps the jars it fetched (`~/.ivy2.5.2/jars`, Spark 4)."""
+    home = env.get("HOME") or str(Path.home())
+    return Path(home) / IVY_DIR / "jars"
+
+
+def find_connector_jars(
+    env: Mapping[str, str] | None = None, reachable: Callable[[str], bool] | None = None
+) -> ConnectorJars:
+    """The jars named by ODRADEK_SPARK_JARS when set, else the Maven coordinates. Offline (no
+    Maven repository answers, no proxy set), the jars Spark's Ivy fetched before, or else a
+    ConnectorJarsError saying in one line what is missing: Ivy would print a hundred lines and
+    Spark's gateway would fail without naming ODRADEK_SPARK_JARS."""
     env = os.environ if env is None else env
     if env.get(JARS_ENV):
         return ConnectorJars(JARS_ENV, jars=jars_from_dir(Path(env[JARS_ENV])))
     repos = tuple(r for r in env.get(REPOSITORIES_ENV, "").split(",") if r)
+    proxied = any(env.get(k) for k in ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY"))
+    reachable = reachable or _reachable
+    if not proxied and not any(reachable(url) for url in (MAVEN_CENTRAL, *repos)):
+        try:
+            return ConnectorJars("Ivy's cache", jars=jars_from_dir(ivy_jars_dir(env)))
+        except ConnectorJarsError:
+            pass
+        where = ", ".join(urlsplit(url).hostname or url for url in (MAVEN_CENTRAL, *repos))
+        raise ConnectorJarsError(
+            f"the Spark Kafka connector jars are missing: {JARS_ENV} is unset and no Maven "
+            f"repository can be reached ({where}) to fetch them; set {JARS_ENV} to a "
+            f"directory with {jar_list()}, or {REPOSITORIES_ENV} to a reachable repository"
+        )
     return ConnectorJars("maven", packages=tuple(maven_coordinates()), repositories=repos)
 
 
@@ -262,11 +319,8 @@ def unavailable_reason(env: Mapping[str, str] | None = None) -> str | None:
     coords = ", ".join(maven_coordinates())
     return (
         f"Spark Kafka connector jars not available: {JARS_ENV} is unset and {ONLINE_ENV}=1 is not "
-        f"set (no Maven access assumed). Set {JARS_ENV} to a directory with "
-        f"spark-sql-kafka-0-10_{SCALA_BINARY}-{minor_line(spark_version())}.x.jar, "
-        f"spark-token-provider-kafka-0-10_{SCALA_BINARY}-{minor_line(spark_version())}.x.jar, "
-        f"commons-pool2-{COMMONS_POOL2_LINE}.x.jar (kafka-clients-{KAFKA_CLIENTS_LINE}.x.jar "
-        f"optional), or {ONLINE_ENV}=1 to fetch {coords}"
+        f"set (no Maven access assumed). Set {JARS_ENV} to a directory with {jar_list()}, or "
+        f"{ONLINE_ENV}=1 to fetch {coords}"
     )
 
 

@@ -67,7 +67,7 @@ def _k(
 def _ssl_keys() -> list[BrokerKey]:
     """Kafka's ssl.* keys that odradek reads, per listener too (listener.name.<l>.ssl.*)."""
     return [
-        _k("ssl.keystore.type", "string", "JKS", "PEM or PKCS12 (JKS: convert it to PKCS12)"),
+        _k("ssl.keystore.type", "string", "JKS", "JKS, PKCS12 or PEM"),
         _k("ssl.keystore.location", "string", None, "the server's key store file"),
         _k("ssl.keystore.password", "password", None, "password of the key store file"),
         _k("ssl.key.password", "password", None, "password of the private key"),
@@ -78,7 +78,7 @@ def _ssl_keys() -> list[BrokerKey]:
             "PEM certificate chain inline (ssl.keystore.type=PEM)",
         ),
         _k("ssl.keystore.key", "password", None, "PEM private key inline (ssl.keystore.type=PEM)"),
-        _k("ssl.truststore.type", "string", "JKS", "PEM or PKCS12"),
+        _k("ssl.truststore.type", "string", "JKS", "JKS, PKCS12 or PEM"),
         _k(
             "ssl.truststore.location",
             "string",

@@ -94,7 +94,9 @@ class Broker:
         self.fetch_sessions = FetchSessionCache()
         # KIP-714 client metrics: subscriptions, client instances, pushed metrics
         self.telemetry = ClientMetricsManager(
-            lambda: self.store.client_metrics, int(config.get("telemetry.max.bytes"))
+            lambda: self.store.client_metrics,
+            int(config.get("telemetry.max.bytes")),
+            receiver_configured=bool(config.get("metrics.listen")),
         )
         self.quotas = ClientQuotas.from_config(config.get, self.store)  # client quotas
         # ACLs (authorizer.class.name): None when off, and then no request is checked

@@ -8,6 +8,19 @@ from __future__ import annotations
 import argparse
 from importlib import import_module
 
+# commands whose parser needs only their own module: `odradek produce` starts without
+# importing the other commands (and their imports), which is most of a short run's time
+ALONE = {"produce": "odradek.cli_commands.produce", "consume": "odradek.cli_commands.consume"}
+
+
+def register_alone(sub: argparse._SubParsersAction, command: str) -> bool:
+    """Register only `command`'s parser when it is one of ALONE; False otherwise."""
+    module = ALONE.get(command)
+    if module is None:
+        return False
+    import_module(module).register(sub)
+    return True
+
 
 def register_all(sub: argparse._SubParsersAction) -> None:
     from odradek.cli_commands import cluster, consume, dev, faults, groups, produce, topics

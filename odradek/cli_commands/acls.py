@@ -28,6 +28,7 @@ from odradek.cli_commands.common import (
     Closing,
     add_client_options,
     bootstrap,
+    check_reachable,
     command_config,
     connect_timeout_ms,
     error_name,
@@ -223,12 +224,14 @@ def filters(args: argparse.Namespace, remove: bool) -> list[AclBindingFilter]:
 def admin(args: argparse.Namespace) -> Any:
     from kafka.admin import KafkaAdminClient
 
+    security = command_config(args)
+    check_reachable(args, security)
     return KafkaAdminClient(
         bootstrap_servers=bootstrap(args),
         client_id="odradek-cli",
         bootstrap_timeout_ms=connect_timeout_ms(args) or BOOTSTRAP_TIMEOUT_MS,
         request_timeout_ms=REQUEST_TIMEOUT_MS,
-        **command_config(args),
+        **security,
     )
 
 

@@ -191,6 +191,66 @@ def _pem_file(text: str) -> str:
     return path
 
 
+def _store_kind(path: str, declared: str | None) -> str:
+    """ssl.*store.type, or when unset: PEM for a PEM file, else JKS (Kafka's default, which
+    also reads PKCS12 files)."""
+    if declared and declared.strip():
+        return declared.strip().upper()
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return "PEM"  # the client reports the missing file
+    return "PEM" if b"-----BEGIN" in head else "JKS"
+
+
+def _java_store(
+    path: str, kind: str, password: str | None, key_password: str | None = None
+) -> tuple[bytes, bytes | None]:
+    """(certificates PEM, private key PEM or None) of a JKS or PKCS12 store, as Kafka's clients
+    read ssl.truststore.* / ssl.keystore.*: a trust store gives its trusted certificates, a key
+    store its first key entry's chain and key (decrypted)."""
+    from odradek.security import jks
+
+    if kind not in ("JKS", "PKCS12"):
+        raise CliError(f"--command-config: store type {kind} is not supported (JKS, PKCS12, PEM)")
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise CliError(f"--command-config: cannot read {path}: {exc.strerror or exc}") from None
+    if jks.is_jks(data):
+        try:
+            store = jks.parse_jks(data, password, key_password)
+        except jks.JksError as exc:
+            raise CliError(f"--command-config: {path}: {exc}") from None
+        if store.keys:
+            first = store.keys[0]
+            return first.chain_pem + b"".join(store.certificates), first.key_pem
+        return b"".join(store.certificates), None
+    from cryptography.hazmat.primitives.serialization import (
+        Encoding,
+        NoEncryption,
+        PrivateFormat,
+        pkcs12,
+    )
+
+    try:
+        private, cert, extra = pkcs12.load_key_and_certificates(
+            data, password.encode() if password else None
+        )
+    except ValueError as exc:
+        raise CliError(f"--command-config: cannot open {path} (wrong password?): {exc}") from None
+    certs = ([cert] if cert is not None else []) + list(extra or [])
+    pem = b"".join(c.public_bytes(Encoding.PEM) for c in certs)
+    key = (
+        private.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
+        if private is not None
+        else None
+    )
+    return pem, key
+
+
 SECURITY_KEYS = frozenset(
     {
         "security.protocol",
@@ -232,20 +292,28 @@ def security_settings(props: dict[str, str]) -> dict[str, Any]:
         out["sasl_plain_username"], out["sasl_plain_password"] = user, password
     ca = props.get("ssl.truststore.location") or props.get("ssl.ca.location")
     if ca:
-        if (props.get("ssl.truststore.type") or "PEM").upper() != "PEM" and not props.get(
-            "ssl.ca.location"
-        ):
-            raise CliError("--command-config: only PEM truststores (ssl.truststore.type=PEM)")
-        out["ssl_cafile"] = ca.strip()
+        kind = _store_kind(ca.strip(), props.get("ssl.truststore.type"))
+        if kind != "PEM" and not props.get("ssl.ca.location"):
+            certs, _key = _java_store(ca.strip(), kind, props.get("ssl.truststore.password"))
+            out["ssl_cafile"] = _pem_file(certs.decode())
+        else:
+            out["ssl_cafile"] = ca.strip()
     cert = props.get("ssl.certificate.location")
     key = props.get("ssl.key.location")
     if props.get("ssl.keystore.certificate.chain") and props.get("ssl.keystore.key"):
         cert = _pem_file(props["ssl.keystore.certificate.chain"])
         key = _pem_file(props["ssl.keystore.key"])
     elif props.get("ssl.keystore.location") and not cert:
-        if (props.get("ssl.keystore.type") or "PEM").upper() != "PEM":
-            raise CliError("--command-config: only PEM keystores (ssl.keystore.type=PEM)")
         cert = key = props["ssl.keystore.location"].strip()
+        kind = _store_kind(cert, props.get("ssl.keystore.type"))
+        if kind != "PEM":
+            chain, key_pem = _java_store(
+                cert, kind, props.get("ssl.keystore.password"), props.get("ssl.key.password")
+            )
+            if key_pem is None:
+                raise CliError(f"--command-config: ssl.keystore.location {cert} holds no key")
+            cert, key = _pem_file(chain.decode()), _pem_file(key_pem.decode())
+            props = {k: v for k, v in props.items() if k != "ssl.key.password"}
     if cert:
         out["ssl_certfile"] = cert
         out["ssl_keyfile"] = key or cert
@@ -268,11 +336,23 @@ def command_config(args: argparse.Namespace) -> dict[str, Any]:
     return security_settings(props)
 
 
+def check_reachable(args: argparse.Namespace, settings: dict[str, Any]) -> None:
+    """Fail at once, in one line, when the bootstrap servers cannot serve a client with these
+    kafka-python `settings` (cli_commands/reachability.py), instead of after the timeout."""
+    from odradek.cli_commands.reachability import check_bootstrap
+
+    protocol = str(settings.get("security_protocol") or "PLAINTEXT").upper()
+    servers = settings.get("bootstrap_servers") or bootstrap(args)
+    check_bootstrap(servers, connect_timeout_ms(args), plaintext=protocol == "PLAINTEXT")
+
+
 def admin_client(args: argparse.Namespace) -> Any:
     from kafka.admin import KafkaAdminClient
 
+    security = command_config(args)
+    check_reachable(args, security)
     return KafkaAdminClient(
-        **command_config(args),
+        **security,
         bootstrap_servers=bootstrap(args),
         client_id="odradek-cli",
         bootstrap_timeout_ms=connect_timeout_ms(args),

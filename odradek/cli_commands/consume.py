@@ -33,6 +33,7 @@ from odradek.cli_commands.common import (
     Closing,
     add_client_options,
     bootstrap,
+    check_reachable,
     command_config,
     connect_timeout_ms,
     parse_key_values,
@@ -189,6 +190,7 @@ def _consumer(args: argparse.Namespace, props: dict[str, Any]) -> Any:
         settings["isolation_level"] = args.isolation_level
     if settings["isolation_level"] not in ("read_committed", "read_uncommitted"):
         raise CliError(f"invalid isolation.level {settings['isolation_level']!r}")
+    check_reachable(args, settings)
     return KafkaConsumer(**settings)
 
 

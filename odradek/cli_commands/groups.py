@@ -48,6 +48,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = cmds.add_parser("list", help="list consumer groups")
     add_client_options(p)
+    p.add_argument(
+        "--state",
+        nargs="?",
+        const="",
+        metavar="STATE[,STATE]",
+        help="only groups in these states (Stable, Empty, ...), as kafka-consumer-groups.sh",
+    )
     p.set_defaults(func=run_command(cmd_list))
 
     p = cmds.add_parser("describe", help="state, members, committed offsets and lag")
@@ -56,6 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--group", action="append", dest="group_opt", metavar="GROUP", help="(repeatable)"
     )
+    _all_groups_option(p)
     view = p.add_mutually_exclusive_group()
     view.add_argument(
         "--offsets",
@@ -84,7 +92,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = cmds.add_parser("delete", help="delete consumer groups (they must be empty)")
     add_client_options(p)
-    p.add_argument("groups", nargs="+", metavar="GROUP")
+    p.add_argument("groups", nargs="*", metavar="GROUP")
+    p.add_argument(
+        "--group", action="append", dest="group_opt", metavar="GROUP", help="(repeatable)"
+    )
+    _all_groups_option(p)
     p.set_defaults(func=run_command(cmd_delete))
 
     p = cmds.add_parser(
@@ -498,9 +510,35 @@ def _group_info(admin: Any, groups: list[str], share: bool = False) -> dict[str,
 # -- commands -----------------------------------------------------------------------------------
 
 
+def _all_groups_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--all-groups",
+        action="store_true",
+        help="every consumer group, as kafka-consumer-groups.sh",
+    )
+
+
+def _named_groups(args: argparse.Namespace, admin: Any) -> list[str]:
+    """GROUP arguments and --group options in order, or every group with --all-groups."""
+    named = list(dict.fromkeys(list(args.groups) + list(args.group_opt or [])))
+    if args.all_groups:
+        if named:
+            raise CliError("--all-groups names every group: not with GROUP or --group")
+        share = bool(getattr(args, "share", False))
+        return sorted(
+            g["group_id"] for g in admin.list_groups() if (g.get("group_type") == "share") == share
+        )
+    if not named:
+        raise CliError("name at least one group: GROUP, --group GROUP or --all-groups")
+    return named
+
+
 def cmd_list(args: argparse.Namespace) -> None:
     with Closing(admin_client(args)) as admin:
         found = admin.list_groups()
+    if args.state:
+        wanted = {s.strip().lower() for s in args.state.split(",") if s.strip()}
+        found = [g for g in found if str(g.get("group_state")).lower() in wanted]
     rows = sorted(
         (
             {
@@ -523,10 +561,11 @@ def cmd_list(args: argparse.Namespace) -> None:
 
 
 def cmd_describe(args: argparse.Namespace) -> None:
-    groups = list(dict.fromkeys(list(args.groups) + list(args.group_opt or [])))
-    if not groups:
-        raise CliError("name at least one group: GROUP or --group GROUP")
     with Closing(admin_client(args)) as admin:
+        groups = _named_groups(args, admin)
+        if not groups:
+            print("There are no consumer groups.")
+            return
         described = _group_info(admin, groups, share=args.share)
         result = []
         for group in groups:
@@ -555,10 +594,11 @@ def cmd_describe(args: argparse.Namespace) -> None:
 
 def cmd_delete(args: argparse.Namespace) -> int:
     with Closing(admin_client(args)) as admin:
-        outcome = admin.delete_groups(list(args.groups))
+        groups = _named_groups(args, admin)
+        outcome = admin.delete_groups(groups) if groups else {}
     results = [
         {"group": g, "error": None if outcome.get(g) == "OK" else _error_text(outcome.get(g))}
-        for g in args.groups
+        for g in groups
     ]
     if want_json(args):
         print_json(results)

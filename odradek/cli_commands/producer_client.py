@@ -30,6 +30,7 @@ from __future__ import annotations
 import bisect
 import collections
 import itertools
+import os
 import random
 import select
 import socket
@@ -224,6 +225,20 @@ def encode_record(
 
 
 _BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
+# odradek.wire._framing.encode_values(values, start, stop, offset_delta, ts_delta, room)
+_ValueEncoder = Callable[[list[bytes], int, int, int, int, int], tuple[bytes, int]]
+
+
+def _load_encoder() -> _ValueEncoder | None:
+    """The C encoder of value-only records (odradek/wire/_framing.c), None when not built or
+    ODRADEK_PURE_PYTHON=1 (as odradek.wire.records)."""
+    if os.environ.get("ODRADEK_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from odradek.wire._framing import encode_values
+    except ImportError:
+        return None
+    return encode_values
 
 
 def _load_crc32c() -> Callable[[Any], int]:
@@ -422,7 +437,7 @@ class _Batch:
 
     def __init__(self, partition: int, now: float, base_ts: int) -> None:
         self.partition = partition
-        self.records: list[bytes] = []
+        self.records: list[bytes] = []  # encoded records, one or many to an item
         # what the records were made of, to re-encode them when a batch is split: a value
         # (fast path) or (key, value, headers, timestamp)
         self.raw: list[Any] = []
@@ -525,6 +540,7 @@ class Producer:
         self.producer_epoch = -1
         self.metadata_due = False
         self.crc = _load_crc32c()
+        self._encode_values = _load_encoder()  # after _load_crc32c: it imports odradek.wire.batch
         self._bootstrap_conn: _Conn | None = None
         self._kicking = False
 
@@ -717,7 +733,7 @@ class Producer:
     ) -> None:
         partition = self._choose(key)
         batch = self._open(partition, now, ts)
-        record = encode_record(key, value, headers, ts - batch.base_ts, len(batch.records))
+        record = encode_record(key, value, headers, ts - batch.base_ts, len(batch.raw))
         if self._too_large(len(record)):
             return
         if batch.records and batch.size + len(record) > self.batch_limit:
@@ -733,14 +749,18 @@ class Producer:
         if batch.size >= self.batch_limit:
             self._seal(batch)
 
-    def append_values(self, values: Sequence[bytes], ts: int, now: float) -> None:
-        """The fast path: records with a value only (no key, no headers), as `seq | produce`:
-        a slice of records is encoded with list comprehensions over precomputed varints, and
-        cut where the batch is full."""
+    def append_values(self, values: list[bytes], ts: int, now: float) -> None:
+        """The fast path: records with a value only (no key, no headers), as `seq | produce`.
+        With the C encoder (odradek/wire/_framing.c) a batch's worth of records is one call;
+        else a slice is encoded with list comprehensions over precomputed varints, and cut
+        where the batch is full."""
+        if self._encode_values is not None:
+            self._append_values_c(self._encode_values, values, ts, now)
+            return
         i, total = 0, len(values)
         while i < total:
             batch = self._open(self._choose(None), now, ts)
-            count = len(batch.records)
+            count = len(batch.raw)
             room = self.batch_limit - batch.size
             k = min(total - i, _ZZ_SIZE - count, max(1, room // 8))
             chunk = values[i : i + k]
@@ -776,6 +796,32 @@ class Producer:
             if fit < k or batch.size >= self.batch_limit:
                 self._seal(batch)
 
+    def _append_values_c(
+        self, encode: _ValueEncoder, values: list[bytes], ts: int, now: float
+    ) -> None:
+        i, total = 0, len(values)
+        while i < total:
+            batch = self._open(self._choose(None), now, ts)
+            count = len(batch.raw)
+            room = self.batch_limit - batch.size
+            delta = ts - batch.base_ts
+            records, n = encode(values, i, total, count, delta, room)
+            if n == 0:
+                if count:
+                    self._seal(batch)  # the next record starts a new batch
+                else:  # larger than batch.size: the general path, a batch of its own
+                    self.append(None, values[i], (), ts, now)
+                    i += 1
+                continue
+            batch.records.append(records)
+            batch.raw.extend(values[i : i + n])
+            batch.size += len(records)
+            if ts > batch.max_ts:
+                batch.max_ts = ts
+            i += n
+            if i < total or batch.size >= self.batch_limit:
+                self._seal(batch)
+
     def _seal(self, batch: _Batch) -> None:
         state = self.partitions[batch.partition]
         if state.open is batch:
@@ -786,7 +832,7 @@ class Producer:
             return
         state.queue.append(batch)
         self.pending_bytes += batch.size
-        self.pending_records += len(batch.records)
+        self.pending_records += len(batch.raw)
         self._kick()
 
     def _kick(self) -> None:
@@ -838,13 +884,13 @@ class Producer:
             2,
             0,
             attributes,
-            len(batch.records) - 1,
+            len(batch.raw) - 1,
             batch.base_ts,
             batch.max_ts,
             self.producer_id,
             self.producer_epoch,
             sequence,
-            len(batch.records),
+            len(batch.raw),
         )
         out += section
         struct.pack_into(">I", out, 17, self.crc(memoryview(out)[21:]))
@@ -898,7 +944,7 @@ class Producer:
             body += [_I32.pack(batch.partition), _I32.pack(len(data)), data]
             self.partitions[batch.partition].in_flight = True
             if batch.sequence >= 0:
-                self.partitions[batch.partition].next_sequence = batch.sequence + len(batch.records)
+                self.partitions[batch.partition].next_sequence = batch.sequence + len(batch.raw)
         if self.cfg.acks == 0:
             try:
                 conn.send(API_PRODUCE, PRODUCE_VERSION, body, None)
@@ -958,15 +1004,15 @@ class Producer:
         if state.queue and state.queue[0] is batch:
             state.queue.popleft()
         self.pending_bytes -= batch.size
-        self.pending_records -= len(batch.records)
+        self.pending_records -= len(batch.raw)
         return state
 
     def _done(self, batch: _Batch) -> None:
         self._release(batch, delivered=True)
-        self.outcome.delivered += len(batch.records)
+        self.outcome.delivered += len(batch.raw)
 
     def _failed(self, batch: _Batch, error: int, message: str | None) -> None:
-        if error in (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE) and len(batch.records) > 1:
+        if error in (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE) and len(batch.raw) > 1:
             self._split(batch)
             return
         if is_retriable(error):
@@ -974,7 +1020,7 @@ class Producer:
             self._retry(batch, error_text(error, message))
             return
         self._release(batch)
-        self.outcome.fail(len(batch.records), error_text(error, message))
+        self.outcome.fail(len(batch.raw), error_text(error, message))
 
     def _retry(self, batch: _Batch, why: str) -> None:
         state = self.partitions[batch.partition]
@@ -987,11 +1033,11 @@ class Producer:
             self._release(batch)
             if expired:
                 why = (
-                    f"expiring {len(batch.records)} record(s) for {self.topic}-"
+                    f"expiring {len(batch.raw)} record(s) for {self.topic}-"
                     f"{batch.partition}: {int((now - batch.created) * 1000)} ms has passed "
                     f"since batch creation ({why})"
                 )
-            self.outcome.fail(len(batch.records), why)
+            self.outcome.fail(len(batch.raw), why)
             return
         batch.retry_at = now + self.cfg.retry_backoff_ms / 1000
         if self.producer_id < 0:
@@ -1027,7 +1073,7 @@ class Producer:
         for new in reversed(parts):
             state.queue.appendleft(new)
             self.pending_bytes += new.size
-            self.pending_records += len(new.records)
+            self.pending_records += len(new.raw)
 
     # the loop
 
@@ -1058,8 +1104,8 @@ class Producer:
                 batch = state.queue[0]
                 self._release(batch)
                 self.outcome.fail(
-                    len(batch.records),
-                    f"expiring {len(batch.records)} record(s) for {self.topic}-{batch.partition}: "
+                    len(batch.raw),
+                    f"expiring {len(batch.raw)} record(s) for {self.topic}-{batch.partition}: "
                     f"{int((now - batch.created) * 1000)} ms has passed since batch creation",
                 )
 

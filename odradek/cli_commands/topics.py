@@ -45,7 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = cmds.add_parser("create", help="create a topic")
     add_client_options(p)
-    p.add_argument("name")
+    p.add_argument("name", nargs="?", help="the topic (or --topic)")
+    _topic_option(p)
     p.add_argument(
         "--partitions",
         type=int,
@@ -72,6 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_client_options(p)
     p.add_argument("names", nargs="*", metavar="NAME", help="topics (default: all)")
+    _topic_option(p)
     p.add_argument("--exclude-internal", action="store_true", help="leave out internal topics")
     report = p.add_mutually_exclusive_group()
     report.add_argument(
@@ -98,13 +100,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = cmds.add_parser("delete", help="delete topics")
     add_client_options(p)
-    p.add_argument("names", nargs="+", metavar="NAME")
+    p.add_argument("names", nargs="*", metavar="NAME", help="topics (or --topic)")
+    _topic_option(p)
     p.add_argument("--if-exists", action="store_true", help="succeed when a topic is missing")
     p.set_defaults(func=run_command(cmd_delete))
 
     p = cmds.add_parser("alter", help="change topic configs or add partitions")
     add_client_options(p)
-    p.add_argument("name")
+    p.add_argument("name", nargs="?", help="the topic (or --topic)")
+    _topic_option(p)
     p.add_argument(
         "--config", action="append", metavar="KEY=VALUE", help="set a topic config (repeatable)"
     )
@@ -118,6 +122,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_command(cmd_alter))
 
     reassign.register_under(cmds)
+
+
+def _topic_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--topic",
+        action="append",
+        dest="topic_opt",
+        metavar="NAME",
+        help="the topic, as kafka-topics.sh names it (repeatable)",
+    )
+
+
+def _topic_names(args: argparse.Namespace) -> list[str]:
+    """Topics named as NAME arguments and with --topic, in order, once each."""
+    given = ([args.name] if getattr(args, "name", None) else []) + list(
+        getattr(args, "names", None) or []
+    )
+    return list(dict.fromkeys(given + list(args.topic_opt or [])))
+
+
+def _one_topic(args: argparse.Namespace) -> str:
+    names = _topic_names(args)
+    if len(names) != 1:
+        raise CliError("name one topic: NAME or --topic NAME")
+    args.name = names[0]
+    return names[0]
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -285,6 +315,7 @@ def cmd_list(args: argparse.Namespace) -> None:
 
 
 def cmd_create(args: argparse.Namespace) -> int:
+    _one_topic(args)
     configs = parse_key_values(args.config, "--config")
     spec = {
         args.name: {
@@ -333,7 +364,7 @@ def cmd_describe(args: argparse.Namespace) -> None:
         or args.at_min_isr_partitions
     )
     with Closing(admin_client(args)) as admin:
-        topics = _describe_topics(admin, list(args.names) or None)
+        topics = _describe_topics(admin, _topic_names(args) or None)
         if args.exclude_internal:
             topics = [t for t in topics if not t.get("is_internal")]
         if report:
@@ -360,7 +391,8 @@ def cmd_describe(args: argparse.Namespace) -> None:
         ]
         _add_offsets_and_sizes(admin, described)
     if want_json(args):
-        print_json(described if not args.names or len(args.names) > 1 else described[0])
+        names = _topic_names(args)
+        print_json(described if len(names) != 1 else described[0])
         return
     for i, topic in enumerate(described):
         if i:
@@ -461,8 +493,11 @@ def _print_report(
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
+    names = _topic_names(args)
+    if not names:
+        raise CliError("name the topics to delete: NAME or --topic NAME")
     with Closing(admin_client(args)) as admin:
-        result = admin.delete_topics(list(args.names), raise_errors=False)
+        result = admin.delete_topics(names, raise_errors=False)
     outcome = []
     failed = []
     for topic in result["topics"]:
@@ -495,6 +530,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
 def cmd_alter(args: argparse.Namespace) -> int:
     from kafka.admin import AlterConfigOp, ConfigResource
 
+    _one_topic(args)
     sets = parse_key_values(args.config, "--config")
     deletes = list(args.delete_config or [])
     if not sets and not deletes and args.partitions is None:

@@ -14,5 +14,6 @@
 - ``jaas``: Kafka's ``sasl.jaas.config`` parser and the PLAIN user table.
 - ``principal``: ``ssl.principal.mapping.rules`` (Kafka's SslPrincipalMapper) and the RFC 2253
   subject of a peer certificate.
+- ``jks``: Java KeyStore files (Kafka's default ``ssl.keystore.type``), read into PEM.
 - ``acl*``: ACL types, authorizer and storage (a separate owner).
 """

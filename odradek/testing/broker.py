@@ -23,6 +23,9 @@ Many brokers, one per test (a thousand in a few seconds; `python -m bench.startu
 (odradek.testing.loop_thread.SharedSlot) instead of a thread and loop of its own; it is still
 a broker of its own: own port, own data dir, own tasks (cancelled at stop). A test that blocks
 the loop (a slow `call`) then holds up the other shared brokers alive at the time too.
+A test broker's groups start without Kafka's 3 s initial rebalance delay
+(`TEST_DEFAULTS`); `config={"group.initial.rebalance.delay.ms": 3000}` asks for it.
+
 `tmpfs=True` puts the temporary data dir in /dev/shm (when there is one; $ODRADEK_TMPFS names
 another dir, or none when empty): no disk writes or fsyncs, data in RAM, so keep it for tests
 that write little.
@@ -47,6 +50,10 @@ from odradek.wire.errors import ErrorCode
 
 START_TIMEOUT_S = 30.0
 TMPFS = "/dev/shm"
+# Settings a test broker gets unless its `config` says otherwise. As in Kafka's own embedded
+# test clusters, a new group does not wait `group.initial.rebalance.delay.ms` (3 s in
+# production) for more members to join: a test's group consumer gets its first record at once.
+TEST_DEFAULTS: dict[str, str] = {"group.initial.rebalance.delay.ms": "0"}
 
 
 def tmpfs_dir() -> str | None:
@@ -76,7 +83,7 @@ class Broker(ClientSettings):
         tmpfs: bool = False,
     ) -> None:
         self.topics = dict(topics or {})
-        self.overrides = {k: str(v) for k, v in (config or {}).items()}
+        self.overrides = {**TEST_DEFAULTS, **{k: str(v) for k, v in (config or {}).items()}}
         self._own_dir = data_dir is None
         if data_dir is None:
             data_dir = tempfile.mkdtemp(prefix="odradek-", dir=tmpfs_dir() if tmpfs else None)

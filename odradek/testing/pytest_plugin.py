@@ -50,6 +50,10 @@ plaintext_too=True adds a PLAINTEXT listener (`plaintext_bootstrap`) for admin (
 clients are super users when an authorizer is on). The brokers
 themselves are the super user "admin" (`client_config(user="admin")`).
 
+Every broker these fixtures start (and `odradek.testing.Broker()`) forms a new group without
+Kafka's 3 s initial rebalance delay (`group.initial.rebalance.delay.ms=0`, as in Kafka's own
+embedded test clusters); `config={"group.initial.rebalance.delay.ms": 3000}` asks for it.
+
 A cluster from `odradek_cluster` fails over quickly: unless `config` says otherwise, followers
 long-poll for 100 ms (`replica.fetch.wait.max.ms`), leave the ISR after 1 s without catching up
 (`replica.lag.time.max.ms`) and groups rebalance without the initial delay

@@ -1,5 +1,6 @@
 /*
- * odradek.wire._framing: the produce-time record framing walk in C.
+ * odradek.wire._framing: the produce-time record framing walk in C, and (encode_values, at the
+ * end) the client side's record encoder for value-only records.
  *
  * The same checks as odradek.wire.records.check_framing_py, which stays the fallback when this
  * extension is not built: Kafka's LogValidator walking DefaultRecord.readFrom over every record
@@ -30,6 +31,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 /* The smallest record body: attributes, timestamp delta, offset delta, key length, value length
    and header count, one byte each. */
@@ -335,10 +337,128 @@ walk_window(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
     return Py_BuildValue("(nn)", stop, walked);
 }
 
+/*
+ * encode_values: the producer side, for a client that sends values only (`odradek produce`
+ * reading plain lines). values[start:stop] become DefaultRecords as Kafka's
+ * DefaultRecord.writeTo writes them: attributes 0, the one timestamp delta, offset deltas from
+ * `offset_delta` up, a null key (varint -1), the value, no headers; each record after its
+ * length varint. Records are added while the total stays within `room` bytes; returns
+ * (bytes, count). A first record that does not fit gives (b"", 0): the caller decides.
+ */
+
+/* Zigzag varlong of v at p; returns the bytes written (at most 10). */
+static inline Py_ssize_t
+put_varlong(uint8_t *p, int64_t v)
+{
+    uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    Py_ssize_t n = 0;
+    while (z > 0x7F) {
+        p[n++] = (uint8_t)((z & 0x7F) | 0x80);
+        z >>= 7;
+    }
+    p[n++] = (uint8_t)z;
+    return n;
+}
+
+static inline Py_ssize_t
+varlong_size(int64_t v)
+{
+    uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    Py_ssize_t n = 1;
+    while (z > 0x7F) {
+        n++;
+        z >>= 7;
+    }
+    return n;
+}
+
+PyDoc_STRVAR(encode_values_doc,
+             "encode_values(values, start, stop, offset_delta, timestamp_delta, room)\n--\n\n"
+             "values[start:stop] (a list of bytes) as value-only DefaultRecords with offset\n"
+             "deltas from offset_delta, as many as fit in `room` bytes: (bytes, count).");
+
+static PyObject *
+encode_values(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_Format(PyExc_TypeError, "encode_values() takes 6 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *values = args[0];
+    if (!PyList_Check(values)) {
+        PyErr_SetString(PyExc_TypeError, "encode_values: values must be a list of bytes");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t stop = PyLong_AsSsize_t(args[2]);
+    long long offset_delta = PyLong_AsLongLong(args[3]);
+    long long ts_delta = PyLong_AsLongLong(args[4]);
+    Py_ssize_t room = PyLong_AsSsize_t(args[5]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_ssize_t len = PyList_GET_SIZE(values);
+    if (stop > len) {
+        stop = len;
+    }
+    if (start < 0 || offset_delta < 0 || offset_delta > INT32_MAX || room < 0) {
+        PyErr_SetString(PyExc_ValueError, "encode_values: negative start, delta or room");
+        return NULL;
+    }
+    uint8_t ts_buf[10];
+    Py_ssize_t ts_len = put_varlong(ts_buf, (int64_t)ts_delta);
+    /* first pass: how many records fit, and their total size */
+    Py_ssize_t total = 0, count = 0;
+    for (Py_ssize_t i = start; i < stop; i++) {
+        PyObject *v = PyList_GET_ITEM(values, i);
+        if (!PyBytes_Check(v)) {
+            PyErr_SetString(PyExc_TypeError, "encode_values: values must be a list of bytes");
+            return NULL;
+        }
+        if (offset_delta + count > INT32_MAX) {
+            break;
+        }
+        Py_ssize_t vlen = PyBytes_GET_SIZE(v);
+        Py_ssize_t body = 1 + ts_len + varlong_size(offset_delta + count) + 1 +
+                          varlong_size(vlen) + vlen + 1;
+        Py_ssize_t size = varlong_size(body) + body;
+        if (size > room - total) {
+            break;
+        }
+        total += size;
+        count++;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, total);
+    if (out == NULL) {
+        return NULL;
+    }
+    uint8_t *p = (uint8_t *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *v = PyList_GET_ITEM(values, start + k);
+        Py_ssize_t vlen = PyBytes_GET_SIZE(v);
+        int64_t delta = offset_delta + k;
+        Py_ssize_t body = 1 + ts_len + varlong_size(delta) + 1 + varlong_size(vlen) + vlen + 1;
+        p += put_varlong(p, body);
+        *p++ = 0; /* attributes */
+        memcpy(p, ts_buf, (size_t)ts_len);
+        p += ts_len;
+        p += put_varlong(p, delta);
+        *p++ = 1; /* key length -1: null */
+        p += put_varlong(p, vlen);
+        memcpy(p, PyBytes_AS_STRING(v), (size_t)vlen);
+        p += vlen;
+        *p++ = 0; /* no headers */
+    }
+    PyObject *result = Py_BuildValue("(Nn)", out, count);
+    return result;
+}
+
 static PyMethodDef framing_methods[] = {
     {"check_framing", (PyCFunction)(void (*)(void))check_framing, METH_FASTCALL,
      check_framing_doc},
     {"walk_window", (PyCFunction)(void (*)(void))walk_window, METH_FASTCALL, walk_window_doc},
+    {"encode_values", (PyCFunction)(void (*)(void))encode_values, METH_FASTCALL,
+     encode_values_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -371,7 +491,8 @@ static PyModuleDef_Slot framing_slots[] = {
 static struct PyModuleDef framing_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "odradek.wire._framing",
-    .m_doc = "Produce-time record framing walk in C (see odradek.wire.records.check_framing).",
+    .m_doc = "Produce-time record framing walk in C (see odradek.wire.records.check_framing) "
+             "and the value-only record encoder of `odradek produce`.",
     .m_size = 0,
     .m_methods = framing_methods,
     .m_slots = framing_slots,

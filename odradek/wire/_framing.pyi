@@ -7,3 +7,15 @@ def check_framing(data: Buffer, pos: int, end: int, count: int, /) -> None:
 
 def walk_window(data: Buffer, pos: int, end: int, first: int, count: int, /) -> tuple[int, int]:
     """The whole records of data[pos:end] from record `first`: (end of the last, how many)."""
+
+def encode_values(
+    values: list[bytes],
+    start: int,
+    stop: int,
+    offset_delta: int,
+    timestamp_delta: int,
+    room: int,
+    /,
+) -> tuple[bytes, int]:
+    """values[start:stop] as value-only DefaultRecords (null key, no headers), offset deltas from
+    `offset_delta`, as many as fit in `room` bytes: (the records, how many)."""

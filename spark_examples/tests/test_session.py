@@ -68,7 +68,9 @@ def test_wrong_spark_version_is_not_picked(tmp_path: Path) -> None:
 
 
 def test_without_jars_dir_uses_maven_coordinates() -> None:
-    jars = session.find_connector_jars({session.REPOSITORIES_ENV: "https://mirror.example/m2"})
+    jars = session.find_connector_jars(
+        {session.REPOSITORIES_ENV: "https://mirror.example/m2"}, reachable=lambda _url: True
+    )
     assert jars.origin == "maven" and not jars.jars
     assert jars.spark_conf() == {
         "spark.jars.packages": f"org.apache.spark:spark-sql-kafka-0-10_2.13:{SPARK}",
@@ -170,3 +172,53 @@ def test_bad_jars_dir_is_one_line_not_a_traceback(tmp_path: Path, jars_dir: str,
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert f"{session.JARS_ENV}={jars_dir}" in lines[0] and says in lines[0], lines
+
+
+def test_offline_uses_the_jars_ivy_fetched_before(tmp_path: Path) -> None:
+    ivy = _jars(tmp_path / ".ivy2.5.2", *())
+    _jars(ivy / "jars", *FULL_SET)
+    jars = session.find_connector_jars({"HOME": str(tmp_path)}, reachable=lambda _url: False)
+    assert jars.origin == "Ivy's cache"
+    assert {j.name for j in jars.jars} == set(FULL_SET)
+
+
+def test_offline_without_jars_is_one_line_naming_the_variable(tmp_path: Path) -> None:
+    with pytest.raises(session.ConnectorJarsError) as caught:
+        session.find_connector_jars({"HOME": str(tmp_path)}, reachable=lambda _url: False)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "ODRADEK_SPARK_JARS is unset" in message and "repo1.maven.org" in message
+    assert f"spark-sql-kafka-0-10_2.13-{session.minor_line(SPARK)}.x.jar" in message
+
+
+def test_an_example_offline_says_what_is_missing_in_one_line(tmp_path: Path) -> None:
+    """An example run as a user would, with no network (a network namespace with only
+    loopback, `unshare -n`) and no ODRADEK_SPARK_JARS: one line and exit status 2, not Ivy's
+    hundred lines and a Java gateway error."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        pytest.skip("needs unshare and ip (util-linux, iproute2) for a network-less run")
+    probe = subprocess.run(["unshare", "-rn", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"unshare -rn is not permitted here: {probe.stderr.decode().strip()}")
+    repo = Path(session.__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != session.JARS_ENV}
+    env.update(HOME=str(tmp_path), PYTHONPATH=str(repo))
+    example = [sys.executable, "-m", "spark_examples.page_views", "--bootstrap", "127.0.0.1:1"]
+    proc = subprocess.run(
+        ["unshare", "-rn", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *example],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=repo,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("page_views.py: error: the Spark Kafka connector jars are missing")
+    assert "ODRADEK_SPARK_JARS" in lines[0]

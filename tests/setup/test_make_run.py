@@ -86,6 +86,18 @@ def test_make_run_sets_up_only_the_broker_and_starts_it(tmp_path: Path) -> None:
             assert proc.poll() is None, f"make run exited {proc.returncode}:\n{text}"
             assert time.monotonic() < deadline, f"no 'odradek ready' yet:\n{text}"
             time.sleep(0.2)  # polling the output with a deadline
+        # make run says how to reach the odradek command; what it says works in a new shell
+        hint = [line for line in text.splitlines() if line.startswith("make run: the odradek")]
+        assert hint and hint[0].endswith("in another shell: source .venv/bin/activate"), text
+        shell = subprocess.run(
+            ["bash", "-c", f"source .venv/bin/activate && odradek topics list -b 127.0.0.1:{port}"],
+            cwd=checkout,
+            env={k: v for k, v in env.items() if k != "PYTHONPATH"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert shell.returncode == 0, shell.stdout + shell.stderr
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)

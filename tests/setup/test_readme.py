@@ -70,3 +70,22 @@ def test_make_targets_and_variables_named_in_the_readme_exist() -> None:
     assert usage is not None
     for profile in re.findall(r"scripts/setup\.sh (\w+)", README):
         assert profile in usage.group(1).split("|"), profile
+
+
+def test_readme_says_how_to_get_the_odradek_command_after_make_run() -> None:
+    """`make run` leaves `odradek` in .venv/bin, off PATH: the README and `make run` itself say
+    how to reach it (tests/setup/test_make_run.py runs what they say)."""
+    run_it = _section("Run it")
+    assert "source .venv/bin/activate" in run_it and ".venv/bin/odradek" in run_it
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    recipe = makefile.split("\nrun:", 1)[1].split("\n\n", 1)[0]
+    assert "source $(VENV)/bin/activate" in recipe
+
+
+def test_readme_states_odradek_clusters_default_data_directory() -> None:
+    from odradek.cli import build_parser
+
+    line = re.search(r"odradek cluster --brokers 3 .*\n\s+# \(data in (\S+?);", README)
+    assert line is not None, "the README does not say where `odradek cluster` keeps its data"
+    cluster = build_parser()._subparsers._group_actions[0].choices["cluster"]  # type: ignore[union-attr]
+    assert cluster.get_default("base_dir") == line.group(1)

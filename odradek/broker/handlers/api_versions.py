@@ -53,5 +53,13 @@ async def api_versions(
 
 def _not_served(ctx: RequestContext) -> tuple[int, ...]:
     """DescribeQuorum is a KRaft API: a ZooKeeper-mode broker does not list it (as Kafka's,
-    whose zkBroker listener lacks it)."""
-    return (ApiKey.DESCRIBE_QUORUM,) if ctx.broker.config.get("zookeeper.connect") else ()
+    whose zkBroker listener lacks it). The client-telemetry APIs (KIP-714) are listed only
+    when a client-metrics receiver is configured (the Prometheus endpoint), as Kafka lists
+    them only with a ClientTelemetry metrics reporter: otherwise clients such as librdkafka
+    would start telemetry (and log it) for metrics that go nowhere."""
+    hidden: tuple[int, ...] = ()
+    if ctx.broker.config.get("zookeeper.connect"):
+        hidden += (ApiKey.DESCRIBE_QUORUM,)
+    if not ctx.broker.telemetry.receiver_configured:
+        hidden += (ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY)
+    return hidden

@@ -5,11 +5,13 @@ unprefixed, as Kafka's ListenerName.configPrefix does. What Kafka takes and this
 
 - keystore: `ssl.keystore.type` PEM (a file at `ssl.keystore.location` holding the certificate
   chain and the private key, or the inline `ssl.keystore.certificate.chain` and
-  `ssl.keystore.key`) or PKCS12 (`ssl.keystore.location` with `ssl.keystore.password`);
-  `ssl.key.password` decrypts an encrypted PEM key. JKS is Java's own format and is refused
-  with the advice to convert it (keytool -importkeystore -deststoretype PKCS12).
+  `ssl.keystore.key`), PKCS12 or JKS, Kafka's default (`ssl.keystore.location` with
+  `ssl.keystore.password`; odradek/security/jks.py reads JKS, and a "JKS" file holding PKCS12
+  data, as Java 9+ allows); `ssl.key.password` decrypts an encrypted PEM key or a JKS key
+  (else the store password does).
 - truststore (the CAs client certificates are checked against): `ssl.truststore.type` PEM
-  (`ssl.truststore.location`, or the inline `ssl.truststore.certificates`) or PKCS12.
+  (`ssl.truststore.location`, or the inline `ssl.truststore.certificates`), PKCS12 or JKS
+  (`ssl.truststore.password` checks a JKS file's integrity when given).
 - `ssl.client.auth` none | requested | required (mutual TLS).
 - `ssl.enabled.protocols` (TLSv1.2, TLSv1.3) and `ssl.cipher.suites` (OpenSSL names).
 
@@ -29,6 +31,7 @@ from collections.abc import Callable
 
 from odradek.broker.config import ConfigValue
 from odradek.log.config import ConfigError
+from odradek.security import jks
 
 CLIENT_AUTH = {
     "none": ssl.CERT_NONE,
@@ -97,6 +100,34 @@ def _load_chain(
         os.unlink(path)
 
 
+def _read(path: str, key: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise ConfigError(f"{key} {path} does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"{key}: cannot read {path}: {exc.strerror}") from None
+
+
+def _jks(
+    path: str, store_password: bytes | None, key_password: bytes | None, key: str
+) -> jks.KeyStore | None:
+    """A JKS file's entries; None when the file holds PKCS12 data (a "JKS" store since Java 9
+    may)."""
+    data = _read(path, key)
+    if not jks.is_jks(data) and data[:4] != b"\xce\xce\xce\xce":
+        return None
+    try:
+        return jks.parse_jks(
+            data,
+            store_password.decode() if store_password is not None else None,
+            key_password.decode() if key_password is not None else None,
+        )
+    except jks.JksError as exc:
+        raise ConfigError(f"{key} {path}: {exc}") from None
+
+
 def _keystore(ctx: ssl.SSLContext, value: Getter, listener: str) -> None:
     kind = (_text(value("ssl.keystore.type")) or "JKS").upper()
     location = _text(value("ssl.keystore.location"))
@@ -130,8 +161,16 @@ def _keystore(ctx: ssl.SSLContext, value: Getter, listener: str) -> None:
             raise ConfigError(
                 f"{where}: cannot load ssl.keystore.location {location}: {exc}"
             ) from None
-    elif kind == "PKCS12":
-        chain, key, _cas = _pkcs12(location, store_password, "ssl.keystore.location")
+    elif kind in ("PKCS12", "JKS"):
+        store = None
+        if kind == "JKS":
+            store = _jks(location, store_password, key_password, "ssl.keystore.location")
+        key: bytes | None = None
+        if store is not None:
+            if store.keys:
+                chain, key = store.keys[0].chain_pem, store.keys[0].key_pem
+        else:
+            chain, key, _cas = _pkcs12(location, store_password, "ssl.keystore.location")
         if key is None:
             raise ConfigError(f"{where}: {location} holds no private key")
         try:
@@ -140,8 +179,7 @@ def _keystore(ctx: ssl.SSLContext, value: Getter, listener: str) -> None:
             raise ConfigError(f"{where}: cannot use {location}: {exc}") from None
     else:
         raise ConfigError(
-            f"{where}: ssl.keystore.type {kind} is not supported (PEM or PKCS12; convert a JKS "
-            "store with keytool -importkeystore -deststoretype PKCS12)"
+            f"{where}: ssl.keystore.type {kind} is not supported (JKS, PKCS12 or PEM)"
         )
 
 
@@ -159,19 +197,33 @@ def _truststore(ctx: ssl.SSLContext, value: Getter, listener: str) -> bool:
             return False
         if kind == "PEM":
             ctx.load_verify_locations(cafile=location)
-        elif kind == "PKCS12":
+        elif kind in ("PKCS12", "JKS"):
             password = _password(value("ssl.truststore.password"))
-            chain, _key, cas = _pkcs12(location, password, "ssl.truststore.location")
-            ctx.load_verify_locations(cadata=(chain + b"".join(cas)).decode())
+            store = None
+            if kind == "JKS":
+                store = _jks(location, password, None, "ssl.truststore.location")
+            if store is not None:
+                certs = store.certificates + [_first_cert(k.chain_pem) for k in store.keys]
+                if not certs:
+                    raise ConfigError(f"{where}: {location} holds no certificate")
+                ctx.load_verify_locations(cadata=b"".join(certs).decode())
+            else:
+                chain, _key, cas = _pkcs12(location, password, "ssl.truststore.location")
+                ctx.load_verify_locations(cadata=(chain + b"".join(cas)).decode())
         else:
             raise ConfigError(
-                f"{where}: ssl.truststore.type {kind} is not supported (PEM or PKCS12)"
+                f"{where}: ssl.truststore.type {kind} is not supported (JKS, PKCS12 or PEM)"
             )
     except FileNotFoundError:
         raise ConfigError(f"{where}: ssl.truststore.location {location} does not exist") from None
     except (ssl.SSLError, OSError) as exc:
         raise ConfigError(f"{where}: cannot load the truststore: {exc}") from None
     return True
+
+
+def _first_cert(chain: bytes) -> bytes:
+    end = b"-----END CERTIFICATE-----"
+    return chain[: chain.index(end) + len(end)] + b"\n" if end in chain else b""
 
 
 def server_context(value: Getter, listener: str) -> ssl.SSLContext:

@@ -266,8 +266,13 @@ class ClientMetricsManager:
         telemetry_max_bytes: int = 1024 * 1024,
         clock: Callable[[], float] = lambda: time.monotonic() * 1000,
         cache_expiry_ms: int = DEFAULT_CACHE_EXPIRY_MS,
+        receiver_configured: bool = False,
     ) -> None:
         self._configs = configs
+        # Kafka's ClientMetricsManager.isTelemetryReceiverConfigured: pushed metrics have
+        # somewhere to go (here the Prometheus endpoint, metrics.listen). Without one, the
+        # telemetry APIs are not advertised and clients do not start telemetry.
+        self.receiver_configured = receiver_configured
         self.telemetry_max_bytes = telemetry_max_bytes
         self._clock = clock
         self.cache_expiry_ms = cache_expiry_ms
