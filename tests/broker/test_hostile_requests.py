@@ -1,0 +1,101 @@
+"""Hostile but decodable requests get Kafka's error codes on an open connection, not a traceback.
+
+Metadata v10+ naming a topic by neither name nor id (a null name with the zero id) made the
+handler fail on the missing id; Kafka's KafkaApis refuses such a request with INVALID_REQUEST for
+each topic. AlterClientQuotas v0 with a 32,767-byte entity type or key (the most an int16 string
+length allows) quoted it in an error message the response's int16 string length could not hold.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from odradek.testing import Broker
+from odradek.testing.fuzz import TracebackCatcher
+from odradek.testing.raw import RawClient
+from odradek.wire import protocol
+from odradek.wire.errors import ErrorCode
+
+M = protocol.MetadataRequest
+A = protocol.AlterClientQuotasRequest
+LONGEST = 0x7FFF  # the longest string a non-flexible (int16 length) field carries
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[Broker]:
+    with Broker(topics={"known": 1}, config={"auto.create.topics.enable": "true"}) as b:
+        yield b
+
+
+def metadata(client: RawClient, version: int, topics: list[tuple[str | None, uuid.UUID | None]]):
+    req = M(
+        version=version,
+        topics=[M.MetadataRequestTopic(version=version, name=n, topic_id=i) for n, i in topics],
+        allow_auto_topic_creation=True,
+        include_topic_authorized_operations=False,
+    )
+    return client.request(req, version)
+
+
+@pytest.mark.parametrize("version", [10, 11, 12, 13])
+def test_metadata_topic_with_neither_name_nor_id_is_an_invalid_request(
+    broker: Broker, version: int
+) -> None:
+    with TracebackCatcher() as catcher, RawClient(broker.bootstrap) as client:
+        resp = metadata(client, version, [("known", None), (None, None)])
+        assert [(t.error_code, t.name, t.partitions) for t in resp.topics] == [
+            (ErrorCode.INVALID_REQUEST, "known", []),
+            (ErrorCode.INVALID_REQUEST, "", []),
+        ]
+        # the connection is still served, and a well-formed request still works
+        resp = metadata(client, version, [("known", None)])
+        assert [(t.error_code, t.name, len(t.partitions)) for t in resp.topics] == [(0, "known", 1)]
+    assert not catcher.bad, [r.getMessage() for r in catcher.bad]
+
+
+@pytest.mark.parametrize("version", [10, 11])
+def test_metadata_topic_id_before_v12_is_an_invalid_request(broker: Broker, version: int) -> None:
+    with RawClient(broker.bootstrap) as client:
+        resp = metadata(client, version, [("known", uuid.uuid4())])
+        assert [t.error_code for t in resp.topics] == [ErrorCode.INVALID_REQUEST]
+
+
+def test_metadata_unknown_topic_id_still_answers_unknown_topic_id(broker: Broker) -> None:
+    unknown = uuid.uuid4()
+    with RawClient(broker.bootstrap) as client:
+        resp = metadata(client, 12, [(None, unknown)])
+        assert [(t.error_code, t.topic_id) for t in resp.topics] == [
+            (ErrorCode.UNKNOWN_TOPIC_ID, unknown)
+        ]
+
+
+def quota_entry(entity_type: str, key: str) -> object:
+    e = A.EntryData
+    return e(
+        version=0,
+        entity=[e.EntityData(version=0, entity_type=entity_type, entity_name="n")],
+        ops=[e.OpData(version=0, key=key, value=1.0, remove=False)],
+    )
+
+
+@pytest.mark.parametrize("version", [0, 1])
+@pytest.mark.parametrize(
+    "entity_type,key",
+    [("x" * LONGEST, "producer_byte_rate"), ("user", "k" * LONGEST)],
+    ids=["long-entity-type", "long-key"],
+)
+def test_alter_client_quotas_with_the_longest_strings_is_an_invalid_request(
+    broker: Broker, version: int, entity_type: str, key: str
+) -> None:
+    req = A(version=version, entries=[quota_entry(entity_type, key)], validate_only=False)
+    with TracebackCatcher() as catcher, RawClient(broker.bootstrap) as client:
+        resp = client.request(req, version)
+        [entry] = resp.entries
+        assert entry.error_code == ErrorCode.INVALID_REQUEST
+        assert entry.error_message and len(entry.error_message.encode()) <= LONGEST
+        assert [(e.entity_type, e.entity_name) for e in entry.entity] == [(entity_type, "n")]
+        assert client.request(protocol.ApiVersionsRequest(), 0).error_code == 0
+    assert not catcher.bad, [r.getMessage() for r in catcher.bad]
