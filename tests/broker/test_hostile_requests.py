@@ -17,11 +17,13 @@ from odradek.testing import Broker
 from odradek.testing.fuzz import TracebackCatcher
 from odradek.testing.raw import RawClient
 from odradek.wire import protocol
+from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
 M = protocol.MetadataRequest
 A = protocol.AlterClientQuotasRequest
 LONGEST = 0x7FFF  # the longest string a non-flexible (int16 length) field carries
+READ_STATE, WRITE_STATE = ApiKey.READ_SHARE_GROUP_STATE, ApiKey.WRITE_SHARE_GROUP_STATE
 
 
 @pytest.fixture(scope="module")
@@ -98,4 +100,43 @@ def test_alter_client_quotas_with_the_longest_strings_is_an_invalid_request(
         assert entry.error_message and len(entry.error_message.encode()) <= LONGEST
         assert [(e.entity_type, e.entity_name) for e in entry.entity] == [(entity_type, "n")]
         assert client.request(protocol.ApiVersionsRequest(), 0).error_code == 0
+    assert not catcher.bad, [r.getMessage() for r in catcher.bad]
+
+
+def share_state_request(key: int, topic_id: uuid.UUID | None, partition: int) -> object:
+    cls = protocol.request_class(key)
+    topic_cls = cls.ReadStateData if key == READ_STATE else cls.WriteStateData
+    part = topic_cls.PartitionData
+    if key == READ_STATE:
+        p = part(version=0, partition=partition, leader_epoch=0)
+    else:
+        p = part(
+            version=0,
+            partition=partition,
+            state_epoch=0,
+            leader_epoch=0,
+            start_offset=0,
+            state_batches=[],
+        )
+    topic = topic_cls(version=0, topic_id=topic_id, partitions=[p])
+    return cls(version=0, group_id="share", topics=[topic])
+
+
+@pytest.mark.parametrize("key", [READ_STATE, WRITE_STATE], ids=["read", "write"])
+@pytest.mark.parametrize(
+    "topic_id,partition,code",
+    [
+        (None, 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        (uuid.uuid4(), -1, ErrorCode.INVALID_REQUEST),
+    ],
+    ids=["zero-topic-id", "negative-partition"],
+)
+def test_share_group_state_of_no_topic_or_a_negative_partition(
+    broker: Broker, key: int, topic_id: uuid.UUID | None, partition: int, code: ErrorCode
+) -> None:
+    """As Kafka's ShareCoordinatorShard: a negative partition is INVALID_REQUEST, the zero
+    topic id names no topic (UNKNOWN_TOPIC_OR_PARTITION); neither reaches the state records."""
+    with TracebackCatcher() as catcher, RawClient(broker.bootstrap) as client:
+        resp = client.request(share_state_request(key, topic_id, partition), 0)
+        assert [[p.error_code for p in r.partitions] for r in resp.results] == [[code]]
     assert not catcher.bad, [r.getMessage() for r in catcher.bad]
