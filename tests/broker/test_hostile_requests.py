@@ -4,6 +4,7 @@ Metadata v10+ naming a topic by neither name nor id (a null name with the zero i
 handler fail on the missing id; Kafka's KafkaApis refuses such a request with INVALID_REQUEST for
 each topic. AlterClientQuotas v0 with a 32,767-byte entity type or key (the most an int16 string
 length allows) quoted it in an error message the response's int16 string length could not hold.
+Read/Write/DeleteShareGroupState of the zero topic id failed while keying the state records.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ M = protocol.MetadataRequest
 A = protocol.AlterClientQuotasRequest
 LONGEST = 0x7FFF  # the longest string a non-flexible (int16 length) field carries
 READ_STATE, WRITE_STATE = ApiKey.READ_SHARE_GROUP_STATE, ApiKey.WRITE_SHARE_GROUP_STATE
+DELETE_STATE = ApiKey.DELETE_SHARE_GROUP_STATE
 
 
 @pytest.fixture(scope="module")
@@ -105,10 +107,17 @@ def test_alter_client_quotas_with_the_longest_strings_is_an_invalid_request(
 
 def share_state_request(key: int, topic_id: uuid.UUID | None, partition: int) -> object:
     cls = protocol.request_class(key)
-    topic_cls = cls.ReadStateData if key == READ_STATE else cls.WriteStateData
+    names = {
+        READ_STATE: "ReadStateData",
+        WRITE_STATE: "WriteStateData",
+        DELETE_STATE: "DeleteStateData",
+    }
+    topic_cls = getattr(cls, names[key])
     part = topic_cls.PartitionData
     if key == READ_STATE:
         p = part(version=0, partition=partition, leader_epoch=0)
+    elif key == DELETE_STATE:
+        p = part(version=0, partition=partition)
     else:
         p = part(
             version=0,
@@ -122,7 +131,9 @@ def share_state_request(key: int, topic_id: uuid.UUID | None, partition: int) ->
     return cls(version=0, group_id="share", topics=[topic])
 
 
-@pytest.mark.parametrize("key", [READ_STATE, WRITE_STATE], ids=["read", "write"])
+@pytest.mark.parametrize(
+    "key", [READ_STATE, WRITE_STATE, DELETE_STATE], ids=["read", "write", "delete"]
+)
 @pytest.mark.parametrize(
     "topic_id,partition,code",
     [

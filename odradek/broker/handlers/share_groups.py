@@ -33,6 +33,7 @@ from odradek.coordinator.share.coordinator import (
     batches_to_wire,
     mono_ms,
     share_coordinator,
+    state_key_error,
 )
 from odradek.security.acl_types import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.wire import protocol
@@ -582,14 +583,6 @@ async def share_acknowledge(ctx: RequestContext, req: Any) -> Any:
 # -- ReadShareGroupState / WriteShareGroupState (broker to share coordinator) -----------------
 
 
-def _state_key_error(topic_id: uuid.UUID | None, partition: int) -> int:
-    """Kafka's ShareCoordinatorShard checks on a Read/WriteShareGroupState key: a negative
-    partition is INVALID_REQUEST, and the zero id (None as decoded) is no topic."""
-    if partition < 0:
-        return INVALID_REQUEST
-    return UNKNOWN_TOPIC_OR_PARTITION if topic_id is None else NONE
-
-
 @handles(READ_STATE, versions=(0, 0))
 async def read_share_group_state(ctx: RequestContext, req: Any) -> Any:
     """A share-partition leader reads the stored state of a share-partition from the broker
@@ -603,7 +596,7 @@ async def read_share_group_state(ctx: RequestContext, req: Any) -> Any:
         (req.group_id, t.topic_id, p.partition)
         for t in req.topics
         for p in t.partitions
-        if not _state_key_error(t.topic_id, p.partition)
+        if not state_key_error(t.topic_id, p.partition)
     ]
     # each state partition is read once for all the keys asked (DescribeShareGroupOffsets asks
     # for every partition of every topic)
@@ -616,7 +609,7 @@ async def read_share_group_state(ctx: RequestContext, req: Any) -> Any:
             error, state = NONE, None
             if denied:
                 error = CLUSTER_AUTHORIZATION_FAILED
-            elif bad := _state_key_error(topic.topic_id, p.partition):
+            elif bad := state_key_error(topic.topic_id, p.partition):
                 error = bad
             elif not coord.leads_state_of(key):
                 error = NOT_COORDINATOR
@@ -651,7 +644,7 @@ async def write_share_group_state(ctx: RequestContext, req: Any) -> Any:
             key: SpKey = (req.group_id, topic.topic_id, p.partition)
             if denied:
                 error = CLUSTER_AUTHORIZATION_FAILED
-            elif bad := _state_key_error(topic.topic_id, p.partition):
+            elif bad := state_key_error(topic.topic_id, p.partition):
                 error = bad
             else:
                 batches = batches_from_wire(p.state_batches)
