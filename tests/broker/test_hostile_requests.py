@@ -151,3 +151,39 @@ def test_share_group_state_of_no_topic_or_a_negative_partition(
         resp = client.request(share_state_request(key, topic_id, partition), 0)
         assert [[p.error_code for p in r.partitions] for r in resp.results] == [[code]]
     assert not catcher.bad, [r.getMessage() for r in catcher.bad]
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_create_partitions_of_a_topic_with_the_longest_name(broker: Broker, version: int) -> None:
+    """UNKNOWN_TOPIC_OR_PARTITION, its message quoting the name cut short (whole, it no longer
+    fit the int16 string length of v0-1)."""
+    cls = protocol.CreatePartitionsRequest
+    topic = cls.CreatePartitionsTopic(
+        version=version, name="x" * LONGEST, count=3, assignments=None
+    )
+    req = cls(version=version, topics=[topic], timeout_ms=5000, validate_only=False)
+    with TracebackCatcher() as catcher, RawClient(broker.bootstrap) as client:
+        [result] = client.request(req, version).results
+        assert result.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert result.name == "x" * LONGEST
+        assert len(result.error_message) < 300, result.error_message[:300]
+    assert not catcher.bad, [r.getMessage() for r in catcher.bad]
+
+
+@pytest.mark.parametrize("version", [1, 4, 5])
+def test_create_topics_with_the_longest_name(broker: Broker, version: int) -> None:
+    cls = protocol.CreateTopicsRequest
+    topic = cls.CreatableTopic(
+        version=version,
+        name="x" * LONGEST,
+        num_partitions=1,
+        replication_factor=1,
+        assignments=[],
+        configs=[],
+    )
+    req = cls(version=version, topics=[topic], timeout_ms=5000, validate_only=False)
+    with TracebackCatcher() as catcher, RawClient(broker.bootstrap) as client:
+        [result] = client.request(req, version).topics
+        assert result.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+        assert len(result.error_message) < 400, result.error_message[:300]
+    assert not catcher.bad, [r.getMessage() for r in catcher.bad]
