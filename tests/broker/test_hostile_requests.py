@@ -9,6 +9,7 @@ Read/Write/DeleteShareGroupState of the zero topic id failed while keying the st
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -186,4 +187,38 @@ def test_create_topics_with_the_longest_name(broker: Broker, version: int) -> No
         [result] = client.request(req, version).topics
         assert result.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
         assert len(result.error_message) < 400, result.error_message[:300]
+    assert not catcher.bad, [r.getMessage() for r in catcher.bad]
+
+
+@pytest.mark.parametrize("version", [2, 3, 4])
+def test_offset_commit_with_the_longest_retention(broker: Broker, version: int) -> None:
+    """A retention of Long.MAX (v2-4) is added to the commit time as Kafka's Java long; the sum
+    overflowed the offset record's int64 and the commit failed with a traceback."""
+    cls = protocol.OffsetCommitRequest
+    topic_cls = cls.OffsetCommitRequestTopic
+    part = topic_cls.OffsetCommitRequestPartition(
+        version=version, partition_index=0, committed_offset=5, committed_metadata="m"
+    )
+    req = cls(
+        version=version,
+        group_id=f"retention-{version}",
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        retention_time_ms=(1 << 63) - 1,
+        topics=[topic_cls(version=version, name="known", partitions=[part])],
+    )
+    with TracebackCatcher() as catcher, RawClient(broker.bootstrap) as client:
+        find = protocol.FindCoordinatorRequest(key=req.group_id, key_type=0)
+        deadline = time.monotonic() + 30
+        while True:  # as a client: find the coordinator (creating __consumer_offsets), commit
+            client.request(find, 1)
+            resp = client.request(req, version)
+            codes = [[p.error_code for p in t.partitions] for t in resp.topics]
+            if codes != [[ErrorCode.NOT_COORDINATOR]] and codes != [
+                [ErrorCode.COORDINATOR_LOAD_IN_PROGRESS]
+            ]:
+                break
+            assert time.monotonic() < deadline, codes
+            time.sleep(0.05)  # polling a retriable answer, as a client's backoff
+        assert codes == [[0]]
     assert not catcher.bad, [r.getMessage() for r in catcher.bad]
