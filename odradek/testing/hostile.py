@@ -13,7 +13,9 @@ Kafka's JSON message definitions (through `odradek.wire.protocol`):
 - bytes and records: null where nullable, empty, a valid record batch, a cut one, garbage;
 - arrays: null where nullable, empty, up to three elements, or one element twice (duplicates).
 
-`values(field, version)` gives the candidates of a simple field (the hypothesis property test
+Each list starts with its most hostile value (null, then the extremes), which is where
+hypothesis starts and shrinks to. `values(field, version)` gives the candidates of a simple
+field (the hypothesis property test
 tests/broker/test_handler_properties.py samples them); `random_request(rng, key, version)` draws
 a whole request with a `random.Random` (the live fuzzer's "hostile" sends).
 """
@@ -47,10 +49,10 @@ _BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 _BATCH = build_batch([(b"k", b"v", [], 1_700_000_000_000)])
 _LONG = "x" * LONGEST
 STRINGS = (
+    _LONG,
     "",
     TOPIC,
     "missing",
-    _LONG,
     "é\x00/..",
     "__consumer_offsets",
     GROUP,
@@ -61,8 +63,8 @@ STRINGS = (
     "PLAIN",
     "consumer",
 )
-TOPIC_NAMES = ("", TOPIC, "missing", _LONG, ".", "__consumer_offsets", "a" * 250)
-GROUP_IDS = ("", GROUP, "missing", _LONG)
+TOPIC_NAMES = (_LONG, "", TOPIC, "missing", ".", "__consumer_offsets", "a" * 250)
+GROUP_IDS = (_LONG, "", GROUP, "missing")
 FLOATS = (math.nan, math.inf, -math.inf, 0.0, -1.0, 1.5, 1e308)
 
 
@@ -72,15 +74,15 @@ def values(f: Any, version: int) -> list[Any]:
     none: list[Any] = [None] if f.nullable_for_version_q(version) else []
     if kind in _BITS:
         top = 1 << (_BITS[kind] - 1)
-        return [-top, -1, 0, 1, top - 1]
+        return [-top, top - 1, -1, 0, 1]
     if kind == "uint16":
-        return [0, 1, 0xFFFF]
+        return [0xFFFF, 0, 1]
     if kind == "float64":
         return list(FLOATS)
     if kind == "bool":
         return [False, True]
     if kind == "uuid":
-        return [None, KNOWN_ID, UNKNOWN_ID]
+        return [None, UNKNOWN_ID, KNOWN_ID]
     if kind == "string":
         entity = f._json.get("entityType")
         pool = (
@@ -88,9 +90,9 @@ def values(f: Any, version: int) -> list[Any]:
         )
         return none + list(pool)
     if kind == "records":
-        return none + [b"", _BATCH, _BATCH[:30], b"\xff" * 64]
+        return none + [b"\xff" * 64, b"", _BATCH, _BATCH[:30]]
     if kind == "bytes":
-        return none + [b"", b"x", b"\xff" * 300]
+        return none + [b"\xff" * 300, b"", b"x"]
     raise ValueError(f"no hostile values for type {kind} ({f.name})")
 
 
