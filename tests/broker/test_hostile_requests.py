@@ -4,7 +4,9 @@ Metadata v10+ naming a topic by neither name nor id (a null name with the zero i
 handler fail on the missing id; Kafka's KafkaApis refuses such a request with INVALID_REQUEST for
 each topic. AlterClientQuotas v0 with a 32,767-byte entity type or key (the most an int16 string
 length allows) quoted it in an error message the response's int16 string length could not hold.
-Read/Write/DeleteShareGroupState of the zero topic id failed while keying the state records.
+Read/Write/DeleteShareGroupState of the zero topic id failed while keying the state records;
+an OffsetCommit retention of Long.MAX overflowed the offset record; any other error message
+quoting a 32,767-byte value (IncrementalAlterConfigs v0) is cut where the response is encoded.
 """
 
 from __future__ import annotations
@@ -221,4 +223,25 @@ def test_offset_commit_with_the_longest_retention(broker: Broker, version: int) 
             assert time.monotonic() < deadline, codes
             time.sleep(0.05)  # polling a retriable answer, as a client's backoff
         assert codes == [[0]]
+    assert not catcher.bad, [r.getMessage() for r in catcher.bad]
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_incremental_alter_configs_with_the_longest_config_name(
+    broker: Broker, version: int
+) -> None:
+    """INVALID_CONFIG for the unknown key; the message quoting it whole did not fit v0's int16
+    string length, and the response failed to encode."""
+    cls = protocol.IncrementalAlterConfigsRequest
+    res_cls = cls.AlterConfigsResource
+    config = res_cls.AlterableConfig(
+        version=version, name="x" * LONGEST, config_operation=0, value="1"
+    )
+    resource = res_cls(version=version, resource_type=2, resource_name="known", configs=[config])
+    req = cls(version=version, resources=[resource], validate_only=True)
+    with TracebackCatcher() as catcher, RawClient(broker.bootstrap) as client:
+        [result] = client.request(req, version).responses
+        assert result.error_code == ErrorCode.INVALID_CONFIG
+        assert result.resource_name == "known"
+        assert result.error_message.startswith("Unknown topic config name: xxx")
     assert not catcher.bad, [r.getMessage() for r in catcher.bad]
