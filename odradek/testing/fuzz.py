@@ -368,6 +368,7 @@ class RoundResult:
     stalled: int  # connections that did not answer their probe in time (closed by us)
     rss_anon: int
     problems: list[str] = field(default_factory=list)
+    tracebacks: int = 0  # what TracebackCatcher collected during the round
 
 
 def _probe_frame(correlation_id: int) -> bytes:
@@ -486,6 +487,7 @@ class LiveFuzzer:
         except Exception as exc:  # reported, not raised: the caller decides
             result.problems.append(f"real client failed after round {round_no}: {exc!r}")
         if catcher.bad:
+            result.tracebacks = len(catcher.bad)
             for record in catcher.bad:
                 result.problems.append(
                     f"round {round_no}: {record.levelname} {record.name}: {record.getMessage()}"
