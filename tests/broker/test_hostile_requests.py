@@ -245,3 +245,24 @@ def test_incremental_alter_configs_with_the_longest_config_name(
         assert result.resource_name == "known"
         assert result.error_message.startswith("Unknown topic config name: xxx")
     assert not catcher.bad, [r.getMessage() for r in catcher.bad]
+
+
+def test_a_null_element_of_a_nullable_string_array_closes_the_connection(
+    broker: Broker, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As Kafka's generated readers ("element was serialized as null"), even when the array
+    itself is nullable (ShareGroupHeartbeat's subscribed topics): one warning, no traceback. The
+    null reached the share group's assignor, which failed sorting it."""
+    req = protocol.ShareGroupHeartbeatRequest(
+        version=1,
+        group_id="share",
+        member_id="m" * 22,
+        member_epoch=0,
+        rack_id=None,
+        subscribed_topic_names=["known", None],
+    )
+    with TracebackCatcher() as catcher, RawClient(broker.bootstrap) as client:
+        client.send(client.encode(req, 1)[1])
+        assert client.outcome() == "closed"
+    assert not catcher.bad, [r.getMessage() for r in catcher.bad]
+    assert any("null element" in r.getMessage() for r in caplog.records), caplog.text
