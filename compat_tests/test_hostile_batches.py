@@ -9,11 +9,12 @@ is logged, and the broker keeps serving (the canary of test_bad_input.py).
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from compat_tests.harness import BrokerProcess, unique_name
 from compat_tests.test_bad_input import (
-    CORRUPT_MESSAGE,
     EARLIEST,
     INVALID_RECORD,
     LATEST,
@@ -26,6 +27,7 @@ from compat_tests.test_bad_input import (
     produce,
 )
 from odradek.testing.hostile_batches import bomb_batch, raw_batch
+from odradek.testing.log_lines import stream_bomb_batch
 from odradek.testing.raw import RawClient
 from odradek.wire.compression import GZIP, LZ4, SNAPPY, ZSTD
 from odradek.wire.records import build_batch, write_varint
@@ -73,9 +75,11 @@ def assert_nothing_appended(c: RawClient, topic: str) -> None:
     ],
     ids=["zstd-1GiB-recompressed", "zstd-1GiB", "gzip-256MiB", "lz4-128MiB", "snappy-20MiB"],
 )
-def test_decompression_bomb_is_corrupt_message_and_memory_stays_flat(
+def test_decompression_bomb_of_zeros_is_invalid_record_and_memory_stays_flat(
     broker: BrokerProcess, canary: Canary, codec: int, mib: int, topic_codec: str
 ) -> None:
+    """Zeros read as a record of length 0: refused at the first record, as Kafka refuses it
+    (INVALID_RECORD), whatever the stream would inflate to."""
     data = bomb_batch(codec, mib)
     assert len(data) < 1_000_000  # within the default max.message.bytes
     topic = unique_name("bomb")
@@ -83,12 +87,85 @@ def test_decompression_bomb_is_corrupt_message_and_memory_stays_flat(
         assert create_topic(c, topic, configs={"compression.type": topic_codec}) == NONE
         before = reset_peak_rss(broker)
         for _ in range(3):
-            assert produce(c, topic, 0, data, acks=1).error_code == CORRUPT_MESSAGE
+            assert produce(c, topic, 0, data, acks=1).error_code == INVALID_RECORD
         # the peak, not the RSS after: a freed gigabyte no longer shows in VmRSS
         grown = status_bytes(broker, "VmHWM") - before
         assert_nothing_appended(c, topic)
     assert grown < 100 * MB, f"broker peak RSS grew by {grown // MB} MB"
     assert "Traceback" not in broker.log_text()
+    assert_serving(canary)
+
+
+# (codec, MiB): one valid record whose value is that many MiB of zeros, in a batch of at most
+# 1 MiB; Kafka accepts such a batch (max.message.bytes bounds the compressed size only)
+STREAM_BOMBS = [(ZSTD, 1024), (GZIP, 1000), (ZSTD, 2047)]
+
+
+def test_valid_batch_inflating_to_gigabytes_is_walked_in_flat_memory(
+    broker: BrokerProcess, canary: Canary
+) -> None:
+    """Three connections each produce batches inflating to 1-2 GB at once; the broker walks
+    them as streams off its event loop: they are accepted as Kafka accepts them, its peak RSS
+    stays flat, and other clients are served meanwhile and after."""
+    topic = unique_name("streambomb")
+    with RawClient(broker.bootstrap) as c:
+        assert create_topic(c, topic) == NONE
+    bombs = [stream_bomb_batch(codec, mib) for codec, mib in STREAM_BOMBS]
+    assert all(len(b) <= 1_048_588 for b in bombs)  # the default max.message.bytes
+    before = reset_peak_rss(broker)
+    answers: list[int] = []
+
+    def send(data: bytes) -> None:
+        with RawClient(broker.bootstrap, timeout=120) as c:
+            answers.append(produce(c, topic, 0, data, acks=1).error_code)
+
+    threads = [threading.Thread(target=send, args=(b,)) for b in bombs]
+    for t in threads:
+        t.start()
+    try:
+        assert_serving(canary)  # while the bombs are in flight
+    finally:
+        for t in threads:
+            t.join(timeout=300)
+    assert answers == [NONE] * len(bombs)
+    grown = status_bytes(broker, "VmHWM") - before
+    assert grown < 100 * MB, f"broker peak RSS grew by {grown // MB} MB"
+    with RawClient(broker.bootstrap) as c:
+        assert list_offset(c, topic, 0, LATEST) == (NONE, len(bombs))
+    assert "Traceback" not in broker.log_text()
+    assert_serving(canary)
+
+
+def test_many_concurrent_gigabyte_batches_keep_memory_flat(
+    broker: BrokerProcess, canary: Canary
+) -> None:
+    """Thirty connections send a 33 KB batch inflating to 1 GiB at once: the walks run one at a
+    time and a batch waiting its turn holds nothing but its bytes, so the broker's peak RSS
+    stays within a few windows, not thirty."""
+    topic = unique_name("manybombs")
+    with RawClient(broker.bootstrap) as c:
+        assert create_topic(c, topic) == NONE
+    bomb = stream_bomb_batch(ZSTD, 1024)
+    clients = [RawClient(broker.bootstrap, timeout=300) for _ in range(30)]
+    answers: list[int] = []
+    try:
+        before = reset_peak_rss(broker)
+        threads = [
+            threading.Thread(
+                target=lambda c=c: answers.append(produce(c, topic, 0, bomb).error_code)
+            )
+            for c in clients
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+        grown = status_bytes(broker, "VmHWM") - before
+    finally:
+        for c in clients:
+            c.close()
+    assert answers == [NONE] * len(clients)
+    assert grown < 50 * MB, f"broker peak RSS grew by {grown // MB} MB"
     assert_serving(canary)
 
 

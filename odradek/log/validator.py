@@ -5,14 +5,17 @@ Each batch's header is read in place. Checks: magic 2, CRC32C, size against
 clients, CreateTime timestamps within `message.timestamp.{before,after}.max.ms`, and the
 framing of every record (Kafka's DefaultRecord.readFrom): lengths that fit exactly, offset
 deltas 0..n-1, the declared count and no trailing bytes. An uncompressed records section is
-walked where it lies; a compressed one is decompressed, bounded by
-`compression.max_decompressed_size(max.message.bytes)`, and walked. No record object is built.
+walked where it lies; a compressed one is walked as it inflates (wire/stream_walk.py, as Kafka's
+skipKeyValueIterator), in bounded memory whatever its ratio: `begin` walks the first
+INLINE_BUDGET bytes and returns a PendingValidation when there is more (the Produce handler then
+closes it and validates the batch in a worker thread). No record object is built.
 
 Errors, as Kafka: a bad CRC, an unreadable or over-large compressed stream -> CORRUPT_MESSAGE;
 bad record framing -> INVALID_RECORD (InvalidRecordException).
 
-When the topic's `compression.type` differs from the batch's codec, the decompressed section
-is compressed again with the topic's codec under a copy of the original header.
+When the topic's `compression.type` differs from the batch's codec, the records are compressed
+again with the topic's codec as they are walked, under a copy of the original header; a result
+over max.message.bytes is MESSAGE_TOO_LARGE (Kafka's RecordTooLargeException after conversion).
 
 Produce v0-2 may carry message sets of magic 0 or 1 (odradek/wire/legacy_records.py). As Kafka
 3.x's LogValidator does when the log's format is v2 (convertAndAssignOffsetsNonCompressed /
@@ -52,7 +55,7 @@ from odradek.wire.batch import (
     iter_batches,
     write_crc,
 )
-from odradek.wire.compression import compress, decompress, max_decompressed_size
+from odradek.wire.compression import compress, max_decompressed_size
 from odradek.wire.errors import ErrorCode
 from odradek.wire.legacy_records import (
     LOG_APPEND_TIME,
@@ -62,6 +65,8 @@ from odradek.wire.legacy_records import (
     read_message,
 )
 from odradek.wire.records import check_framing, write_varint, write_varlong
+from odradek.wire.stream_walk import StreamWalk
+from odradek.wire.streams import OutputTooLarge, StreamEncoder, open_inflater
 
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
@@ -100,6 +105,24 @@ def validate(
     From Produce v3 Kafka takes exactly one magic-2 batch per partition (INVALID_RECORD
     otherwise) and zstd only from v7 (UNSUPPORTED_COMPRESSION_TYPE).
     """
+    started = begin(records, config, now, produce_version, inline_budget=None)
+    return started if isinstance(started, ValidatedBatches) else started.finish()
+
+
+# Decompressed bytes walked on the caller's thread before `begin` hands a batch over: batches
+# of up to this much (nearly all: librdkafka's batch.size is 1 MB uncompressed) finish inline.
+INLINE_BUDGET = 2 << 20
+
+
+def begin(
+    records: Buffer | None,
+    config: LogConfig,
+    now: int,
+    produce_version: int | None = None,
+    inline_budget: int | None = INLINE_BUDGET,
+) -> ValidatedBatches | PendingValidation:
+    """`validate`, walking at most about `inline_budget` decompressed bytes (None: all); what
+    is left is a PendingValidation whose `finish` (a worker thread's job) walks the rest."""
     one_batch = (
         f"Produce requests with version {produce_version} are only allowed to contain "
         "exactly one record batch"
@@ -131,11 +154,7 @@ def validate(
                 ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                 "Produce requests with version < 7 may not use zstd",
             )
-    log_append = config.message_timestamp_type == "LogAppendTime"
-    target = CODECS.get(config.compression_type)
-    bound = max_decompressed_size(config.max_message_bytes)
-    # decompressed sections, kept for recompression: (position, header, section)
-    sections: list[tuple[int, BatchHeader, bytes]] = []
+    pending = PendingValidation(buf, batches, config)
     for pos, h in batches:
         if h.size > config.max_message_bytes:
             raise ValidationError(
@@ -152,34 +171,99 @@ def validate(
                 f"record count {h.records_count} does not match last offset "
                 f"delta {h.last_offset_delta}",
             )
-        if not log_append and h.timestamp_type == 0:
+        if not pending.log_append and h.timestamp_type == 0:
             _check_timestamp(h, config, now)
-        section = _check_records(buf, pos, h, bound)
-        if section is not None and target is not None and h.compression != target:
-            sections.append((pos, h, section))
-    if log_append:
-        buf = bytearray(buf)
-    if target is not None and any(h.compression != target for _p, h in batches):
-        buf, batches = _recompress(buf, batches, sections, target)
-    return ValidatedBatches(buf, batches, log_append)
+        pending.add(pos, h)
+    if pending.walk(inline_budget):
+        return pending.result()
+    return pending
 
 
-def _check_records(buf: Buffer, pos: int, h: BatchHeader, bound: int) -> bytes | None:
-    """Walk the batch's records; returns the decompressed section of a compressed batch."""
-    start = pos + HEADER_SIZE
-    end = pos + h.size
-    try:
-        if not h.compression:
-            check_framing(buf, start, end, h.records_count)
-            return None
+class PendingValidation:
+    """The record walks of one partition's batches (Kafka's LogValidator iterating each
+    compressed batch), resumable: `walk(budget)` on the event loop, `finish` in a thread."""
+
+    def __init__(self, buf: Buffer, batches: list[tuple[int, BatchHeader]], config: LogConfig):
+        self.buf = buf
+        self.batches = batches
+        self.config = config
+        self.log_append = config.message_timestamp_type == "LogAppendTime"
+        self.target = CODECS.get(config.compression_type)
+        # compressed batches still to walk: (position, walk, the topic codec's encoder)
+        self.walks: list[tuple[int, StreamWalk, StreamEncoder | None]] = []
+
+    def add(self, pos: int, h: BatchHeader) -> None:
+        start = pos + HEADER_SIZE
+        end = pos + h.size
         try:
-            section = decompress(h.compression, memoryview(buf)[start:end], bound)
+            if not h.compression:
+                check_framing(self.buf, start, end, h.records_count)
+                return
+            encoder = None
+            if self.target is not None and h.compression != self.target:
+                limit = self.config.max_message_bytes - HEADER_SIZE
+                encoder = StreamEncoder(self.target, limit)
+            source = open_inflater(h.compression, memoryview(self.buf)[start:end])
+            walk = StreamWalk(source, h.records_count, None if encoder is None else encoder.feed)
+        except InvalidRecordError as exc:
+            raise ValidationError(ErrorCode.INVALID_RECORD, f"batch at {pos}: {exc}") from None
         except CorruptRecordError as exc:
             raise ValidationError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
-        check_framing(section, 0, len(section), h.records_count)
-        return section
-    except InvalidRecordError as exc:
-        raise ValidationError(ErrorCode.INVALID_RECORD, f"batch at {pos}: {exc}") from None
+        self.walks.append((pos, walk, encoder))
+
+    def walk(self, budget: int | None) -> bool:
+        """Walk on for about `budget` decompressed bytes (None: to the end); True when done."""
+        for pos, walk, _encoder in self.walks:
+            before = walk.inflated
+            try:
+                done = walk.step(budget)
+            except InvalidRecordError as exc:
+                raise ValidationError(ErrorCode.INVALID_RECORD, f"batch at {pos}: {exc}") from None
+            except CorruptRecordError as exc:
+                raise ValidationError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
+            except OutputTooLarge:
+                raise _too_large(self.config) from None
+            if not done:
+                return False
+            if budget is not None:
+                budget = max(0, budget - (walk.inflated - before))
+        return True
+
+    def close(self) -> None:
+        """Give up the walks, freeing their decompressors now (`validate` may start again)."""
+        for _pos, walk, _encoder in self.walks:
+            walk.close()
+        self.walks = []
+
+    def finish(self) -> ValidatedBatches:
+        """Walk what is left and give the result (raises ValidationError)."""
+        self.walk(None)
+        return self.result()
+
+    def result(self) -> ValidatedBatches:
+        buf = self.buf
+        batches = self.batches
+        if self.log_append:
+            buf = bytearray(buf)
+        target = self.target
+        if target is not None and any(h.compression != target for _p, h in batches):
+            payloads: dict[int, bytes | bytearray] = {}
+            try:
+                for pos, _walk, encoder in self.walks:
+                    if encoder is not None:
+                        payloads[pos] = encoder.finish()
+            except OutputTooLarge:
+                raise _too_large(self.config) from None
+            buf, batches = _recompress(buf, batches, payloads, target)
+        return ValidatedBatches(buf, batches, self.log_append)
+
+
+def _too_large(config: LogConfig) -> ValidationError:
+    """Kafka's RecordTooLargeException for a batch that grew when it was recompressed."""
+    return ValidationError(
+        ErrorCode.MESSAGE_TOO_LARGE,
+        f"recompressed batch over max.message.bytes {config.max_message_bytes}",
+    )
 
 
 def _check_timestamp(h: BatchHeader, config: LogConfig, now: int) -> None:
@@ -196,22 +280,22 @@ def _check_timestamp(h: BatchHeader, config: LogConfig, now: int) -> None:
 def _recompress(
     buf: Buffer,
     batches: list[tuple[int, BatchHeader]],
-    sections: list[tuple[int, BatchHeader, bytes]],
+    payloads: dict[int, bytes | bytearray],
     codec: int,
 ) -> tuple[bytearray, list[tuple[int, BatchHeader]]]:
     """Every batch with the topic's codec; header fields (producer id, epoch, sequence,
-    timestamps, offset deltas, flags) kept, as the records' bytes are unchanged."""
-    decompressed = {pos: section for pos, _h, section in sections}
+    timestamps, offset deltas, flags) kept, as the records' bytes are unchanged. `payloads`:
+    compressed batches' records already recompressed while they were walked."""
     out = bytearray()
     for pos, h in batches:
         start = len(out)
         if h.compression == codec:
             out += memoryview(buf)[pos : pos + h.size]
             continue
-        section = decompressed.get(pos)
-        if section is None:  # uncompressed: the records lie in place
+        payload = payloads.get(pos)
+        if payload is None:  # uncompressed: the records lie in place
             section = bytes(memoryview(buf)[pos + HEADER_SIZE : pos + h.size])
-        payload = compress(codec, section) if codec else section
+            payload = compress(codec, section) if codec else section
         out += memoryview(buf)[pos : pos + HEADER_SIZE]
         out += payload
         _INT32.pack_into(

@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 import random
 import uuid
-from typing import Any
 
 from odradek.wire import protocol
 from odradek.wire.records import build_batch
@@ -68,10 +67,10 @@ GROUP_IDS = (_LONG, "", GROUP, "missing")
 FLOATS = (math.nan, math.inf, -math.inf, 0.0, -1.0, 1.5, 1e308)
 
 
-def values(f: Any, version: int) -> list[Any]:
+def values(f: protocol.Schema, version: int) -> list[object]:
     """The hostile candidates of a simple (not array, not struct) field at `version`."""
     kind = f.type_str
-    none: list[Any] = [None] if f.nullable_for_version_q(version) else []
+    none: list[object] = [None] if f.nullable_for_version_q(version) else []
     if kind in _BITS:
         top = 1 << (_BITS[kind] - 1)
         return [-top, top - 1, -1, 0, 1]
@@ -96,7 +95,9 @@ def values(f: Any, version: int) -> list[Any]:
     raise ValueError(f"no hostile values for type {kind} ({f.name})")
 
 
-def _random_value(rng: random.Random, f: Any, version: int, topic_id: uuid.UUID) -> Any:
+def _random_value(
+    rng: random.Random, f: protocol.Schema, version: int, topic_id: uuid.UUID
+) -> object:
     nullable = f.nullable_for_version_q(version)
     if f.is_array():
         if nullable and rng.random() < 0.15:
@@ -117,19 +118,21 @@ def _random_value(rng: random.Random, f: Any, version: int, topic_id: uuid.UUID)
     return resolve(rng.choice(values(f, version)), topic_id)
 
 
-def _random_struct(rng: random.Random, f: Any, version: int, topic_id: uuid.UUID) -> Any:
+def _random_struct(
+    rng: random.Random, f: protocol.Schema, version: int, topic_id: uuid.UUID
+) -> protocol.Message:
     fields = {g.name: _random_value(rng, g, version, topic_id) for g in f.untagged_fields(version)}
     return f.data_class(version=version, **fields)
 
 
-def resolve(value: Any, topic_id: uuid.UUID) -> Any:
+def resolve(value: object, topic_id: uuid.UUID) -> object:
     """A candidate value with KNOWN_ID replaced by the known topic's id."""
     return topic_id if value is KNOWN_ID else value
 
 
 def random_request(
     rng: random.Random, api_key: int, version: int, topic_id: uuid.UUID = UNKNOWN_ID
-) -> Any:
+) -> protocol.Message:
     """A whole hostile request of this key and version (kafka-python's message object)."""
     cls = protocol.request_class(api_key)
     if cls is None:

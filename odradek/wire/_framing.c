@@ -1,5 +1,5 @@
 /*
- * odradek.wire._framing: the produce-time record framing walk in C (issue 11, defect 3).
+ * odradek.wire._framing: the produce-time record framing walk in C.
  *
  * The same checks as odradek.wire.records.check_framing_py, which stays the fallback when this
  * extension is not built: Kafka's LogValidator walking DefaultRecord.readFrom over every record
@@ -133,21 +133,35 @@ check_headers(const uint8_t *buf, Py_ssize_t p, Py_ssize_t rec_end, Py_ssize_t i
     return p;
 }
 
-/* The walk over data[pos:end]; 0 on success, -1 with the error set. */
+/* The walk over data[pos:end] of records `first` .. `first + count - 1`; 0 on success, -1 with
+   the error set. `partial` (a window of a decompressed stream): stop quietly before a record that
+   is not whole in the window, without the check that nothing follows; *pos_out is where the walk
+   stopped and *walked how many records it passed. */
 static int
-walk(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t count)
+walk(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t first, Py_ssize_t count,
+     int partial, Py_ssize_t *pos_out, Py_ssize_t *walked)
 {
     int32_t length, delta, n;
     int st;
-    for (Py_ssize_t index = 0; index < count; index++) {
+    Py_ssize_t index;
+    for (index = first; index < first + count; index++) {
         if (pos >= end) {
+            if (partial) {
+                break;
+            }
             PyErr_SetString(InvalidRecordError, "record data ends before the declared records");
             return -1;
         }
         Py_ssize_t p = pos;
         if ((st = read_varint(buf, &p, end, &length)) != VARINT_OK) {
+            if (partial && st == VARINT_TRUNCATED) {
+                break;
+            }
             varint_error(st, 5, index);
             return -1;
+        }
+        if (partial && length >= MIN_RECORD_BODY && (Py_ssize_t)length > end - p) {
+            break;
         }
         if (length < MIN_RECORD_BODY || (Py_ssize_t)length > end - p) {
             PyErr_Format(InvalidRecordError,
@@ -209,6 +223,11 @@ walk(const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t count)
         }
         pos = rec_end;
     }
+    *pos_out = pos;
+    *walked = index - first;
+    if (partial) {
+        return 0;
+    }
     if (pos != end) {
         PyErr_Format(InvalidRecordError, "%zd bytes left after the %zd declared records",
                      end - pos, count);
@@ -262,7 +281,8 @@ check_framing(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
         rc = -1;
     }
     else {
-        rc = walk((const uint8_t *)view.buf, pos, end, count);
+        Py_ssize_t stop, walked;
+        rc = walk((const uint8_t *)view.buf, pos, end, 0, count, 0, &stop, &walked);
     }
     PyBuffer_Release(&view);
     if (rc < 0) {
@@ -271,9 +291,54 @@ check_framing(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(walk_window_doc,
+             "walk_window(data, pos, end, first, count)\n--\n\n"
+             "Walk the whole records of data[pos:end], numbered from `first`, at most `count`;\n"
+             "returns (position after the last one walked, records walked). The C twin of\n"
+             "records.walk_window_py.");
+
+static PyObject *
+walk_window(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_Format(PyExc_TypeError, "walk_window() takes 5 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    Py_ssize_t num[4];
+    for (int i = 0; i < 4; i++) {
+        num[i] = PyLong_AsSsize_t(args[i + 1]);
+        if (num[i] == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+    }
+    Py_ssize_t pos = num[0], end = num[1], first = num[2], count = num[3];
+    if (pos < 0 || first < 0 || count < 0) {
+        PyErr_SetString(PyExc_ValueError, "walk_window: negative argument");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    if (end > view.len) {
+        end = view.len;
+    }
+    Py_ssize_t stop = pos, walked = 0;
+    int rc = 0;
+    if (pos < end) {
+        rc = walk((const uint8_t *)view.buf, pos, end, first, count, 1, &stop, &walked);
+    }
+    PyBuffer_Release(&view);
+    if (rc < 0) {
+        return NULL;
+    }
+    return Py_BuildValue("(nn)", stop, walked);
+}
+
 static PyMethodDef framing_methods[] = {
     {"check_framing", (PyCFunction)(void (*)(void))check_framing, METH_FASTCALL,
      check_framing_doc},
+    {"walk_window", (PyCFunction)(void (*)(void))walk_window, METH_FASTCALL, walk_window_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -31,7 +31,7 @@ LZ4 frame (as Kafka writes it; any valid frame is read):
 
 Java's LZ4 reader decompresses each block on its own, so blocks must be independent.
 
-Decompression is bounded (issue 11, decompression bombs): every codec is read as a stream and
+Decompression is bounded (decompression bombs): every codec is read as a stream and
 stops with CorruptRecordError as soon as the output would pass the caller's `max_size`, so a
 35 KB batch declaring gigabytes costs at most `max_size` bytes, never the declared size. Kafka
 streams records out of a compressed batch one at a time inside a bounded JVM heap; we hold a
@@ -71,10 +71,10 @@ _XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 _XERIAL_HEADER_SIZE = 16
 _XERIAL_BLOCK = 32 * 1024
 
-_LZ4_FRAME_HEADER = b"\x04\x22\x4d\x18\x60\x40\x82"
+LZ4_FRAME_HEADER = b"\x04\x22\x4d\x18\x60\x40\x82"
 _LZ4_BLOCK = 64 * 1024
 _LZ4_UNCOMPRESSED = 0x80000000
-_LZ4_END_MARK = b"\x00\x00\x00\x00"
+LZ4_END_MARK = b"\x00\x00\x00\x00"
 
 # Kafka's defaults: zstd level 3 (zstd's own default), gzip level 6 (Deflater's default).
 _ZSTD_LEVEL = 3
@@ -88,11 +88,10 @@ _UINT32_LE = struct.Struct("<I")
 _SNAPPY_MAX_RATIO = 22
 
 
-# Bound on a decompressed records section: 16 times the larger of max.message.bytes and 1 MiB.
-# librdkafka caps a batch's *uncompressed* size at message.max.bytes (1 MB) and the Java producer
-# fills batch.size (16 KiB) by an estimated compression ratio, so real batches sit far below;
-# 16x a full-size batch is beyond what text or JSON reach (5-10x) and still caps what one
-# hostile batch can make the broker allocate at 16 MiB with the defaults.
+# Bound on a records section decompressed whole, for the readers that decode records whole
+# (cleaner, coordinator loaders, timestamp lookups, down-conversion, magic 0/1 up-conversion):
+# 16 times the larger of max.message.bytes and 1 MiB. Produce-time validation does not use it:
+# it walks records as a stream in bounded memory (streams.py, stream_walk.py), as Kafka does.
 DECOMPRESSION_RATIO = 16
 _MIN_BOUND_BASE = 1 << 20
 # For callers that know no topic config (coordinator loaders): 32 MiB.
@@ -259,53 +258,70 @@ def _xerial_encode(data: bytes | bytearray | memoryview) -> bytes:
 def _snappy_decode(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
     view = memoryview(data)
     if view[: len(XERIAL_MAGIC)] != XERIAL_MAGIC:
-        return _snappy_raw(view, max_size)
+        return snappy_raw(view, max_size)
     if len(view) < _XERIAL_HEADER_SIZE:
         raise CorruptRecordError("truncated xerial snappy header")
-    chunks: list[bytes] = []
+    chunks: list[memoryview] = []
     total = 0
     pos = _XERIAL_HEADER_SIZE
-    end = len(view)
-    while pos < end:
-        if end - pos < 4:
-            raise CorruptRecordError(f"truncated xerial snappy block length at {pos}")
-        (length,) = _INT32.unpack_from(view, pos)
-        pos += 4
-        if length < 0 or length > end - pos:
-            raise CorruptRecordError(f"xerial snappy block of {length} bytes overruns the data")
-        block = _snappy_raw(view[pos : pos + length], max_size - total)
+    while pos < len(view):
+        block, pos = xerial_block(view, pos, max_size - total)
         total += len(block)
         chunks.append(block)
-        pos += length
     return b"".join(chunks)
 
 
-def _snappy_raw(block: memoryview, max_size: int) -> bytes:
-    # a raw snappy block starts with its uncompressed length: checked before allocating it
+def xerial_header() -> bytes:
+    """The 16 bytes that open a xerial snappy stream (magic, version 1, compat version 1)."""
+    return _XERIAL_HEADER
+
+
+def xerial_block(view: memoryview, pos: int, max_size: int | None = None) -> tuple[memoryview, int]:
+    """The xerial block at `pos` decompressed, and the position after it."""
+    end = len(view)
+    if end - pos < 4:
+        raise CorruptRecordError(f"truncated xerial snappy block length at {pos}")
+    (length,) = _INT32.unpack_from(view, pos)
+    pos += 4
+    if length < 0 or length > end - pos:
+        raise CorruptRecordError(f"xerial snappy block of {length} bytes overruns the data")
+    return snappy_raw_view(view[pos : pos + length], max_size), pos + length
+
+
+def snappy_raw(block: memoryview, max_size: int | None = None) -> bytes:
+    """One raw snappy block; its declared size is checked (against `max_size` and against what
+    its compressed size can give) before anything is allocated."""
+    return bytes(snappy_raw_view(block, max_size))
+
+
+def snappy_raw_view(block: memoryview, max_size: int | None = None) -> memoryview:
+    """`snappy_raw` as a view of cramjam's buffer, without copying it into bytes."""
     claimed = cramjam.snappy.decompress_raw_len(block)
-    if claimed > max_size:
+    if max_size is not None and claimed > max_size:
         raise _over(max_size)
     if claimed > _SNAPPY_MAX_RATIO * len(block) + 64:
         raise CorruptRecordError(f"snappy block claims {claimed} bytes from {len(block)}")
-    return bytes(cramjam.snappy.decompress_raw(block))
+    return memoryview(cramjam.snappy.decompress_raw(block))
 
 
 def _lz4_frame_encode(data: bytes | bytearray | memoryview, level: int | None) -> bytes:
     view = memoryview(data)
-    out = bytearray(_LZ4_FRAME_HEADER)
+    out = bytearray(LZ4_FRAME_HEADER)
     for start in range(0, len(view), _LZ4_BLOCK):
-        chunk = view[start : start + _LZ4_BLOCK]
-        if level is None:
-            block = cramjam.lz4.compress_block(chunk, store_size=False)
-        else:
-            block = cramjam.lz4.compress_block(
-                chunk, mode="high_compression", compression=level, store_size=False
-            )
-        if len(block) < len(chunk):
-            out += _UINT32_LE.pack(len(block))
-            out += block
-        else:
-            out += _UINT32_LE.pack(len(chunk) | _LZ4_UNCOMPRESSED)
-            out += chunk
-    out += _LZ4_END_MARK
+        out += lz4_block(view[start : start + _LZ4_BLOCK], level)
+    out += LZ4_END_MARK
     return bytes(out)
+
+
+def lz4_block(chunk: bytes | bytearray | memoryview, level: int | None = None) -> bytes:
+    """One block of an LZ4 frame as Kafka writes it (at most 64 KiB of `chunk`): its uint32 LE
+    size, then the compressed bytes, or `chunk` itself (size high bit set) when shorter."""
+    if level is None:
+        block = cramjam.lz4.compress_block(chunk, store_size=False)
+    else:
+        block = cramjam.lz4.compress_block(
+            chunk, mode="high_compression", compression=level, store_size=False
+        )
+    if len(block) < len(chunk):
+        return _UINT32_LE.pack(len(block)) + bytes(block)
+    return _UINT32_LE.pack(len(chunk) | _LZ4_UNCOMPRESSED) + bytes(chunk)

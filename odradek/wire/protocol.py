@@ -17,7 +17,7 @@ read in place). `decode_request` raises only `DecodeError`.
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import kafka.protocol.admin as _admin
 import kafka.protocol.consumer as _consumer
@@ -76,6 +76,14 @@ if TYPE_CHECKING:
     def __getattr__(name: str) -> Any: ...
 
 
+# An instance of one of those classes, or of a struct nested in one (a response's topic entry,
+# `Resp.DescribedGroup`), where the code does not name the class: untyped, so Any, said once
+# here rather than at every use (the broker's modules may not spell Any: pyproject [tool.mypy]).
+Message: TypeAlias = Any
+# A message's schema as kafka-python describes it (a class's `_struct`, one of its fields).
+Schema: TypeAlias = Any
+
+
 __all__ = sorted(_EXPORTS) + [
     "DecodeError",
     "NullFieldError",
@@ -86,6 +94,8 @@ __all__ = sorted(_EXPORTS) + [
     "encode_response",
     "cut_long_messages",
     "schema_versions",
+    "Message",
+    "Schema",
 ]
 
 
@@ -163,7 +173,7 @@ MESSAGE_LIMIT = 0x7FFF  # bytes of a non-flexible string (int16 length)
 MESSAGE_KEPT = 1000  # characters of a cut message kept
 
 
-def cut_long_messages(message: Any, version: int) -> bool:
+def cut_long_messages(message: Message, version: int) -> bool:
     """Cut the error messages (string fields named *message) of a response, nested ones too,
     that are longer than MESSAGE_LIMIT bytes; True when one was."""
     struct_field = getattr(message, "_struct", None)

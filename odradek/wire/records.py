@@ -214,7 +214,7 @@ def decode_records(
 _MIN_RECORD_BODY = 6
 
 
-def check_framing_py(data: Buffer, pos: int, end: int, count: int) -> None:
+def check_framing_py(data: Buffer, pos: int, end: int, count: int, first: int = 0) -> None:
     """Walk `count` records in data[pos:end] as Kafka's DefaultRecord.readFrom, building nothing.
 
     Every record's length must cover exactly its fields; offset deltas must be 0, 1, 2, ...;
@@ -234,7 +234,7 @@ def check_framing_py(data: Buffer, pos: int, end: int, count: int) -> None:
         raise InvalidRecordError(f"record count {count} does not fit {end - pos} bytes")
     index = 0
     try:
-        for index in range(count):
+        for index in range(first, first + count):
             # length (pos stays at the record's start)
             b = data[pos]
             if b < 0x80:
@@ -352,14 +352,44 @@ def _check_headers(data: Buffer, p: int, rec_end: int, index: int) -> int:
     return p
 
 
-# The C walk (odradek/wire/_framing.c), built by `pip install` when a compiler is there;
-# ODRADEK_PURE_PYTHON=1 leaves it out (to measure or test the fallback).
+def walk_window_py(data: Buffer, pos: int, end: int, first: int, count: int) -> tuple[int, int]:
+    """Walk the records that lie whole in data[pos:end] (a window of a decompressed stream),
+    numbered from `first`, at most `count` of them: (position after the last one, how many).
+
+    The same checks as check_framing_py on each of them; a record cut by the end of the window
+    is left for the next window. The pure-Python fallback of the C walk_window.
+    """
+    end = min(end, len(data))
+    stop = pos
+    n = 0
+    while n < count and stop < end:
+        if end - stop < 5 and all(b & 0x80 for b in data[stop:end]):
+            break  # a length cut by the window
+        length, p = read_varint(data, stop, end)
+        if length >= _MIN_RECORD_BODY and length > end - p:
+            break  # a record cut by the window
+        if length < _MIN_RECORD_BODY:  # let the walk name the fault
+            check_framing_py(data, pos, end, n + 1, first)
+        stop = p + length
+        n += 1
+    if n:
+        check_framing_py(data, pos, stop, n, first)
+    return stop, n
+
+
+# The C walks (odradek/wire/_framing.c), built by `pip install` when a compiler is there;
+# ODRADEK_PURE_PYTHON=1 leaves them out (to measure or test the fallback).
 _check_framing_c: Callable[[Buffer, int, int, int], None] | None = None
+_walk_window_c: Callable[[Buffer, int, int, int, int], tuple[int, int]] | None = None
 if os.environ.get("ODRADEK_PURE_PYTHON", "") in ("", "0"):
     try:
         from odradek.wire._framing import check_framing as _check_framing_c
+        from odradek.wire._framing import walk_window as _walk_window_c
     except ImportError:  # pragma: no cover - depends on the build
         pass
+
+walk_window = walk_window_py if _walk_window_c is None else _walk_window_c
+"""walk_window(data, pos, end, first, count): the C walk when built, else walk_window_py."""
 
 check_framing = check_framing_py if _check_framing_c is None else _check_framing_c
 """check_framing(data, pos, end, count): the C walk when built, else check_framing_py.

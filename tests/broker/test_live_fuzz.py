@@ -1,4 +1,4 @@
-"""Bounded, seeded live fuzzing of an in-process broker (issue 11, "a fuzz harness").
+"""Bounded, seeded live fuzzing of an in-process broker.
 
 Rounds of mutated requests for every advertised API (bit flips, wrong lengths, -1 and huge
 counts, unknown versions, truncated and slow partial frames) and of well-formed requests full of

@@ -444,3 +444,23 @@ def test_c_walk_reads_nothing_outside_the_buffer_under_asan(tmp_path) -> None:
         env=env,
     )
     assert done.returncode == 0 and done.stdout.strip() == "clean", done.stderr[-3000:]
+
+
+def test_walk_window_agrees_on_every_cut() -> None:
+    """The window walk (a decompressed stream read piece by piece) stops before the record cut
+    by the window's end, in C and in Python alike, and walks what the whole walk walks."""
+    from odradek.testing.hostile_batches import good_records, record
+    from odradek.wire import records as r
+
+    section = good_records(20) + record(20, b"k", b"v" * 300)
+    impls = [r.walk_window_py] + ([r._walk_window_c] if r._walk_window_c is not None else [])
+    for end in range(len(section) + 1):
+        results = {impl(section, 0, end, 0, 21) for impl in impls}
+        assert len(results) == 1, (end, results)
+    for impl in impls:
+        assert impl(section, 0, len(section), 0, 21) == (len(section), 21)
+        # resumed from record 5, numbered from 5
+        start = len(good_records(5))
+        assert impl(section, start, len(section), 5, 100) == (len(section), 16)
+        with pytest.raises(InvalidRecordError):
+            impl(section, start, len(section), 4, 100)  # offset delta 5 is not record 4

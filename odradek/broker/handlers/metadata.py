@@ -9,7 +9,7 @@ INVALID_REQUEST with no partitions (a null name echoed as ""), and no brokers
 
 The topics of the answer are encoded here by hand (`encode_topic`), not built as kafka-python
 objects and encoded by its generic encoder: with 10,000 partitions that took ~300 ms per full
-Metadata request, this ~10x less (issue 17, `python -m bench.scale`). `EncodedTopics` splices
+Metadata request, this ~10x less (`python -m bench.scale`). `EncodedTopics` splices
 them into the rest of the response, which kafka-python still encodes. Per topic, as Kafka's
 MetadataResponse.json:
 
@@ -27,7 +27,7 @@ import asyncio
 import logging
 import struct
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
@@ -179,7 +179,7 @@ def topic_metadata(
     return encode_topic(version, 0, name, info.topic_id, info.internal, parts, operations)
 
 
-def _operations(ctx: RequestContext, name: str, version: int, req: Any) -> int:
+def _operations(ctx: RequestContext, name: str, version: int, req: protocol.Message) -> int:
     # v8+: what the principal may do on the topic; with no authorizer every operation, as Kafka
     # answers (librdkafka's describe_cluster / describe_topics read these from Metadata v8-10)
     if version >= 8 and req.include_topic_authorized_operations:
@@ -192,11 +192,16 @@ def error_topic(name: str | None, topic_id: uuid.UUID, code: ErrorCode, version:
 
 
 async def _requested(
-    ctx: RequestContext, wanted: list, version: int, auto_create: bool, req: Any, codes: list[int]
+    ctx: RequestContext,
+    wanted: list[protocol.Message],
+    version: int,
+    auto_create: bool,
+    req: protocol.Message,
+    codes: list[int],
 ) -> list[bytes]:
     """The topics asked for by name or id. Each is answered once (Kafka collects them in a set),
     and the loop yields every YIELD_EVERY topics so a request with 100,000 ids does not stop
-    other clients from being served (issue 11)."""
+    other clients from being served."""
     broker = ctx.broker
     checked = broker.authorizer is not None
     live = set(broker.live_brokers())
@@ -248,7 +253,7 @@ async def _requested(
     return topics
 
 
-def _invalid_topic_reference(topics: list[Any] | None, version: int) -> bool:
+def _invalid_topic_reference(topics: list[protocol.Message] | None, version: int) -> bool:
     """True when a topic is named by neither name nor id, or by id before v12 (KIP-516); kafka-
     python decodes the zero id as None."""
     if topics is None or version < 10:
@@ -261,7 +266,7 @@ def _invalid_topic_reference(topics: list[Any] | None, version: int) -> bool:
     return False
 
 
-def _invalid_request(ctx: RequestContext, req: Any, version: int) -> EncodedTopics:
+def _invalid_request(ctx: RequestContext, req: protocol.Message, version: int) -> EncodedTopics:
     """Kafka's answer to a Metadata request it refuses (MetadataRequest.getErrorResponse)."""
     code = ErrorCode.INVALID_REQUEST
     topics = [error_topic(t.name or "", t.topic_id or ZERO_UUID, code, version) for t in req.topics]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import TypeAlias
 
 from odradek.broker.network import authz
@@ -31,11 +32,17 @@ from odradek.broker.partitions import leader_discovery
 from odradek.broker.partitions.partition import AppendResult, Partition
 from odradek.broker.partitions.topics import INTERNAL_TOPICS, TopicError, check_topic_name
 from odradek.clock import now_ms
-from odradek.log.validator import ValidatedBatches, ValidationError, validate
+from odradek.log.validator import (
+    PendingValidation,
+    ValidatedBatches,
+    ValidationError,
+    begin,
+    validate,
+)
 from odradek.security.acl_types import AclOperation
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
-from odradek.wire.batch import Buffer
+from odradek.wire.batch import ATTRIBUTES_OFFSET, COMPRESSION_MASK, Buffer
 from odradek.wire.errors import ErrorCode
 from odradek.wire.legacy_records import CODEC_MASK, MAGIC_OFFSET
 
@@ -147,6 +154,49 @@ async def _validate_legacy_off_loop(
         return exc
 
 
+# Record walks of compressed batches that inflate past the inline budget
+# (validator.INLINE_BUDGET) run here, one at a time: a batch inflating to gigabytes then costs
+# one core's time and a window of memory, and the event loop goes on serving everyone else.
+_LONG_WALKS = ThreadPoolExecutor(max_workers=1, thread_name_prefix="odradek-record-walk")
+
+
+def _compressed_v2(records: Buffer | None) -> bool:
+    """A magic-2 batch whose attributes name a codec (the record batch header of wire/batch)."""
+    return (
+        records is not None
+        and len(records) > ATTRIBUTES_OFFSET + 1
+        and records[MAGIC_OFFSET] == 2
+        and bool(records[ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK)
+    )
+
+
+async def _validate_compressed(
+    ctx: RequestContext, topic: str, index: int, records: Buffer | None
+) -> ValidatedBatches | ValidationError | None:
+    """Produce v3+: a compressed batch's head is walked here, the rest (a batch inflating past
+    the inline budget) in the record-walk thread, as Kafka's LogValidator streams it (None: not
+    such a batch, or no such partition here; `_produce_one` validates or answers as usual)."""
+    if not _compressed_v2(records):
+        return None
+    part = ctx.broker.topics.get(topic, index)
+    if part is None or _is_internal(ctx, topic):
+        return None
+    config, now = part.log.config, now_ms()
+    try:
+        started = begin(records, config, now, ctx.api_version)
+        if isinstance(started, PendingValidation):
+            # walked again from the start in the thread: a batch waiting its turn keeps no
+            # decompressor state or window, only its request's bytes
+            started.close()
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(
+                _LONG_WALKS, validate, records, config, now, ctx.api_version
+            )
+        return started
+    except ValidationError as exc:
+        return exc
+
+
 async def _wait_for_flush(pending: list[tuple[Partition | None, AppendResult]]) -> None:
     """Answer once the group fsync rounds (log/flusher.py) synced what these appends made due
     for a flush, as Kafka answers after its flush inside the append; a failed fsync took the
@@ -191,6 +241,8 @@ async def produce(
             pre = None
             if version < 3:
                 pre = await _validate_legacy_off_loop(ctx, name, pd.index, pd.records)
+            else:
+                pre = await _validate_compressed(ctx, name, pd.index, pd.records)
             res = _produce_one(ctx, name, pd.index, pd.records, req.acks, req.transactional_id, pre)
             if res.flush is not None:
                 flushes.append((broker.topics.get(name, pd.index), res))
