@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger().handlers[0].setLevel(logging.ERROR)  # count warnings, print errors
 
     problems: list[str] = []
-    rounds = sent = closed = stalled = 0
+    rounds = sent = closed = stalled = tracebacks = 0
     rss_before = rss_anon_bytes()
     started = time.monotonic()
     with (
@@ -70,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             sent += result.sent
             closed += result.closed
             stalled += result.stalled
+            tracebacks += result.tracebacks
             if args.verbose or result.problems:
                 print(
                     f"round {round_no}: sent {result.sent}, closed {result.closed}, "
@@ -84,13 +85,13 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.monotonic() - started
     print(
         "| seed | rounds | requests | s | connections closed by the broker | stalled "
-        "| warnings | worst stall ms (probe) | probe failures | RssAnon start/peak MB "
-        "| problems |"
+        "| warnings | tracebacks / errors logged | worst stall ms (probe) | probe failures "
+        "| RssAnon start/peak MB | problems |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
     print(
         f"| {args.seed} | {rounds} | {sent} | {elapsed:.0f} | {closed} | {stalled} | {warnings} "
-        f"| {probe.worst * 1000:.0f} | {probe.failures} "
+        f"| {tracebacks} | {probe.worst * 1000:.0f} | {probe.failures} "
         f"| {rss_before >> 20}/{fuzzer.peak_rss >> 20} | {len(problems)} |"
     )
     suspects = [

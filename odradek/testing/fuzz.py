@@ -10,12 +10,16 @@ KAFKA-14063). The pieces:
   in every array, short strings and a real record batch, so mutations reach nested fields.
 - `null_field_bodies(api_key, version)`: the same request with a null (count -1) in each
   non-nullable array field, top-level and one level down.
+- hostile values (`odradek.testing.hostile.random_request`): requests that decode, every field
+  a value its schema allows and a handler may not expect (nulls, extreme integers, the zero id,
+  32,767-byte names, duplicates), so the handlers and their response encoders are reached.
 - `mutate(rng, payload)`: one of bit flips, truncations, changed length/count fields (-1, huge),
   random versions or keys, spliced bytes, garbage; `Mutation.frame_size` lies about the frame.
 - `LiveFuzzer`: rounds of such requests over several connections (some sent in slow partial
   pieces), each round followed by checks: the broker answers a probe on every connection it kept
-  open, a real client (confluent-kafka) still produces and consumes, no traceback was logged,
-  and the process's anonymous memory stays under a bound. Round `r` of seed `s` always sends the
+  open, a real client (confluent-kafka) still produces and consumes, nothing was logged with a
+  traceback or at ERROR and no thread or finalizer failed (`TracebackCatcher`), and the
+  process's anonymous memory stays under a bound. Round `r` of seed `s` always sends the
   same bytes (`round_plan`), so a failure replays from (seed, round).
 
 Used by tests/wire/test_fuzz_decoders.py, tests/broker/test_live_fuzz.py and `python -m
@@ -29,6 +33,7 @@ import random
 import select
 import socket
 import struct
+import sys
 import threading
 import time
 import uuid
@@ -38,6 +43,7 @@ from typing import Any
 
 from odradek.broker import handlers as _handlers  # noqa: F401 - registers every handler
 from odradek.broker.network.registry import REGISTRY, advertised
+from odradek.testing.hostile import random_request
 from odradek.wire import protocol
 from odradek.wire.records import build_batch
 
@@ -274,6 +280,11 @@ def round_plan(seed: int, round_no: int, connections: int, requests: int) -> lis
                 head = request_header(key, version, 1000 + i)
                 plan.append(Send(conn, framed(head + body), f"{name} null {path}"))
                 continue
+        if roll < 0.45:
+            hostile = encode(random_request(rng, key, version), version, 1000 + i)
+            if len(hostile) <= MAX_BODY:
+                plan.append(Send(conn, framed(hostile), f"{name} hostile values"))
+                continue
         m = mutate(rng, payload)
         pieces = rng.choice((1, 1, 1, 2, 5)) if rng.random() < 0.2 else 1
         plan.append(Send(conn, m.wire(), f"{name} {m.kind}", pieces))
@@ -290,25 +301,63 @@ def rss_anon_bytes() -> int:
 
 
 class TracebackCatcher(logging.Handler):
-    """Collects log records that carry a traceback or are at ERROR and above."""
+    """Collects what says the broker failed: log records carrying a traceback (exc_info, or one
+    formatted into the text) or at ERROR and above, exceptions that ended a thread
+    (`threading.excepthook`) and exceptions Python could only print (`sys.unraisablehook`: a
+    finalizer, a callback of the garbage collector). While installed it lets WARNING and above
+    through the root logger whatever level that had, so a quieter logging set-up cannot hide a
+    failure from it."""
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
         self.bad: list[logging.LogRecord] = []
         self.warnings = 0
+        self._saved: tuple[int, Any, Any] | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.exc_info or record.levelno >= logging.ERROR:
+        if (
+            record.exc_info
+            or record.levelno >= logging.ERROR
+            or "Traceback (most recent call last)" in record.getMessage()
+        ):
             self.bad.append(record)
         elif record.levelno == logging.WARNING:
             self.warnings += 1
 
+    def _hooked(self, source: str, exc: BaseException | None, what: str) -> None:
+        info = (type(exc), exc, exc.__traceback__) if exc is not None else None
+        record = logging.LogRecord(source, logging.ERROR, __file__, 0, what, None, info)
+        self.bad.append(record)
+
+    def _thread_hook(self, args: threading.ExceptHookArgs) -> None:
+        name = args.thread.name if args.thread is not None else "?"
+        self._hooked("threading.excepthook", args.exc_value, f"exception in thread {name}")
+        assert self._saved is not None
+        self._saved[1](args)
+
+    def _unraisable_hook(self, args: Any) -> None:  # sys.UnraisableHookArgs
+        what = f"{args.err_msg or 'Exception ignored in'}: {args.object!r}"
+        self._hooked("sys.unraisablehook", args.exc_value, what)
+        assert self._saved is not None
+        self._saved[2](args)
+
     def __enter__(self) -> TracebackCatcher:
-        logging.getLogger().addHandler(self)
+        root = logging.getLogger()
+        self._saved = (root.level, threading.excepthook, sys.unraisablehook)
+        if root.level > logging.WARNING:
+            root.setLevel(logging.WARNING)
+        root.addHandler(self)
+        threading.excepthook = self._thread_hook
+        sys.unraisablehook = self._unraisable_hook
         return self
 
     def __exit__(self, *exc: object) -> None:
-        logging.getLogger().removeHandler(self)
+        root = logging.getLogger()
+        root.removeHandler(self)
+        if self._saved is not None:
+            level, threading.excepthook, sys.unraisablehook = self._saved
+            root.setLevel(level)
+            self._saved = None
 
 
 @dataclass(slots=True)
@@ -319,6 +368,7 @@ class RoundResult:
     stalled: int  # connections that did not answer their probe in time (closed by us)
     rss_anon: int
     problems: list[str] = field(default_factory=list)
+    tracebacks: int = 0  # what TracebackCatcher collected during the round
 
 
 def _probe_frame(correlation_id: int) -> bytes:
@@ -437,10 +487,11 @@ class LiveFuzzer:
         except Exception as exc:  # reported, not raised: the caller decides
             result.problems.append(f"real client failed after round {round_no}: {exc!r}")
         if catcher.bad:
+            result.tracebacks = len(catcher.bad)
             for record in catcher.bad:
                 result.problems.append(
                     f"round {round_no}: {record.levelname} {record.name}: {record.getMessage()}"
-                    + (" (with traceback)" if record.exc_info else "")
+                    + (f" (with traceback: {record.exc_info[1]!r})" if record.exc_info else "")
                 )
             catcher.bad.clear()
         if result.rss_anon > self.rss_limit:

@@ -183,3 +183,15 @@ _RETRIABLE = frozenset(
         123,
     }
 )
+
+QUOTED_CHARS = 200  # of a client's value quoted in an error message
+
+
+def quoted(value: object, limit: int = QUOTED_CHARS) -> str:
+    """A value from a request, as quoted in an error message: cut to `limit` characters.
+
+    A request's string may be 32,767 bytes long (an int16 length), so a message quoting it whole
+    no longer fits the response's own int16 string length (non-flexible versions) and the answer
+    cannot be encoded."""
+    text = str(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"

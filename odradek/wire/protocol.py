@@ -16,6 +16,7 @@ read in place). `decode_request` raises only `DecodeError`.
 
 from __future__ import annotations
 
+import struct
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import kafka.protocol.admin as _admin
@@ -91,6 +92,7 @@ __all__ = sorted(_EXPORTS) + [
     "is_flexible_request",
     "decode_request",
     "encode_response",
+    "cut_long_messages",
     "schema_versions",
     "Message",
     "Schema",
@@ -148,8 +150,50 @@ def _decoder(api_key: int, version: int) -> Decoder:
 
 
 def encode_response(api_key: int, version: int, correlation_id: int, response: Any) -> bytes:
-    """Frame + response header + body. ApiVersions always answers with response header v0."""
+    """Frame + response header + body. ApiVersions always answers with response header v0.
+
+    An error message longer than a non-flexible string's int16 length holds (one quoting a
+    client's 32,767-byte name or config value) is cut and the response encoded again, instead
+    of failing with `struct.error` (Kafka's generated writers throw "field is too long to be
+    serialized" there and answer UNKNOWN_SERVER_ERROR); the answer keeps its error codes. This
+    runs only after a failed encode, so an ordinary response pays nothing for it.
+    """
     flexible = api_key != API_VERSIONS_KEY and _RESPONSES[api_key].flexible_version_q(version)
     head = response_header(correlation_id, flexible)
-    body = response.encode(version=version)
+    try:
+        body = response.encode(version=version)
+    except struct.error:
+        if not cut_long_messages(response, version):
+            raise
+        body = response.encode(version=version)
     return frame(len(head) + len(body)) + head + bytes(body)
+
+
+MESSAGE_LIMIT = 0x7FFF  # bytes of a non-flexible string (int16 length)
+MESSAGE_KEPT = 1000  # characters of a cut message kept
+
+
+def cut_long_messages(message: Message, version: int) -> bool:
+    """Cut the error messages (string fields named *message) of a response, nested ones too,
+    that are longer than MESSAGE_LIMIT bytes; True when one was."""
+    struct_field = getattr(message, "_struct", None)
+    if struct_field is None:
+        return False
+    cut = False
+    for f in struct_field.untagged_fields(version):
+        value = getattr(message, f.name, None)
+        if value is None:
+            continue
+        if f.is_struct_array():
+            for item in value:
+                cut = cut_long_messages(item, version) or cut
+        elif f.is_struct():
+            cut = cut_long_messages(value, version) or cut
+        elif (
+            f.type_str == "string"
+            and f.name.endswith("message")
+            and len(str(value).encode()) > MESSAGE_LIMIT
+        ):
+            setattr(message, f.name, f"{str(value)[:MESSAGE_KEPT]}... (cut)")
+            cut = True
+    return cut

@@ -9,8 +9,9 @@ untouched. Each replacement is what Kafka's generated `*Data.read` methods do:
 
 - **Null where the schema forbids it.** A negative array count, or a string/bytes length of -1,
   in a field whose `nullableVersions` do not include the version raises `NullFieldError`
-  (Kafka: "non-nullable field X was serialized as null"). kafka-python hands `None` on to the
-  handlers, which then fail on it.
+  (Kafka: "non-nullable field X was serialized as null"), and so does a null element of an
+  array of strings or bytes, nullable array or not (Kafka: "... element was serialized as
+  null"). kafka-python hands `None` on to the handlers, which then fail on it.
 - **Counts and lengths bounded by what is left.** An array count larger than the bytes left
   raises before any element is built (Kafka: "Tried to allocate a collection of size N, but
   there are only M bytes remaining", KAFKA-14063); a string or bytes field running past the end
@@ -162,6 +163,11 @@ def _emit_array(
     field.array_of.emit_decode_from(
         ctx, item, inner + "    ", version=version, compact=compact, tagged=tagged
     )
+    if not field.is_struct_array() and field.array_of.type_str in _VARIABLE:
+        # an element is never null, whatever the array's nullableVersions say (kafka-python
+        # gives the element field the array's)
+        ctx.emit(inner, f"    if {item} is None:")
+        ctx.emit(inner, f"        raise _NullField('null element in array field {field.name}')")
     ctx.emit(inner, f"    {var}.append({item})")
 
 

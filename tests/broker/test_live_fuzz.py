@@ -1,31 +1,45 @@
-"""Bounded, seeded live fuzzing of an in-process broker (issue 11, "a fuzz harness").
+"""Bounded, seeded live fuzzing of an in-process broker.
 
 Rounds of mutated requests for every advertised API (bit flips, wrong lengths, -1 and huge
-counts, unknown versions, truncated and slow partial frames) over several connections, for
-ODRADEK_FUZZ_SECONDS (default 30; `python -m bench.fuzz` soaks longer) with seed
-ODRADEK_FUZZ_SEED (default 20261124). After every round: a real client (confluent-kafka) still
-produces and reads back a record, nothing was logged with a traceback or at ERROR, and the
-process's anonymous memory (the broker is in-process) stayed under 200 MB. Timings are not
-asserted; `python -m bench.fuzz` reports the worst stall. A failure names its seed and round,
-which `python -m bench.fuzz --seed S --first-round R --rounds 1` replays.
+counts, unknown versions, truncated and slow partial frames) and of well-formed requests full of
+hostile values (odradek.testing.hostile) over several connections, for ODRADEK_FUZZ_SECONDS
+(default 30; `python -m bench.fuzz` soaks longer) with seed ODRADEK_FUZZ_SEED (default 20261124).
+After every round: a real client (confluent-kafka) still produces and reads back a record,
+nothing was logged with a traceback or at ERROR and no thread or finalizer failed
+(`TracebackCatcher`), and the process's anonymous memory (the broker is in-process) stayed under
+200 MB. Timings are not asserted; `python -m bench.fuzz` reports the worst stall. A failure names
+its seed and round, which `python -m bench.fuzz --seed S --first-round R --rounds 1` replays.
+
+The catcher itself is tested first: a handler's exception, a traceback logged under a quiet
+root logger or formatted into a warning, a thread's exception and an unraisable one all count.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import gc
+import logging
 import os
+import threading
 import time
+import traceback
+from collections.abc import Iterator
 
 import pytest
 
+from odradek.broker.network.registry import REGISTRY
 from odradek.testing import Broker
 from odradek.testing.fuzz import CHECK_TOPIC, FUZZ_TOPIC, LiveFuzzer, TracebackCatcher
-
-pytestmark = pytest.mark.slow
+from odradek.testing.raw import RawClient
+from odradek.wire import protocol
+from odradek.wire.api_keys import ApiKey
 
 SECONDS = float(os.environ.get("ODRADEK_FUZZ_SECONDS", "30"))
 SEED = int(os.environ.get("ODRADEK_FUZZ_SEED", "20261124"))
+log = logging.getLogger("odradek.broker.handlers.test")
 
 
+@pytest.mark.slow
 def test_live_fuzz_keeps_the_broker_serving() -> None:
     problems: list[str] = []
     rounds = 0
@@ -39,3 +53,88 @@ def test_live_fuzz_keeps_the_broker_serving() -> None:
             if problems:
                 break
     assert not problems, f"seed {SEED}, {rounds} rounds:\n" + "\n".join(problems)
+
+
+# -- the catcher ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def broken_handler() -> Iterator[ApiKey]:
+    """DescribeCluster's handler replaced by one that raises, as a handler bug would."""
+    key = ApiKey.DESCRIBE_CLUSTER
+    saved = REGISTRY[key]
+
+    async def broken(ctx: object, req: object) -> object:
+        raise AttributeError("'NoneType' object has no attribute 'bytes'")
+
+    REGISTRY[key] = dataclasses.replace(saved, handler=broken)
+    try:
+        yield key
+    finally:
+        REGISTRY[key] = saved
+
+
+def test_a_round_reports_a_handler_that_raised(broken_handler: ApiKey) -> None:
+    with Broker() as broker, TracebackCatcher() as catcher:
+        with RawClient(broker.bootstrap) as client:
+            client.send(client.encode(protocol.DescribeClusterRequest(), 0)[1])
+            assert client.outcome() == "closed"
+        fuzzer = LiveFuzzer(
+            broker.bootstrap, SEED, requests=0, check_client=lambda _bootstrap, _round: None
+        )
+        result = fuzzer.run_round(0, catcher)
+    assert any("AttributeError" in p for p in result.problems), result.problems
+
+
+def test_the_catcher_sees_an_exception_logged_under_a_quiet_root_logger() -> None:
+    root = logging.getLogger()
+    saved = root.level
+    root.setLevel(logging.CRITICAL)
+    try:
+        with TracebackCatcher() as catcher:
+            try:
+                raise KeyError("handler")
+            except KeyError:
+                log.exception("closing connection after an internal error")
+        assert [r.getMessage() for r in catcher.bad] == [
+            "closing connection after an internal error"
+        ]
+        assert root.level == logging.CRITICAL  # put back, not only while catching
+    finally:
+        root.setLevel(saved)
+
+
+def test_the_catcher_sees_a_traceback_formatted_into_a_warning() -> None:
+    with TracebackCatcher() as catcher:
+        try:
+            raise ValueError("bad")
+        except ValueError:
+            log.warning("request failed:\n%s", traceback.format_exc())
+    assert len(catcher.bad) == 1
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_the_catcher_sees_a_thread_that_died() -> None:
+    def fail() -> None:
+        raise RuntimeError("in a thread")
+
+    hook = threading.excepthook
+    with TracebackCatcher() as catcher:
+        thread = threading.Thread(target=fail, name="fsync-worker")
+        thread.start()
+        thread.join()
+    assert [r.getMessage() for r in catcher.bad] == ["exception in thread fsync-worker"]
+    assert threading.excepthook is hook
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_the_catcher_sees_an_unraisable_exception() -> None:
+    class Finalizer:
+        def __del__(self) -> None:
+            raise RuntimeError("in a finalizer")
+
+    with TracebackCatcher() as catcher:
+        Finalizer()
+        gc.collect()
+    assert len(catcher.bad) == 1 and catcher.bad[0].exc_info is not None
+    assert isinstance(catcher.bad[0].exc_info[1], RuntimeError)

@@ -40,7 +40,7 @@ from odradek.broker.partitions.topics import TopicError, check_topic_name
 from odradek.security.acl_types import AclOperation, ResourceType
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
-from odradek.wire.errors import ErrorCode
+from odradek.wire.errors import ErrorCode, quoted
 
 if TYPE_CHECKING:
     from odradek.broker.cluster.metadata_store import TopicInfo
@@ -546,7 +546,7 @@ async def _grow_one(
     info = broker.topics.info(name)
     if info is None:
         raise TopicError(
-            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{quoted(name)}' does not exist."
         )
     current = len(info.partitions)
     if topic.count < current:

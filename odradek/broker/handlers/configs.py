@@ -43,7 +43,7 @@ from odradek.log.config import TOPIC_CONFIGS
 from odradek.security.acl_types import AclOperation, ResourceType
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
-from odradek.wire.errors import ErrorCode
+from odradek.wire.errors import ErrorCode, quoted
 
 if TYPE_CHECKING:
     from odradek.broker.cluster.metadata_store import TopicInfo
@@ -311,7 +311,7 @@ def _topic_info(broker: Broker, name: str) -> TopicInfo:
     info = broker.topics.info(name)
     if info is None:
         raise ResourceError(
-            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{quoted(name)}' does not exist."
         )
     return info
 

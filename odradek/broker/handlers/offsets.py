@@ -201,6 +201,13 @@ def _by_id(ctx: RequestContext, topic_id: uuid.UUID | None) -> str:
     return name if name is not None else f"\0{topic_id}"
 
 
+def _expire_at(now: int, retention: int) -> int:
+    """When an offset committed with a retention (v2-4, KIP-211) expires: the sum as Kafka's
+    Java long, so a retention near Long.MAX wraps to a time already past (OffsetMetadataManager
+    expireTimestampMs) rather than overflowing the offset record's int64."""
+    return (now + retention + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
 @handles(ApiKey.OFFSET_COMMIT, versions=(0, 10))
 async def offset_commit(
     ctx: RequestContext, req: protocol.OffsetCommitRequest
@@ -241,7 +248,7 @@ async def offset_commit(
                 leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
                 metadata=p.committed_metadata if p.committed_metadata is not None else "",
                 commit_timestamp=stamp,
-                expire_timestamp=now + retention if retention >= 0 else -1,
+                expire_timestamp=_expire_at(now, retention) if retention >= 0 else -1,
             )
     if valid and version == 0:
         errors.update(await _commit_to_zookeeper(ctx, req.group_id, valid))

@@ -28,7 +28,7 @@ from odradek.broker.network.registry import handles
 from odradek.security.acl_types import AclOperation
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
-from odradek.wire.errors import ErrorCode
+from odradek.wire.errors import ErrorCode, quoted
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +45,11 @@ def _filter_error(components: list[protocol.Message]) -> str | None:
         if c.entity_type == q.IP:
             return "odradek does not support ip quotas (connection_creation_rate)"
         if c.entity_type not in ENTITY_TYPES:
-            return f"Custom entity type '{c.entity_type}' not supported"
+            return f"Custom entity type '{quoted(c.entity_type)}' not supported"
         if c.entity_type in seen:
-            return f"Entity type {c.entity_type} cannot appear more than once in the filter."
+            return (
+                f"Entity type {quoted(c.entity_type)} cannot appear more than once in the filter."
+            )
         seen.add(c.entity_type)
         if c.match_type == MATCH_EXACT:
             if c.match is None:
@@ -121,22 +123,22 @@ def _entry_error(entry: protocol.Message) -> str | None:
         return "Invalid empty client quota entity"
     types = [t for t, _ in parts]
     if len(set(types)) != len(types):
-        return f"Invalid client quota entity: duplicate entity type in {types}"
+        return f"Invalid client quota entity: duplicate entity type in {quoted(types)}"
     for t, name in parts:
         if t == q.IP:
             return "odradek does not support ip quotas (connection_creation_rate)"
         if t not in ENTITY_TYPES:
-            return f"Unhandled client quota entity type: {t}"
+            return f"Unhandled client quota entity type: {quoted(t)}"
         if name == "":
             return f"Invalid empty {t} name"
     seen: set[str] = set()
     for op in entry.ops:
         if op.key in seen:
-            return f"Duplicate quota key {op.key} in the same entity"
+            return f"Duplicate quota key {quoted(op.key)} in the same entity"
         seen.add(op.key)
         if op.remove:
             if op.key not in q.CLIENT_KEYS:
-                return f"Invalid configuration key {op.key}"
+                return f"Invalid configuration key {quoted(op.key)}"
             continue
         message = q.validate(parts, op.key, op.value)
         if message is not None:

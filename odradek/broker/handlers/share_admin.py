@@ -24,7 +24,7 @@ from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.broker.share_host import share_coordinator
 from odradek.coordinator.share import admin
-from odradek.coordinator.share.coordinator import SpKey
+from odradek.coordinator.share.coordinator import SpKey, state_key_error
 from odradek.security.acl_types import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
@@ -305,8 +305,10 @@ async def delete_share_group_state(ctx: RequestContext, req: protocol.Message) -
         parts = []
         for p in topic.partitions:
             key: SpKey = (req.group_id, topic.topic_id, p.partition)
-            code = CLUSTER_AUTHORIZATION_FAILED if denied else coord.delete_stored(key)
-            if not denied:
+            if denied:
+                code = CLUSTER_AUTHORIZATION_FAILED
+            elif not (code := state_key_error(topic.topic_id, p.partition)):
+                code = coord.delete_stored(key)
                 coord.partitions.pop(key, None)
             parts.append(
                 R.PartitionResult(partition=p.partition, error_code=code, error_message=None)

@@ -43,6 +43,7 @@ from odradek.coordinator.share.coordinator import (
     batches_from_wire,
     batches_to_wire,
     mono_ms,
+    state_key_error,
 )
 from odradek.coordinator.share.state import Acquired, SharePartition
 from odradek.log.log import Log
@@ -645,7 +646,10 @@ async def read_share_group_state(ctx: RequestContext, req: protocol.Message) -> 
     coord = share_coordinator(ctx.broker)
     denied = not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
     asked: list[SpKey] = [
-        (req.group_id, t.topic_id, p.partition) for t in req.topics for p in t.partitions
+        (req.group_id, t.topic_id, p.partition)
+        for t in req.topics
+        for p in t.partitions
+        if not state_key_error(t.topic_id, p.partition)
     ]
     # each state partition is read once for all the keys asked (DescribeShareGroupOffsets asks
     # for every partition of every topic)
@@ -658,6 +662,8 @@ async def read_share_group_state(ctx: RequestContext, req: protocol.Message) -> 
             error, state = NONE, None
             if denied:
                 error = CLUSTER_AUTHORIZATION_FAILED
+            elif bad := state_key_error(topic.topic_id, p.partition):
+                error = bad
             elif not coord.leads_state_of(key):
                 error = NOT_COORDINATOR
             else:
@@ -691,6 +697,8 @@ async def write_share_group_state(ctx: RequestContext, req: protocol.Message) ->
             key: SpKey = (req.group_id, topic.topic_id, p.partition)
             if denied:
                 error = CLUSTER_AUTHORIZATION_FAILED
+            elif bad := state_key_error(topic.topic_id, p.partition):
+                error = bad
             else:
                 batches = batches_from_wire(p.state_batches)
                 error = coord.write_stored(

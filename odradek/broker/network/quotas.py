@@ -45,6 +45,7 @@ from odradek.broker.cluster.metadata_store import MetadataChange, MetadataStore,
 from odradek.broker.config import ConfigValue
 from odradek.broker.network.mutation_quota import MutationQuotas
 from odradek.wire import protocol
+from odradek.wire.errors import quoted
 
 if TYPE_CHECKING:
     from odradek.broker.network.context import RequestContext
@@ -329,15 +330,15 @@ def validate(entity_parts: list[tuple[str, str | None]], key: str, value: float)
     types = {t for t, _ in entity_parts}
     if IP in types:
         if key != CONNECTION_RATE:
-            return f"Invalid configuration key {key}"
+            return f"Invalid configuration key {quoted(key)}"
     elif key not in CLIENT_KEYS:
-        return f"Invalid configuration key {key}"
+        return f"Invalid configuration key {quoted(key)}"
     if math.isnan(value) or math.isinf(value):
-        return f"Invalid value {value} for configuration key {key}"
+        return f"Invalid value {value} for configuration key {quoted(key)}"
     if key in LONG_KEYS and value != int(value):
-        return f"Invalid value {value} for configuration key {key}: must be a whole number"
+        return f"Invalid value {value} for configuration key {quoted(key)}: must be a whole number"
     if value <= 0 and key != CONNECTION_RATE:
-        return f"Invalid value {value} for configuration key {key}: must be positive"
+        return f"Invalid value {value} for configuration key {quoted(key)}: must be positive"
     return None
 
 

@@ -23,7 +23,7 @@ from odradek.broker.partitions.partition import AppendVerifier, Partition
 from odradek.log.config import ConfigError, message_format_warning, validate_topic_configs
 from odradek.log.log import write_partition_metadata
 from odradek.log.manager import LogManager
-from odradek.wire.errors import ErrorCode
+from odradek.wire.errors import ErrorCode, quoted
 
 if TYPE_CHECKING:
     from odradek.broker.config import BrokerConfig
@@ -46,7 +46,7 @@ def check_topic_name(name: str | None) -> None:
     if not name or name in (".", "..") or len(name) > MAX_NAME or not _LEGAL.match(name):
         raise TopicError(
             ErrorCode.INVALID_TOPIC_EXCEPTION,
-            f"Topic name {name!r} is illegal: use up to {MAX_NAME} of "
+            f"Topic name {quoted(repr(name))} is illegal: use up to {MAX_NAME} of "
             "[a-zA-Z0-9._-], not '.' or '..'",
         )
 
@@ -439,7 +439,7 @@ class TopicManager:
         info = self.store.topics.get(name)
         if info is None:
             raise TopicError(
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{quoted(name)}' does not exist."
             )
         current = len(info.partitions)
         if count <= current:
@@ -499,7 +499,7 @@ class TopicManager:
         info = self.store.topics.get(name)
         if info is None:
             raise TopicError(
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{quoted(name)}' does not exist."
             )
         try:
             validate_topic_configs(configs)

@@ -62,6 +62,17 @@ FENCED_STATE_EPOCH = 124
 PEER_TIMEOUT_S = 10.0
 
 SpKey = tuple[str, uuid.UUID, int]  # group id, topic id, partition
+INVALID_REQUEST = 42
+UNKNOWN_TOPIC_OR_PARTITION = 3
+
+
+def state_key_error(topic_id: uuid.UUID | None, partition: int) -> int:
+    """Kafka's ShareCoordinatorShard checks on the key of a Read/Write/DeleteShareGroupState
+    partition: a negative partition is INVALID_REQUEST, and the zero id (None as decoded) is no
+    topic (UNKNOWN_TOPIC_OR_PARTITION); 0 when the key may reach the state records."""
+    if partition < 0:
+        return INVALID_REQUEST
+    return UNKNOWN_TOPIC_OR_PARTITION if topic_id is None else 0
 
 
 def mono_ms() -> int:
