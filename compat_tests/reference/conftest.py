@@ -74,7 +74,7 @@ class ReferencePool:
 
 
 @pytest.fixture(scope="session")
-def _reference_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReferencePool]:
+def reference_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReferencePool]:
     pool = ReferencePool(tmp_path_factory)
     yield pool
     pool.stop_all()
@@ -82,12 +82,12 @@ def _reference_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Refere
 
 @pytest.fixture
 def reference_kafka(
-    request: pytest.FixtureRequest, _reference_pool: ReferencePool
+    request: pytest.FixtureRequest, reference_pool: ReferencePool
 ) -> Callable[..., KafkaReference]:
     def get(
         version: str = "4.4", nodes: int = 1, overrides: Mapping[str, str] | None = None
     ) -> KafkaReference:
-        cluster = _reference_pool.get(version, nodes, overrides)
+        cluster = reference_pool.get(version, nodes, overrides)
         request.node.stash.setdefault(_USED, []).append(cluster)
         return cluster
 
