@@ -78,11 +78,60 @@ _IDENTITY = (
 )
 
 
+def records_plain(data: bytes) -> object:
+    """A records field as its batches and records (kafka-python's reader), or hex if it does
+    not parse: a difference then names the batch field that differs."""
+    from kafka.record import MemoryRecords
+
+    out: list[object] = []
+    try:
+        records = MemoryRecords(data)
+        while (batch := records.next_batch()) is not None:
+            head: dict[str, object] = {
+                k: getattr(batch, k, None)
+                for k in ("base_offset", "magic", "compression_type", "timestamp_type")
+            }
+            if batch.magic == 2:
+                head.update(
+                    {
+                        k: getattr(batch, k)
+                        for k in (
+                            "attributes", "leader_epoch", "last_offset_delta", "producer_id",
+                            "producer_epoch", "base_sequence", "first_timestamp",
+                            "max_timestamp", "crc",
+                        )
+                    }
+                )  # fmt: skip
+            head["records"] = [
+                {
+                    "offset": r.offset,
+                    "timestamp": r.timestamp,
+                    "key": r.key,
+                    "value": r.value,
+                    "headers": list(getattr(r, "headers", []) or []),
+                }
+                for r in batch
+            ]
+            out.append(head)
+        if records.has_next():
+            out.append({"partial tail bytes": len(data)})
+    except Exception as exc:  # noqa: BLE001 - shown as the observation
+        out.append({"unparsable": f"{type(exc).__name__}", "hex": bytes(data).hex()})
+    return plain(out)
+
+
 def plain(value: object) -> object:
     """Dicts, lists and scalars from kafka-python messages, namedtuples and client objects."""
-    to_dict = getattr(value, "to_dict", None)
-    if callable(to_dict):
-        value = to_dict()
+    fields = getattr(value, "fields", None)
+    if isinstance(fields, Mapping) and hasattr(value, "encode"):  # a kafka-python message
+        out = {}
+        for name in fields:
+            item = getattr(value, name, None)
+            if name == "records" and isinstance(item, bytes | bytearray | memoryview):
+                out[name] = records_plain(bytes(item))
+            else:
+                out[name] = plain(item)
+        return out
     if isinstance(value, Mapping):
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, tuple) and hasattr(value, "_asdict"):
@@ -99,8 +148,8 @@ def plain(value: object) -> object:
 
 def _mask(key: str, value: object) -> object:
     """Masks a value but keeps "none" ("", -1, 0, null) visible: that difference matters."""
-    if key == "error_message":
-        return "<error_message>"
+    if key in ("error_message", "throttle_time_ms"):
+        return f"<{key}>"
     if value is None or value is False or value in ("", -1, 0):
         return value
     return f"<{key}>"

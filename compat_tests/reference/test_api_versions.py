@@ -24,11 +24,30 @@ def api_versions(bootstrap: str) -> Any:
     return resp
 
 
+# Kafka's names of the keys odradek's ApiKey lacks (org.apache.kafka.common.protocol.ApiKeys)
+KAFKA_ONLY_KEYS = {
+    38: "CREATE_DELEGATION_TOKEN",
+    39: "RENEW_DELEGATION_TOKEN",
+    40: "EXPIRE_DELEGATION_TOKEN",
+    41: "DESCRIBE_DELEGATION_TOKEN",
+    57: "UPDATE_FEATURES",
+    64: "UNREGISTER_BROKER",
+    80: "ADD_RAFT_VOTER",
+    81: "REMOVE_RAFT_VOTER",
+    83: "INITIALIZE_SHARE_GROUP_STATE",
+    87: "READ_SHARE_GROUP_STATE_SUMMARY",
+    88: "STREAMS_GROUP_HEARTBEAT",
+    89: "STREAMS_GROUP_DESCRIBE",
+    93: "STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE",
+    94: "UNREGISTER_CONTROLLER",
+}
+
+
 def _key_name(key: int) -> str:
     try:
         return ApiKey(key).name
     except ValueError:
-        return str(key)
+        return KAFKA_ONLY_KEYS.get(key, str(key))
 
 
 def ranges(resp: Any, mins_only: bool = False) -> dict[str, object]:

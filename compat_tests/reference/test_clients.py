@@ -250,8 +250,20 @@ def test_auto_creation_and_deletion_seen_in_metadata(
     Checker("4.4").check("client auto-creation and deletion", ours, theirs)
 
 
-def _group_state(admin: AdminClient, group: str) -> dict[str, object]:
-    desc = admin.describe_consumer_groups([group], request_timeout=15)[group].result(30)
+def _group_state(
+    admin: AdminClient, group: str, members: int | None = None, wait_s: float = 30
+) -> dict[str, object]:
+    """The group as DescribeGroups / ConsumerGroupDescribe shows it; with `members`, once it is
+    stable with that many (polled, bounded: a rebalance in flight is not compared)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        desc = admin.describe_consumer_groups([group], request_timeout=15)[group].result(30)
+        settled = members is None or (
+            str(desc.state).endswith("STABLE") and len(desc.members) == members
+        )
+        if settled or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     return {
         "state": str(desc.state),
         "type": str(getattr(desc, "type", None)),
@@ -285,14 +297,14 @@ def test_group_states_and_offsets_around_rebalances(
         first = Consumer(conf)
         first.subscribe([topic])
         _poll_until(first, lambda c: len(c.assignment()) == 2)
-        out["one member"] = _group_state(admin, group)
+        out["one member"] = _group_state(admin, group, 1)
         first.commit(
             offsets=[TopicPartition(topic, 0, 5), TopicPartition(topic, 1, 7)], asynchronous=False
         )
         second = Consumer(conf)
         second.subscribe([topic])
         _poll_until_both(first, second)
-        out["two members"] = {**_group_state(admin, group), "members": 2}
+        out["two members"] = _group_state(admin, group, 2)
         committed = second.committed(
             [TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=15
         )

@@ -76,7 +76,7 @@ class Sides:
         k44 = self.by_ref["4.4"].ranges.get(key)
         k39 = self.by_ref["3.9"].ranges.get(key)
         for v in range(max(ours[0], variant.min_version), ours[1] + 1):
-            if v not in cls_versions:
+            if v not in cls_versions or (variant.only and v not in variant.only):
                 continue
             if k44 and k44[0] <= v <= k44[1] and v not in REFUSED_BY_4.get(key, ()):
                 out.append(("4.4", v))
@@ -116,7 +116,8 @@ def test_response_matches_kafka(variant: Variant, sides: Sides) -> None:
             (sides.odradek.bootstrap, side.ours),
             (side.reference.bootstrap, side.theirs),
         ):
-            resp = send(bootstrap, variant.cls, variant.spec(ctx, version), version, variant.wait)
+            spec = variant.spec(ctx, version)
+            resp = send(bootstrap, variant.cls, spec, version, variant.wait, variant.probe)
             answers.append(variant.project(resp) if variant.project else resp)
         try:
             side.checker.check(variant.name, answers[0], answers[1], version=version)
