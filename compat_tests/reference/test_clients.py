@@ -376,3 +376,98 @@ def test_transaction_error_paths(odradek_broker: BrokerProcess, kafka44: KafkaRe
 
     ours, theirs = both(odradek_broker, kafka44, scenario)
     Checker("4.4").check("client transaction errors", ours, theirs)
+
+
+@pytest.mark.parametrize("acks", [0, 1, "all"])
+@pytest.mark.parametrize("codec", [None, "gzip", "snappy", "lz4", "zstd"])
+def test_kafka_python_produce_and_fetch(
+    odradek_broker: BrokerProcess, kafka44: KafkaReference, codec: str | None, acks: object
+) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+
+    def scenario(bootstrap: str) -> object:
+        topic = fresh("kp")
+        create(bootstrap, topic)
+        producer = KafkaProducer(
+            bootstrap_servers=bootstrap, compression_type=codec, acks=acks, linger_ms=20
+        )
+        futures = [
+            producer.send(
+                topic,
+                value=None if i == 2 else f"v{i}".encode() * (i + 1),
+                key=None if i == 0 else f"k{i}".encode(),
+                headers=[("h", f"{i}".encode())] if i % 2 else [],
+                timestamp_ms=TS0 + i,
+            )
+            for i in range(5)
+        ]
+        producer.flush(30)
+        delivered = [f.get(30).offset for f in futures]
+        producer.close(10)
+        consumer = KafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            consumer_timeout_ms=15_000,
+        )
+        got = []
+        try:
+            for msg in consumer:
+                got.append(
+                    (msg.offset, msg.key, msg.value, msg.headers, msg.timestamp, msg.timestamp_type)
+                )
+                if len(got) == 5:
+                    break
+        finally:
+            consumer.close()
+        return {"delivered": delivered, "consumed": got}
+
+    ours, theirs = both(odradek_broker, kafka44, scenario)
+    Checker("4.4").check(f"kafka-python produce/fetch codec={codec} acks={acks}", ours, theirs)
+
+
+@pytest.mark.parametrize("codec", [None, "gzip", "lz4", "zstd"])
+def test_aiokafka_produce_and_fetch(
+    odradek_broker: BrokerProcess, kafka44: KafkaReference, codec: str | None
+) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    async def run(bootstrap: str, topic: str) -> object:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, compression_type=codec)
+        await producer.start()
+        try:
+            delivered = []
+            for i in range(4):
+                meta = await producer.send_and_wait(
+                    topic,
+                    value=f"a{i}".encode(),
+                    key=f"k{i}".encode(),
+                    headers=[("h", b"1")] if i % 2 else None,
+                    timestamp_ms=TS0 + i,
+                )
+                delivered.append(meta.offset)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(
+            topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest"
+        )
+        await consumer.start()
+        got = []
+        try:
+            while len(got) < 4:
+                msg = await asyncio.wait_for(consumer.getone(), 30)
+                got.append((msg.offset, msg.key, msg.value, list(msg.headers), msg.timestamp))
+        finally:
+            await consumer.stop()
+        return {"delivered": delivered, "consumed": got}
+
+    def scenario(bootstrap: str) -> object:
+        topic = fresh("aio")
+        create(bootstrap, topic)
+        return asyncio.run(run(bootstrap, topic))
+
+    ours, theirs = both(odradek_broker, kafka44, scenario)
+    Checker("4.4").check(f"aiokafka produce/fetch codec={codec}", ours, theirs)
