@@ -5,7 +5,9 @@
 - `kafka39`: the same with Kafka 3.9.2 (the protocol versions 4.x removed, KIP-896).
 - `kafka44_cluster`: three combined 4.4.0 nodes (replication factor 3 for internal topics).
 - `reference_kafka`: a factory for other set-ups, `reference_kafka("4.4", nodes=1,
-  overrides={...})`, each distinct set-up started once per session.
+  overrides={...}, sasl_users={"admin": ..., "alice": ...})`, each distinct set-up started
+  once per session (with users: SASL_PLAINTEXT/PLAIN listeners and StandardAuthorizer, admin
+  the super user).
 - `odradek_broker`: one `odradek serve` process for the session, configured like `kafka44`
   (same group delay, one partition per new topic), the other side of every comparison.
 
@@ -47,12 +49,21 @@ class ReferencePool:
 
     def __init__(self, factory: pytest.TempPathFactory) -> None:
         self.factory = factory
-        self.clusters: dict[tuple[str, int, tuple[tuple[str, str], ...]], KafkaReference] = {}
+        self.clusters: dict[tuple[object, ...], KafkaReference] = {}
 
     def get(
-        self, version: str = "4.4", nodes: int = 1, overrides: Mapping[str, str] | None = None
+        self,
+        version: str = "4.4",
+        nodes: int = 1,
+        overrides: Mapping[str, str] | None = None,
+        sasl_users: Mapping[str, str] | None = None,
     ) -> KafkaReference:
-        key = (version, nodes, tuple(sorted((overrides or {}).items())))
+        key = (
+            version,
+            nodes,
+            tuple(sorted((overrides or {}).items())),
+            tuple(sorted((sasl_users or {}).items())),
+        )
         cluster = self.clusters.get(key)
         if cluster is None:
             try:
@@ -61,6 +72,7 @@ class ReferencePool:
                     self.factory.mktemp(f"kafka-{version}-{nodes}n"),
                     nodes=nodes,
                     overrides=overrides,
+                    sasl_users=sasl_users,
                 )
             except ReferenceUnavailable as exc:
                 pytest.fail(str(exc), pytrace=False)
@@ -85,9 +97,12 @@ def reference_kafka(
     request: pytest.FixtureRequest, reference_pool: ReferencePool
 ) -> Callable[..., KafkaReference]:
     def get(
-        version: str = "4.4", nodes: int = 1, overrides: Mapping[str, str] | None = None
+        version: str = "4.4",
+        nodes: int = 1,
+        overrides: Mapping[str, str] | None = None,
+        sasl_users: Mapping[str, str] | None = None,
     ) -> KafkaReference:
-        cluster = reference_pool.get(version, nodes, overrides)
+        cluster = reference_pool.get(version, nodes, overrides, sasl_users)
         request.node.stash.setdefault(_USED, []).append(cluster)
         return cluster
 

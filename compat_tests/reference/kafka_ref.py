@@ -155,15 +155,16 @@ class KafkaNode:
     def properties(self) -> dict[str, str]:
         n = len(self.cluster.nodes)
         rf = str(min(3, n))
+        name = "SASL_PLAINTEXT" if self.cluster.sasl_users else "PLAINTEXT"
         props = {
             "process.roles": "broker,controller",
             "node.id": str(self.node_id),
             "controller.quorum.voters": self.cluster.voters(),
-            "listeners": f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{HOST}:{self.port}",
+            "listeners": f"{name}://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}",
+            "advertised.listeners": f"{name}://{HOST}:{self.port}",
             "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": name,
+            "listener.security.protocol.map": f"{name}:{name},CONTROLLER:PLAINTEXT",
             "log.dirs": str(self.data_dir),
             "offsets.topic.replication.factor": rf,
             "transaction.state.log.replication.factor": rf,
@@ -173,6 +174,22 @@ class KafkaNode:
             "group.initial.rebalance.delay.ms": "0",
             "num.partitions": "1",
         }
+        if self.cluster.sasl_users:
+            # SASL/PLAIN for clients and between brokers, StandardAuthorizer; the controller
+            # listener stays PLAINTEXT, so its principal (ANONYMOUS) is a super user too
+            props.update(
+                {
+                    "sasl.enabled.mechanisms": "PLAIN",
+                    "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                    "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas(
+                        self.cluster.sasl_users
+                    ),
+                    "authorizer.class.name": (
+                        "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+                    ),
+                    "super.users": "User:admin;User:ANONYMOUS",
+                }
+            )
         props.update(self.cluster.overrides)
         return props
 
@@ -262,8 +279,11 @@ class KafkaReference:
         overrides: Mapping[str, str] | None = None,
         heap: str = REFERENCE_HEAP,
         ready_timeout: float = READY_TIMEOUT,
+        sasl_users: Mapping[str, str] | None = None,
     ) -> None:
         self.version = version
+        # with users (one must be "admin", the super user): SASL_PLAINTEXT listeners, PLAIN
+        self.sasl_users = dict(sasl_users or {})
         self.classpath = classpath(version)
         self.work_dir = Path(work_dir) if work_dir is not None else Path(_mkdtemp())
         self.overrides = dict(overrides or {})
@@ -344,7 +364,8 @@ class KafkaReference:
                     f"({last})\n" + self.log_tail()
                 )
             try:
-                brokers, controller = metadata_brokers(pending[0].bootstrap)
+                admin = ("admin", self.sasl_users["admin"]) if self.sasl_users else None
+                brokers, controller = metadata_brokers(pending[0].bootstrap, login=admin)
                 last = f"node {pending[0].node_id}: brokers {brokers}, controller {controller}"
                 if len(brokers) == len(self.nodes) and controller >= 0:
                     pending.pop(0)
@@ -409,13 +430,32 @@ def run_class(
     return subprocess.run(cmd, input=input, capture_output=True, timeout=timeout, check=False)
 
 
-def metadata_brokers(bootstrap: str, timeout: float = 5.0) -> tuple[list[int], int]:
-    """(broker node ids, controller id) from one Metadata v12 request for no topics."""
+def plain_jaas(users: Mapping[str, str]) -> str:
+    """A PlainLoginModule JAAS line: the broker logs in as admin and knows every user."""
+    known = " ".join(f'user_{u}="{p}"' for u, p in users.items())
+    return (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="admin" password="{users["admin"]}" {known};'
+    )
+
+
+def metadata_brokers(
+    bootstrap: str, timeout: float = 5.0, login: tuple[str, str] | None = None
+) -> tuple[list[int], int]:
+    """(broker node ids, controller id) from one Metadata v12 request for no topics, after a
+    SASL/PLAIN login when `login` is given."""
     from kafka.protocol.metadata import MetadataRequest
+    from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
     from odradek.testing.raw import RawClient
 
     with RawClient(bootstrap, timeout=timeout) as client:
+        if login is not None:
+            shake = client.request(SaslHandshakeRequest(mechanism="PLAIN"), 1)
+            assert shake.error_code == 0, shake
+            token = f"\0{login[0]}\0{login[1]}".encode()
+            auth = client.request(SaslAuthenticateRequest(auth_bytes=token), 2)
+            assert auth.error_code == 0, auth
         resp = client.request(MetadataRequest(topics=[], allow_auto_topic_creation=False), 12)
     return sorted(b.node_id for b in resp.brokers), resp.controller_id
 
