@@ -14,7 +14,9 @@
 The jars come from `scripts/setup.sh test` (.cache/kafka-<version>/); without them the tests
 fail, naming the command, rather than skip. When a test fails, the tail of every reference
 node's log it used is attached to the report. Memory: 384 MB heap per Kafka node
-(ODRADEK_REFERENCE_HEAP), so the three fixtures together stay under 2.5 GB resident.
+(ODRADEK_REFERENCE_HEAP); the session keeps `kafka44`, `kafka39` and `kafka44_cluster` (five
+JVMs, about 2.5 GB resident at most), while a module's special set-up (fast retention, SASL) is
+module-scoped through `reference_pool.get(...)` and `reference_pool.release(...)`.
 """
 
 from __future__ import annotations
@@ -79,6 +81,14 @@ class ReferencePool:
             self.clusters[key] = cluster
             cluster.start()
         return cluster
+
+    def release(self, cluster: KafkaReference) -> None:
+        """Stop one cluster before the session ends (a module's special set-up: its memory
+        goes back at once); a later get() of the same set-up starts a new one."""
+        for key, known in list(self.clusters.items()):
+            if known is cluster:
+                del self.clusters[key]
+        cluster.stop()
 
     def stop_all(self) -> None:
         for cluster in self.clusters.values():

@@ -26,7 +26,7 @@ from confluent_kafka.admin import (
 )
 
 from compat_tests.harness import BrokerProcess, free_port
-from compat_tests.reference.conftest import ODRADEK_OVERRIDES
+from compat_tests.reference.conftest import ODRADEK_OVERRIDES, ReferencePool
 from compat_tests.reference.diff import Checker
 from compat_tests.reference.kafka_ref import KafkaReference, plain_jaas
 
@@ -52,9 +52,11 @@ def sasl_odradek(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPro
     proc.stop()
 
 
-@pytest.fixture
-def sasl_kafka(reference_kafka: Callable[..., KafkaReference]) -> KafkaReference:
-    return reference_kafka("4.4", sasl_users=USERS)
+@pytest.fixture(scope="module")
+def sasl_kafka(reference_pool: ReferencePool) -> Iterator[KafkaReference]:
+    cluster = reference_pool.get("4.4", sasl_users=USERS)
+    yield cluster
+    reference_pool.release(cluster)
 
 
 def conf(bootstrap: str, user: str) -> dict[str, object]:

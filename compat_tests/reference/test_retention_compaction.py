@@ -19,7 +19,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from compat_tests.harness import BrokerProcess
-from compat_tests.reference.conftest import ODRADEK_OVERRIDES
+from compat_tests.reference.conftest import ODRADEK_OVERRIDES, ReferencePool
 from compat_tests.reference.diff import Checker
 from compat_tests.reference.kafka_ref import KafkaReference
 
@@ -39,9 +39,11 @@ def fast_odradek(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPro
     proc.stop()
 
 
-@pytest.fixture
-def fast_kafka(reference_kafka: Callable[..., KafkaReference]) -> KafkaReference:
-    return reference_kafka("4.4", overrides=KAFKA_FAST)
+@pytest.fixture(scope="module")
+def fast_kafka(reference_pool: ReferencePool) -> Iterator[KafkaReference]:
+    cluster = reference_pool.get("4.4", overrides=KAFKA_FAST)
+    yield cluster
+    reference_pool.release(cluster)
 
 
 def fresh(label: str) -> str:
@@ -73,14 +75,21 @@ def read_all(bootstrap: str, topic: str) -> list[tuple[int, bytes | None, bytes 
 def settle(
     bootstrap: str, topic: str, done: Callable[[list], bool], wait_s: float = 40
 ) -> list[tuple[int, bytes | None, bytes | None]]:
-    """The log as read once `done(records)` holds (bounded: then as it is)."""
+    """The log once `done(records)` holds and five retention/cleaner intervals (1.5 s) pass
+    without a change: retention and cleaning go segment by segment (bounded: then as it is)."""
     deadline = time.monotonic() + wait_s
+    last: list[tuple[int, bytes | None, bytes | None]] | None = None
+    since = time.monotonic()
     while True:
         try:
             records = read_all(bootstrap, topic)
         except AssertionError:  # the log start moved while it was read: read again
             records = []
-        if done(records) or time.monotonic() > deadline:
+        if records != last:
+            last, since = records, time.monotonic()
+        elif done(records) and time.monotonic() - since >= 1.5:
+            return records
+        if time.monotonic() > deadline:
             return records
         time.sleep(0.2)
 
