@@ -383,9 +383,10 @@ class Log:
         if seg.size == 0:
             return
         cfg = self.config
-        age_ms = now_ms() - (
-            seg.created_ms if seg.max_timestamp < 0 else min(seg.created_ms, seg.max_timestamp)
-        )
+        # Kafka's LogSegment.timeWaitedForRoll: with timestamps in the segment, the incoming
+        # batch's max timestamp minus the first batch's; without, the wall clock since creation
+        first_ts = seg.rolling_based_timestamp()
+        age_ms = max_ts - first_ts if first_ts >= 0 else now_ms() - seg.created_ms
         if (
             seg.size + incoming > cfg.segment_bytes
             or age_ms > cfg.segment_ms - cfg.segment_jitter_ms

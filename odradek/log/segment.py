@@ -110,6 +110,7 @@ class LogSegment:
         self.offset_of_max_timestamp = -1
         self.next_offset = base_offset
         self._bytes_since_index = 0
+        self._rolling_ts: int | None = None  # see rolling_based_timestamp
 
     # -- open files (open_files.py) -------------------------------------------------------------
 
@@ -333,6 +334,16 @@ class LogSegment:
         f = self.file
         return os.pread(f.fileno(), length, position)
 
+    def rolling_based_timestamp(self) -> int:
+        """The first batch's max timestamp, -1 when the segment is empty or the batch has none:
+        Kafka's LogSegment.rollingBasedTimestamp, from which segment.ms counts (read from the
+        file once, as Kafka's loadFirstBatchTimestamp)."""
+        if self.size == 0:
+            return -1
+        if self._rolling_ts is None:
+            self._rolling_ts = self.read_header(0).max_timestamp
+        return self._rolling_ts
+
     def read_header(self, position: int) -> BatchHeader:
         f = self.file
         return parse_header(os.pread(f.fileno(), HEADER_SIZE, position))
@@ -451,6 +462,7 @@ class LogSegment:
         self.time_index.truncate_to_offset(offset)
         self.txn_index.truncate_to(offset)
         self.next_offset = max(self.base_offset, offset)
+        self._rolling_ts = None
         # recompute max timestamp from what is left
         self.max_timestamp = -1
         for bp in self.batches_from(0):

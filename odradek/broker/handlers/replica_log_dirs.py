@@ -176,8 +176,14 @@ async def describe_quorum(
                 )
             )
         topics.append(QTopic(topic_name=t.topic_name, partitions=parts))
+    # the voters' endpoints come with the metadata partition's answer only (as Kafka's
+    # KafkaRaftClient): a request that does not ask for it gets no nodes
+    asked = any(
+        t.topic_name == METADATA_TOPIC and any(p.partition_index == 0 for p in t.partitions)
+        for t in req.topics
+    )
     nodes = []
-    for node, host, port, _rack in broker.broker_endpoints():
+    for node, host, port, _rack in broker.broker_endpoints() if asked else ():
         if node == leader:
             nodes.append(
                 QNode(
