@@ -58,6 +58,26 @@ def _normalise(key: str, raw: str) -> str:
         return raw
 
 
+def _broker_level_synonyms(config: BrokerConfig, key: str) -> list[tuple[str, str | None, int]]:
+    """The broker keys behind a topic key, static ones first, then defaults, cut as Kafka's
+    ConfigHelper.configSynonyms does: the list starts at the first entry named after the primary
+    broker key. For retention.ms, segment.ms and segment.jitter.ms the primary key (`*.ms`) has
+    no default in Kafka, so unless it is set the list is empty (`log.retention.hours=168` is
+    not listed), which is what Kafka 4.4 answers."""
+    names = broker_synonyms(key)
+    found: list[tuple[str, str | None, int]] = []
+    for bkey in names:
+        if bkey in config.explicit and config.get(bkey) is not None:
+            found.append((bkey, render_optional(config.get(bkey)), STATIC_BROKER_CONFIG))
+    for bkey in names:
+        default = BROKER_KEYS[bkey].default
+        if default is not None and not (key in _MULTI_SYNONYMS and bkey == names[0]):
+            found.append((bkey, render_optional(default), DEFAULT_CONFIG))
+    while found and found[0][0] != names[0]:
+        found.pop(0)
+    return found
+
+
 def topic_entries(config: BrokerConfig, overrides: dict[str, str]) -> list[ConfigEntry]:
     """Every topic config with its effective value and source, as Kafka's ConfigHelper."""
     out = []
@@ -65,12 +85,7 @@ def topic_entries(config: BrokerConfig, overrides: dict[str, str]) -> list[Confi
         synonyms: list[tuple[str, str | None, int]] = []
         if key in overrides:
             synonyms.append((key, _normalise(key, overrides[key]), DYNAMIC_TOPIC_CONFIG))
-        for bkey in broker_synonyms(key):
-            if bkey in config.explicit and config.get(bkey) is not None:
-                synonyms.append((bkey, render_optional(config.get(bkey)), STATIC_BROKER_CONFIG))
-        for bkey in broker_synonyms(key):
-            if BROKER_KEYS[bkey].default is not None:
-                synonyms.append((bkey, render_optional(BROKER_KEYS[bkey].default), DEFAULT_CONFIG))
+        synonyms.extend(_broker_level_synonyms(config, key))
         if key in overrides:
             value, source = synonyms[0][1], DYNAMIC_TOPIC_CONFIG
         else:
