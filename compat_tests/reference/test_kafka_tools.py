@@ -123,6 +123,7 @@ def _scenario(suffix: str, work: Path) -> list[tuple[str, tuple[str, ...], str |
             ),
             None,
         ),
+        ("kafka-configs", ("--describe", "--entity-type", "groups", "--entity-name", g), None),
         (
             "kafka-console-producer",
             (
