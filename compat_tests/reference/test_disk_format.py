@@ -12,6 +12,7 @@ visibility and the same committed offsets.
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from pathlib import Path
@@ -24,10 +25,13 @@ import pytest
 from compat_tests.harness import BrokerProcess
 from compat_tests.reference.conftest import ODRADEK_OVERRIDES
 from compat_tests.reference.kafka_ref import KafkaReference
+from compat_tests.reference.kafka_tools import ToolBatch
 from compat_tests.reference.log_dir_convert import kafka_to_odradek, odradek_to_kafka
 
 TOPIC, TXN_TOPIC, GROUP = "moved", "moved-txn", "moved-group"
-BASE_TS = 1_700_000_000_000
+# recent enough that producer state does not expire (producer.id.expiration.ms counts from
+# the records' own timestamps), fixed for the whole run
+BASE_TS = (int(time.time()) - 3600) * 1000
 WAIT_S = 60.0
 _NO_LEADER_YET = {
     ck.KafkaError.NOT_LEADER_FOR_PARTITION,
@@ -48,7 +52,14 @@ def _admin_create(bootstrap: str) -> None:
 def write_workload(bootstrap: str) -> None:
     _admin_create(bootstrap)
     for codec in ("none", "gzip"):
-        p = ck.Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 5})
+        p = ck.Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "compression.type": codec,
+                "linger.ms": 5,
+                "enable.idempotence": True,
+            }
+        )
         for i in range(20):
             p.produce(
                 TOPIC,
@@ -164,6 +175,24 @@ def _check_expected(seen: dict[str, Any]) -> None:
     assert seen["committed"] == [(TOPIC, 0, 7), (TOPIC, 1, 11), (TXN_TOPIC, 0, 4)]
 
 
+def _check_snapshots_read_by_kafka(data: Path) -> None:
+    """Kafka's DumpLogSegments reads odradek's producer snapshots of partition 0: the two
+    idempotent producers wrote sequences 0..9 there each, in epoch 0, no transaction open (the
+    newest snapshot holds one or both of them, depending on when it was written)."""
+    snapshots = sorted(data.glob(f"{TOPIC}-0/*.snapshot"))
+    assert snapshots
+    batch = ToolBatch()
+    batch.add("kafka-dump-log", "--files", str(snapshots[-1]))
+    (run,) = batch.run()
+    entries = re.findall(
+        r"producerId: (\d+) producerEpoch: (-?\d+) .*?currentTxnFirstOffset: (\S+) "
+        r".*?lastSequence: (-?\d+) lastOffset: (-?\d+)",
+        run.out,
+    )
+    assert run.rc == 0 and entries, run
+    assert {(e[1], e[2], e[3]) for e in entries} == {("0", "OptionalLong.empty", "9")}, run
+
+
 @pytest.mark.parametrize("stop", ["clean", "kill"])
 def test_kafka_serves_what_odradek_wrote(stop: str, tmp_path: Path) -> None:
     odradek = BrokerProcess(tmp_path / "odradek", overrides=ODRADEK_OVERRIDES)
@@ -174,6 +203,8 @@ def test_kafka_serves_what_odradek_wrote(stop: str, tmp_path: Path) -> None:
     finally:
         odradek.stop() if stop == "clean" else odradek.kill()
     _check_expected(before)
+    if stop == "clean":  # written at a clean shutdown (and at segment rolls)
+        _check_snapshots_read_by_kafka(Path(odradek.data_dir))
     kafka = odradek_to_kafka(odradek.data_dir, tmp_path / "kafka")
     kafka.start()
     try:
@@ -211,3 +242,6 @@ def test_odradek_serves_what_kafka_wrote(stop: str, tmp_path: Path) -> None:
     finally:
         odradek.stop()
     assert after == before
+    if stop == "clean":  # Kafka writes producer snapshots at its clean shutdown
+        assert list(data.glob(f"{TOPIC}-0/*.snapshot"))
+    assert "bad producer snapshot" not in odradek.log_path.read_text()
