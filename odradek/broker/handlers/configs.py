@@ -242,11 +242,15 @@ def _check_shape(res: AlterResource, incremental: bool) -> None:
                 )
 
 
-def _refuse_broker_change(broker: Broker, res: AlterResource) -> None:
+def _refuse_broker_change(broker: Broker, res: AlterResource, incremental: bool) -> None:
+    """odradek has no dynamic broker configs: any change is refused, but an incremental DELETE
+    removes what is never set, so it succeeds as a no-op (kafka-reassign-partitions --verify
+    deletes the replication throttle rates of every broker)."""
     if res.resource_name:
         check_broker_name(broker, res.resource_name)
-    if res.configs:
-        keys = ", ".join(sorted(c.name for c in res.configs))
+    changes = [c for c in res.configs if not (incremental and c.config_operation == DELETE)]
+    if changes:
+        keys = ", ".join(sorted(c.name for c in changes))
         raise ResourceError(
             ErrorCode.INVALID_REQUEST,
             f"Cannot update these configs dynamically: {keys} (odradek reads "
@@ -307,7 +311,7 @@ def _incremental_overrides(
 def _alter_one(broker: Broker, res: AlterResource, validate_only: bool, incremental: bool) -> None:
     _check_shape(res, incremental)
     if res.resource_type == BROKER:
-        _refuse_broker_change(broker, res)
+        _refuse_broker_change(broker, res, incremental)
         return
     if res.resource_type == CLIENT_METRICS:
         try:
