@@ -168,6 +168,22 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             minimum=1,
         ),
         _d("preallocate", "boolean", False, "log.preallocate", "preallocate segment files"),
+        # KIP-73 replication quotas: kept and described, but odradek does not throttle
+        # replication (kafka-reassign-partitions sets and clears them around a move)
+        _d(
+            "leader.replication.throttled.replicas",
+            "list",
+            "",
+            None,
+            "partition:broker pairs (or *) whose leader side is throttled; stored, not applied",
+        ),
+        _d(
+            "follower.replication.throttled.replicas",
+            "list",
+            "",
+            None,
+            "partition:broker pairs (or *) whose follower side is throttled; stored, not applied",
+        ),
         _d(
             "retention.bytes",
             "long",
