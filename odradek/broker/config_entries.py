@@ -90,6 +90,23 @@ def _render_raw(key: str, raw: str) -> str:
         return raw
 
 
+def _from_primary(
+    key: str, found: list[tuple[str, str | None, int]]
+) -> list[tuple[str, str | None, int]]:
+    """A topic key's broker synonyms cut as Kafka's ConfigHelper.configSynonyms does: the list
+    starts at the first entry named after the primary broker key. For retention.ms, segment.ms
+    and segment.jitter.ms the primary key (`*.ms`) has no default in Kafka, so unless it is set
+    the list is empty (`log.retention.hours=168` is not listed), which is what Kafka 4.4 answers."""
+    names = broker_synonyms(key)
+    if not names:
+        return found
+    if key in _MULTI_SYNONYMS:
+        found = [s for s in found if not (s[0] == names[0] and s[2] == DEFAULT_CONFIG)]
+    while found and found[0][0] != names[0]:
+        found.pop(0)
+    return found
+
+
 def topic_entries(config: BrokerConfig, overrides: dict[str, str]) -> list[ConfigEntry]:
     """Every topic config with its effective value and source, as Kafka's ConfigHelper."""
     out = []
@@ -97,7 +114,7 @@ def topic_entries(config: BrokerConfig, overrides: dict[str, str]) -> list[Confi
         synonyms: list[tuple[str, str | None, int]] = []
         if key in overrides:
             synonyms.append((key, _normalise(key, overrides[key]), DYNAMIC_TOPIC_CONFIG))
-        synonyms += _level_synonyms(config, broker_synonyms(key))
+        synonyms += _from_primary(key, _level_synonyms(config, broker_synonyms(key)))
         if key in overrides:
             value, source = synonyms[0][1], DYNAMIC_TOPIC_CONFIG
         else:

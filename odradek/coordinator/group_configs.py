@@ -263,11 +263,16 @@ def entries(broker: ConfigHost, name: str) -> list[ConfigEntry]:
     for key in KEYS.values():
         shown = str(value(broker, name, key.name))
         source = GROUP_CONFIG if key.name in set_here else DEFAULT_CONFIG
-        out.append(
-            ConfigEntry(
-                key.name, shown, source, key.kind, key.doc, False, [(key.name, shown, source)]
-            )
+        # the group's own value first, then the broker key it falls back to (Kafka 4.4)
+        broker_value = str(
+            _setting(broker, key.synonym, key.default) if key.synonym else key.default
         )
+        synonyms: list[tuple[str, str | None, int]] = [
+            (key.synonym or key.name, broker_value, DEFAULT_CONFIG)
+        ]
+        if key.name in set_here:
+            synonyms.insert(0, (key.name, shown, GROUP_CONFIG))
+        out.append(ConfigEntry(key.name, shown, source, key.kind, key.doc, False, synonyms))
     return out
 
 

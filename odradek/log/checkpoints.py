@@ -96,6 +96,10 @@ def read_checkpoint(path: str) -> dict[tuple[str, int], int]:
             lines = f.read().splitlines()
     except FileNotFoundError:
         return {}
+    if len(lines) < 2 and (not lines or lines[0].strip() == "0"):
+        # Kafka creates these files empty at start-up (a killed Kafka leaves them so) and
+        # reads an empty file, or a version line alone, as no entries (CheckpointFile)
+        return {}
     try:
         if lines[0].strip() != "0":
             raise ValueError(f"unknown version {lines[0]!r}")

@@ -5,15 +5,20 @@ retried batch is recognised as a duplicate (answered with its original offset) a
 sequence numbers is answered OUT_OF_ORDER_SEQUENCE_NUMBER. It also tracks the first offset of each
 producer's open transaction, from which the last stable offset follows.
 
-Snapshots (`<offset>.snapshot`, offset = 20 digits) let a restart replay only the log after them:
+Snapshots (`<offset>.snapshot`, offset = 20 digits) let a restart replay only the log after them.
+Their layout is Kafka's ProducerSnapshot v1 (storage/.../message/ProducerSnapshot.json), so Kafka
+reads odradek's and odradek Kafka's:
 
     offset 0   int16  version (1)
     offset 2   uint32 crc32c of everything after this field
     offset 6   int32  entry count
-    then per entry (42 bytes):
-      int64 producer_id; int16 epoch; int32 coordinator_epoch; int64 txn_first_offset (-1: none)
-      int64 last_timestamp; int32 batch count (<= 5); per batch:
-        int32 first_seq; int32 last_seq; int64 first_offset; int64 last_offset
+    then per entry (46 bytes):
+      int64 producer_id; int16 epoch; int32 last_sequence; int64 last_offset (-1: no batch);
+      int32 offset_delta (last - first of the last batch); int64 timestamp;
+      int32 coordinator_epoch; int64 current_txn_first_offset (-1: none)
+
+As in Kafka, a snapshot keeps only each producer's last batch: after a restart from a snapshot,
+a retry of one of the four batches before it is no longer recognised as a duplicate.
 """
 
 from __future__ import annotations
@@ -30,8 +35,7 @@ from odradek.wire.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 MAX_BATCHES = 5
-_ENTRY = struct.Struct(">qhiqqi")
-_BATCH = struct.Struct(">iiqq")
+_ENTRY = struct.Struct(">qhiqiqiq")
 _HEAD = struct.Struct(">hIi")
 INT32_MAX = 2**31 - 1
 
@@ -170,16 +174,17 @@ class ProducerStateManager:
     def write_snapshot(self, offset: int) -> None:
         body = bytearray(struct.pack(">i", len(self.producers)))
         for e in self.producers.values():
+            last = e.batches[-1] if e.batches else None
             body += _ENTRY.pack(
                 e.producer_id,
                 e.epoch,
+                last.last_seq if last else -1,
+                last.last_offset if last else -1,
+                last.last_offset - last.first_offset if last else 0,
+                e.last_timestamp,
                 e.coordinator_epoch,
                 e.txn_first_offset,
-                e.last_timestamp,
-                len(e.batches),
             )
-            for b in e.batches:
-                body += _BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset)
         data = struct.pack(">hI", 1, crc32c(bytes(body))) + body
         if self._last_snapshot == (offset, data) and os.path.exists(self._snapshot_path(offset)):
             return
@@ -221,13 +226,19 @@ class ProducerStateManager:
             raise ValueError("version or crc mismatch")
         self._last_snapshot = (offset, data)
         pos = _HEAD.size
+        if len(data) != pos + count * _ENTRY.size:
+            raise ValueError(f"{len(data)} bytes for {count} entries")
         for _ in range(count):
-            pid, epoch, cepoch, txn_first, ts, nb = _ENTRY.unpack_from(data, pos)
+            pid, epoch, last_seq, last_offset, delta, ts, cepoch, txn_first = _ENTRY.unpack_from(
+                data, pos
+            )
             pos += _ENTRY.size
             entry = ProducerEntry(pid, epoch, cepoch, txn_first, ts)
-            for _ in range(nb):
-                entry.batches.append(BatchMeta(*_BATCH.unpack_from(data, pos)))
-                pos += _BATCH.size
+            if last_offset >= 0:
+                first_seq = last_seq - delta if last_seq >= delta else last_seq - delta + 2**31
+                entry.batches.append(
+                    BatchMeta(first_seq, last_seq, last_offset - delta, last_offset)
+                )
             self.producers[pid] = entry
             if txn_first >= 0:
                 self.ongoing[txn_first] = pid

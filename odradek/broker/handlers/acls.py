@@ -1,7 +1,8 @@
 """DescribeAcls (29), CreateAcls (30), DeleteAcls (31), v0-3 (v1 pattern types, KIP-290; v2
 flexible), as Kafka 3.9's AclApis.
 
-No authorizer configured: SECURITY_DISABLED (54) "No Authorizer is configured on the broker".
+No authorizer configured: SECURITY_DISABLED (54) "No Authorizer is configured on the broker"
+("No Authorizer is configured." for DeleteAcls, as Kafka 4.4).
 DescribeAcls needs DESCRIBE on the cluster, the other two ALTER; denied, every error field of the
 answer is CLUSTER_AUTHORIZATION_FAILED (31). A body Kafka's request classes refuse while parsing
 (UNKNOWN codes, v0 with a non-literal pattern) closes the connection. Each creation is validated
@@ -45,6 +46,8 @@ CreateResp: TypeAlias = protocol.CreateAclsResponse
 DelResp: TypeAlias = protocol.DeleteAclsResponse
 
 NO_AUTHORIZER = "No Authorizer is configured on the broker"
+# Kafka 4.4 words DeleteAcls' answer differently from the other two (seen with kafka-acls)
+NO_AUTHORIZER_DELETE = "No Authorizer is configured."
 
 
 def _pattern_type(req: protocol.Message, field: str, version: int) -> PatternType:
@@ -62,6 +65,8 @@ def _filter(f: protocol.Message, version: int) -> AclBindingFilter:
 def _denied(ctx: RequestContext, operation: AclOperation) -> tuple[int, str] | None:
     """(error, message) when the request may not be served; None when it may."""
     if ctx.broker.authorizer is None:
+        if ctx.header.api_key == ApiKey.DELETE_ACLS:
+            return ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER_DELETE
         return ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER
     if not ctx.authorize_cluster(operation):
         name = ApiKey(ctx.header.api_key).name

@@ -1,11 +1,12 @@
 """ClientMetrics config resources (ConfigResource type 16, KIP-714) in DescribeConfigs, AlterConfigs
 and IncrementalAlterConfigs, as Kafka's ConfigHelper and ConfigAdminManager treat them.
 
-Describe lists the subscription's keys as stored, source CLIENT_METRICS_CONFIG (7), none read
-only; an unknown name has no configs (not an error); an empty name is INVALID_REQUEST "Client
-metrics subscription name must not be empty". Alter validates the keys and values as Kafka's
-ClientMetricsConfigs (unknown key, interval.ms outside 100..3600000, a bad match pattern) and
-stores the resulting config in the metadata store; deleting every key removes the subscription.
+Describe lists every key, the stored ones with source CLIENT_METRICS_CONFIG (7), the others
+with their default (DEFAULT_CONFIG), none read only (Kafka 4.4); an empty name is
+INVALID_REQUEST "Client metrics subscription name must not be empty". Alter validates the keys
+and values as Kafka's ClientMetricsConfigs (unknown key, interval.ms outside 100..3600000, a
+bad match pattern) and stores the resulting config in the metadata store; deleting every key
+removes the subscription.
 IncrementalAlterConfigs APPEND / SUBTRACT work on the list keys `metrics` and `match`.
 """
 
@@ -23,6 +24,12 @@ if TYPE_CHECKING:
 
 CLIENT_METRICS = 16
 CLIENT_METRICS_CONFIG = 7  # DescribeConfigsResponse.ConfigSource
+DEFAULT_CONFIG = 5
+_DEFAULTS = {
+    tm.SUBSCRIPTION_METRICS: "",
+    tm.PUSH_INTERVAL_MS: str(tm.DEFAULT_INTERVAL_MS),
+    tm.CLIENT_MATCH_PATTERN: "",
+}
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 LIST_KEYS = frozenset({tm.SUBSCRIPTION_METRICS, tm.CLIENT_MATCH_PATTERN})
 
@@ -43,11 +50,19 @@ def _check_name(name: str | None) -> str:
 
 
 def entries(broker: Broker, name: str) -> list[ConfigEntry]:
+    """Every subscription key, sorted: a stored one as CLIENT_METRICS_CONFIG with itself as its
+    synonym, the others with their default (DEFAULT_CONFIG), as Kafka 4.4 answers."""
     configs = broker.store.client_metrics.get(_check_name(name), {})
-    return [
-        ConfigEntry(k, v, CLIENT_METRICS_CONFIG, 0, "")  # Kafka sets no type nor documentation
-        for k, v in sorted(configs.items())
-    ]
+    out = []
+    for key in sorted(tm.CONFIG_KEYS):
+        if key in configs:
+            value = configs[key]
+            synonyms: list[tuple[str, str | None, int]] = [(key, value, CLIENT_METRICS_CONFIG)]
+            # Kafka sets no type nor documentation
+            out.append(ConfigEntry(key, value, CLIENT_METRICS_CONFIG, 0, "", False, synonyms))
+        else:
+            out.append(ConfigEntry(key, _DEFAULTS[key], DEFAULT_CONFIG, 0, ""))
+    return out
 
 
 def _parts(text: str | None) -> list[str]:
