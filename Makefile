@@ -25,16 +25,16 @@ run: setup-run
 test: setup
 	$(VENV_PYTHON) -m pytest $(PYTEST_ARGS)
 
-# make bench: the native and Python-client rows with the machine's ceilings, then the scale rows
-# (issue 17's "done when"); the scale part alone takes 5-8 minutes: make bench-scale
+# make bench: the native and Python-client rows with the machine's ceilings, then the scale rows;
+# the scale part alone takes 5-8 minutes: make bench-scale
 bench: setup
 	$(VENV_PYTHON) -m bench $(ARGS)
 	$(VENV_PYTHON) -m bench.scale $(SCALE_ARGS)
 
-bench-scale: setup  # 10,000 partitions, 2,000 connections + 1,000 groups, idle fetch (issue 17)
+bench-scale: setup  # 10,000 partitions, 2,000 connections + 1,000 groups, idle fetch
 	$(VENV_PYTHON) -m bench.scale $(SCALE_ARGS)
 
-# The packages the type checker runs clean over ([tool.mypy] in pyproject.toml; issue 12 item 5).
+# The packages the type checker runs clean over ([tool.mypy] in pyproject.toml).
 MYPY_PATHS := odradek/wire odradek/log odradek/coordinator odradek/broker odradek/testing odradek/security \
               odradek/cli_commands odradek/cli.py
 
@@ -42,3 +42,4 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy $(MYPY_PATHS)
+	$(VENV)/bin/lint-imports

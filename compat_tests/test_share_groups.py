@@ -29,6 +29,7 @@ from compat_tests.harness import BrokerProcess, unique_name
 from odradek.testing.cluster import Cluster
 from odradek.testing.raw import RawClient
 from odradek.wire import protocol
+from odradek.wire.api_keys import ApiKey
 
 # Short locks where a test waits for one to expire; elsewhere Kafka's 30 s, so that a consumer
 # slowed down by a loaded machine never loses its records to a lock that expired (a duplicate).
@@ -231,6 +232,80 @@ def test_released_and_expired_records_come_back_rejected_do_not(broker: BrokerPr
             b.close()
     finally:
         a.close()
+
+
+@long_lock_broker
+def test_acknowledgements_sent_by_close_are_kept(broker: BrokerProcess) -> None:
+    """An explicit-mode consumer acknowledges its records and closes without commit_sync:
+    librdkafka sends the leave heartbeat to the coordinator and the acknowledgements
+    (ShareAcknowledge, epoch -1) on another connection, in no fixed order. Round after round,
+    the next consumer of the group gets only the records written for it: none that an earlier
+    one accepted or rejected comes back."""
+    topic = unique_name("share-close")
+    create_topic(broker.bootstrap, topic)
+    first = share_consumer(broker.bootstrap, topic, topic, explicit=True)
+    try:
+        warm_up(broker.bootstrap, topic, [first], explicit=True)
+    finally:
+        first.close()
+    for r in range(8):
+        batch = [b"c%d-%d" % (r, i) for i in range(4)]
+        produce(broker.bootstrap, topic, batch)
+        c = share_consumer(broker.bootstrap, topic, topic, explicit=True)
+        try:
+
+            def ack(msgs: list[Message], c: Any = c) -> None:
+                for m in msgs:
+                    rejected = m.value() is not None and m.value().endswith(b"-3")
+                    c.acknowledge(m, AcknowledgeType.REJECT if rejected else AcknowledgeType.ACCEPT)
+
+            got = poll_until(c, lambda got: len(got) >= 4, ack)
+            assert values(got) == batch, f"round {r}"
+            assert {m.delivery_count() for m in got} == {1}
+        finally:
+            c.close()  # the acknowledgements of the last poll go with it
+
+
+@share_broker
+def test_a_consumer_byte_rate_quota_throttles_a_share_consumer(broker: BrokerProcess) -> None:
+    """consumer_byte_rate applies to ShareFetch as to Fetch: librdkafka's ShareConsumer reports
+    the broker's throttle time through throttle_cb, having received at most one quota window's
+    worth of records (1000 B/s x 10 s) before it."""
+    topic = unique_name("share-quota")
+    create_topic(broker.bootstrap, topic)
+    Alter = protocol.request_class(ApiKey.ALTER_CLIENT_QUOTAS)
+    E = Alter.EntryData
+    quota = E(
+        entity=[E.EntityData(entity_type="client-id", entity_name=topic)],
+        ops=[E.OpData(key="consumer_byte_rate", value=1000.0, remove=False)],
+    )
+    with RawClient(broker.bootstrap) as admin:
+        resp = admin.request(Alter(entries=[quota], validate_only=False), 1)
+        assert resp.entries[0].error_code == 0
+    throttles: list[float] = []
+    c = ShareConsumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": topic,
+            "client.id": topic,
+            "throttle_cb": lambda event: throttles.append(event.throttle_time),
+        }
+    )
+    c.subscribe([topic])
+    try:
+        warm_up(broker.bootstrap, topic, [c])
+        p = Producer({"bootstrap.servers": broker.bootstrap})
+        for i in range(12):  # 12 batches of about 1.1 KB: more than one window holds
+            p.produce(topic, value=b"q%02d" % i + b"x" * 1000)
+            p.flush(WAIT_S)
+        got: list[Message] = []
+        deadline = time.monotonic() + WAIT_S
+        while not any(t > 0 for t in throttles):
+            assert time.monotonic() < deadline, f"no throttle after {len(got)} records"
+            got += real(c.poll(0.3))
+        assert 0 < len(got) <= 10  # no more than one quota window's bytes
+    finally:
+        c.close()
 
 
 CHILD = textwrap.dedent(

@@ -91,7 +91,7 @@ async def _serve(config: BrokerConfig) -> int:
         raise SystemExit(f"odradek: cannot listen on {where}: {exc.strerror or exc}") from None
     from odradek.broker.ops import gc_tuning
 
-    gc_tuning.tune()  # full collections would walk every start-up object (issue 17)
+    gc_tuning.tune()  # full collections would walk every start-up object
     listeners = ",".join(f"{b.name}://{b.host}:{b.port}" for b in broker.bound)
     print(f"odradek ready listeners={listeners} data={','.join(broker.logs.dirs)}", flush=True)
     signalled = asyncio.ensure_future(stop.wait())

@@ -19,7 +19,7 @@ import logging
 import os
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 from odradek.broker.kafka_keys import KAFKA_BROKER_KEYS
 from odradek.log.config import (
@@ -31,6 +31,10 @@ from odradek.log.config import (
 )
 
 log = logging.getLogger(__name__)
+
+# A setting's value, typed by its key (BrokerKey.type: int, float, str, bool, list or None): the
+# callers convert. Said once here; the broker's other modules may not spell Any (pyproject).
+ConfigValue: TypeAlias = Any
 
 
 @dataclass(slots=True, frozen=True)
@@ -464,7 +468,7 @@ BROKER_KEYS: dict[str, BrokerKey] = {
             "as Kafka)",
             minimum=0,
         ),
-        # ACLs (issue 14): odradek/security/acl.py, docs/security-acls.md
+        # ACLs: odradek/security/acl.py, docs/security-acls.md
         _k(
             "authorizer.class.name",
             "string",

@@ -5,15 +5,15 @@ docs). DescribeConfigs and CreateTopics v5+ report these.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from odradek.broker.config import BROKER_KEYS, BrokerConfig
 from odradek.log.config import TOPIC_CONFIGS, ConfigError, parse_value, render_value
+from odradek.wire.config_entry import (
+    DEFAULT_CONFIG,
+    DYNAMIC_TOPIC_CONFIG,
+    STATIC_BROKER_CONFIG,
+    ConfigEntry,
+)
 
-# DescribeConfigsResponse.ConfigSource
-DYNAMIC_TOPIC_CONFIG = 1
-STATIC_BROKER_CONFIG = 4
-DEFAULT_CONFIG = 5
 SOURCE_IDS = {"STATIC_BROKER_CONFIG": STATIC_BROKER_CONFIG, "DEFAULT_CONFIG": DEFAULT_CONFIG}
 
 # DescribeConfigsResponse.ConfigType (v3+)
@@ -25,19 +25,6 @@ _MULTI_SYNONYMS = {
     "segment.ms": ("log.roll.ms", "log.roll.hours"),
     "segment.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
 }
-
-
-@dataclass(slots=True)
-class ConfigEntry:
-    """One described config: what DescribeConfigs and CreateTopics v5+ report."""
-
-    name: str
-    value: str | None
-    source: int
-    config_type: int
-    doc: str
-    read_only: bool = False
-    synonyms: list[tuple[str, str | None, int]] = field(default_factory=list)
 
 
 def broker_synonyms(topic_key: str) -> tuple[str, ...]:

@@ -10,7 +10,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 from odradek.broker import handlers  # noqa: F401  (registers every handler)
 from odradek.broker.cluster.metadata_store import LocalMetadataStore, MetadataStore
@@ -52,6 +52,14 @@ log = logging.getLogger(__name__)
 OFFSET_CHECKPOINT_INTERVAL_S = 60.0
 
 
+class Service(Protocol):
+    """A part the broker starts and stops with itself (an optional `abandon()` is called,
+    found with getattr, on an unclean stop instead of `stop()`)."""
+
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+
+
 class Broker:
     def __init__(self, config: BrokerConfig, store: MetadataStore | None = None) -> None:
         self.config = config
@@ -71,10 +79,13 @@ class Broker:
         self.servers: list[asyncio.base_events.Server] = []
         self.bound: list[Listener] = []
         self.connections: set[Connection] = set()
+        # called once per client connection that closes while the broker runs (Kafka's
+        # ConnectionDisconnectListener): state tied to a connection, such as share sessions
+        self.disconnect_listeners: list[Callable[[Connection], None]] = []
         self.memory_pool = MemoryPool(config.get("queued.max.request.bytes"))
         tune_allocator()
-        self.tasks: list[asyncio.Task[Any]] = []
-        self.services: list[Any] = []  # coordinators etc.: objects with start()/stop()
+        self.tasks: list[asyncio.Task[None]] = []
+        self.services: list[Service] = []  # coordinators etc.: objects with start()/stop()
         self.faults = FaultInjector()
         self.fetch_sessions = FetchSessionCache()
         # KIP-714 client metrics: subscriptions, client instances, pushed metrics
@@ -91,7 +102,7 @@ class Broker:
         # fault injection: a cut-off broker of an in-process cluster refuses client connections
         self.accept_gate: Callable[[asyncio.BaseTransport], bool] | None = None
         self.admin_http: AdminHttpServer | None = None
-        self.metrics: Any = None  # BrokerMetrics, imported only when enabled
+        self.metrics: BrokerMetrics | None = None  # imported only when enabled
         if config.get("metrics.listen"):
             from odradek.broker.ops.metrics import BrokerMetrics
 
@@ -225,7 +236,16 @@ class Broker:
         )
 
     def connection_closed(self, conn: Connection) -> None:
+        if conn not in self.connections:
+            return  # told already, or never accepted
         self.connections.discard(conn)
+        if self._stopping:
+            return  # a stopping broker keeps what it holds, as a killed one would
+        for listener in self.disconnect_listeners:
+            try:
+                listener(conn)
+            except Exception:
+                log.exception("a connection-close listener failed")
 
     async def _housekeeping(self) -> None:
         """Retention and checkpoints, on Kafka's intervals."""

@@ -30,13 +30,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from odradek.broker.config_entries import DEFAULT_CONFIG, ConfigEntry
+from odradek.wire.config_entry import DEFAULT_CONFIG, ConfigEntry
 from odradek.wire.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from odradek.broker.server import Broker
 
 GROUP = 32
 GROUP_CONFIG = 8  # DescribeConfigsResponse.ConfigSource
@@ -124,6 +121,29 @@ KEYS: dict[str, GroupKey] = {
 }
 
 
+class _Settings(Protocol):
+    def get(self, key: str) -> object: ...  # KeyError: not one of odradek's keys
+    @property
+    def ignored(self) -> Mapping[str, object]: ...  # Kafka's keys odradek does not use
+
+
+class _Store(Protocol):
+    @property
+    def group_configs(self) -> Mapping[str, Mapping[str, str]]: ...
+    def alter_group_configs(self, name: str, configs: dict[str, str]) -> None: ...
+
+
+class ConfigHost(Protocol):
+    """What group configs need of the broker (`odradek.broker.server.Broker` is one): its
+    settings, for the `group.*` defaults and bounds, and the metadata store holding the
+    overrides."""
+
+    @property
+    def config(self) -> _Settings: ...
+    @property
+    def store(self) -> _Store: ...
+
+
 class GroupConfigError(Exception):
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
@@ -131,7 +151,7 @@ class GroupConfigError(Exception):
         self.message = message
 
 
-def _setting(broker: Broker, key: str, default: Any) -> Any:
+def _setting(broker: ConfigHost, key: str, default: Any) -> Any:
     cfg = broker.config
     try:
         raw: Any = cfg.get(key)
@@ -140,11 +160,11 @@ def _setting(broker: Broker, key: str, default: Any) -> Any:
     return default if raw is None else raw
 
 
-def overrides(broker: Broker, group_id: str) -> Mapping[str, str]:
+def overrides(broker: ConfigHost, group_id: str) -> Mapping[str, str]:
     return broker.store.group_configs.get(group_id, {})
 
 
-def value(broker: Broker, group_id: str, name: str) -> Any:
+def value(broker: ConfigHost, group_id: str, name: str) -> Any:
     """The group's effective value of a key: its override, else the broker's setting."""
     key = KEYS[name]
     raw = overrides(broker, group_id).get(name)
@@ -189,7 +209,7 @@ def _check_name(name: str | None) -> str:
     return name
 
 
-def validate(broker: Broker, configs: Mapping[str, str]) -> None:
+def validate(broker: ConfigHost, configs: Mapping[str, str]) -> None:
     """Kafka's GroupConfig.validate: known names, typed values, bounds."""
     for name, raw in configs.items():
         key = KEYS.get(name)
@@ -235,7 +255,7 @@ def validate(broker: Broker, configs: Mapping[str, str]) -> None:
                 )
 
 
-def entries(broker: Broker, name: str) -> list[ConfigEntry]:
+def entries(broker: ConfigHost, name: str) -> list[ConfigEntry]:
     """Every group key with its effective value: GROUP_CONFIG when the group sets it, else
     DEFAULT_CONFIG with the broker's value (Kafka's ConfigHelper.createGroupConfigEntry)."""
     set_here = overrides(broker, _check_name(name))
@@ -252,7 +272,7 @@ def entries(broker: Broker, name: str) -> list[ConfigEntry]:
 
 
 def alter(
-    broker: Broker, name: str, configs: list[Any], incremental: bool, validate_only: bool
+    broker: ConfigHost, name: str, configs: list[Any], incremental: bool, validate_only: bool
 ) -> None:
     """AlterConfigs (replace the group's overrides) or IncrementalAlterConfigs (SET, DELETE;
     APPEND / SUBTRACT fail: no group key is a list)."""
@@ -291,6 +311,6 @@ def alter(
         broker.store.alter_group_configs(name, new)
 
 
-def names(broker: Broker) -> list[str]:
+def names(broker: ConfigHost) -> list[str]:
     """The groups with configs (ListConfigResources)."""
     return sorted(broker.store.group_configs)

@@ -1,4 +1,4 @@
-"""Group commit for `flush.messages` / `flush.ms` (issue 17): one fsync round serves every
+"""Group commit for `flush.messages` / `flush.ms`: one fsync round serves every
 produce waiting for it, across partitions, and the fsyncs run off the event loop.
 
 When a produce's append makes a log due for a flush (Log._write with `defer_flush`), the log
@@ -29,12 +29,13 @@ import os
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from odradek.log.disk_faults import FSYNC, KafkaStorageError
 
 if TYPE_CHECKING:
-    from odradek.log.log import Log
+    from odradek.log.disk_faults import LogDir
+    from odradek.log.segment import LogSegment
 
 log = logging.getLogger(__name__)
 
@@ -47,21 +48,40 @@ _FLUSHERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, GroupFlusher] = 
 )
 
 
+class FlushedLog(Protocol):
+    """A partition's log as a flush round syncs it (`log/log.py` Log)."""
+
+    @property
+    def dir(self) -> str: ...
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def log_dir(self) -> LogDir | None: ...
+    @property
+    def log_end_offset(self) -> int: ...
+    @property
+    def truncations(self) -> int: ...
+    def unsynced_segments(self) -> list[LogSegment]: ...
+    def note_synced(self, upto: int, truncations: int) -> None: ...
+
+
 @dataclass(slots=True)
 class FlushRound:
     """One fsync round: the logs it syncs and, once done, the ones that failed."""
 
     future: asyncio.Future[None]
-    logs: dict[Log, None] = field(default_factory=dict)
-    failed: dict[Log, KafkaStorageError] = field(default_factory=dict)
+    logs: dict[FlushedLog, None] = field(default_factory=dict)
+    failed: dict[FlushedLog, KafkaStorageError] = field(default_factory=dict)
 
-    def error_for(self, lg: Log) -> KafkaStorageError | None:
+    def error_for(self, lg: FlushedLog) -> KafkaStorageError | None:
         return self.failed.get(lg)
 
 
 @dataclass(slots=True)
 class _Job:
-    log: Log
+    log: FlushedLog
     upto: int  # the log end offset the round makes durable
     truncations: int  # the log's truncation count when the round began
     fds: list[int]
@@ -89,7 +109,7 @@ class GroupFlusher:
         self.rounds = 0  # completed rounds (tests, bench)
         self.synced_logs = 0  # log fsync jobs done over all rounds
 
-    def request(self, lg: Log) -> FlushRound:
+    def request(self, lg: FlushedLog) -> FlushRound:
         """`lg` has appended data due for a flush: the round that will sync it."""
         nxt = self._next
         if nxt is None:
@@ -130,7 +150,7 @@ class GroupFlusher:
                 rnd.future.set_result(None)
 
 
-def _job_for(lg: Log) -> _Job | None:
+def _job_for(lg: FlushedLog) -> _Job | None:
     """On the loop: duplicates of the descriptors of `lg`'s segments written since its last
     sync (a roll may have left data in the previous segment too)."""
     ld = lg.log_dir

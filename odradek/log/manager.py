@@ -19,7 +19,7 @@ import shutil
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from odradek.log.checkpoints import (
     HIGH_WATERMARK,
@@ -33,9 +33,6 @@ from odradek.log.config import LogConfig
 from odradek.log.disk_faults import FSYNC, WRITE, LogDir
 from odradek.log.log import Log, read_partition_metadata, write_partition_metadata
 
-if TYPE_CHECKING:
-    from odradek.log.dir_move import FutureReplica
-
 log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
@@ -46,6 +43,17 @@ _DIR_RE = re.compile(r"^(.+)-(\d+)$")
 
 class DataDirError(Exception):
     """A data directory that cannot be created, written or locked."""
+
+
+class ReplicaMove(Protocol):
+    """A replica moving between log dirs (`log/dir_move.py` FutureReplica, KIP-113)."""
+
+    dest: str
+    future: Log
+
+    @property
+    def offset_lag(self) -> int: ...
+    def abort(self) -> None: ...
 
 
 class LogManager:
@@ -68,7 +76,7 @@ class LogManager:
                 raise DataDirError(f"data dir {d} is not usable: {exc.strerror}") from None
             self._lock(d)
         self.high_watermarks: dict[tuple[str, int], int] = {}
-        self.moves: dict[tuple[str, int], FutureReplica] = {}  # replicas moving between dirs
+        self.moves: dict[tuple[str, int], ReplicaMove] = {}  # replicas moving between dirs
         # AlterReplicaLogDirs for a replica not created yet: where it goes when it is
         self.preferred_dirs: dict[tuple[str, int], str] = {}
 
@@ -176,7 +184,7 @@ class LogManager:
             return existing
         online = [x for x in self.dirs if not self.log_dirs[x].offline] or self.dirs
         # the dir with fewest partitions; counting them is a walk over every partition, so
-        # only when there is a choice (issue 17: a create cost grew with the partition count)
+        # only when there is a choice (a create's cost grew with the partition count)
         d = online[0] if len(online) == 1 else min(online, key=self._count_in)
         preferred = self.preferred_dirs.pop(key, None)
         if preferred in online:

@@ -17,20 +17,36 @@ import logging
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from odradek.wire.batch import BatchHeader
 from odradek.wire.compression import max_decompressed_size
 from odradek.wire.records import Record, decode_records
 
 if TYPE_CHECKING:
-    from odradek.log.log import Log
+    from odradek.log.config import LogConfig
     from odradek.log.segment import BatchPos, LogSegment
 
 log = logging.getLogger(__name__)
 
 # what decoding a stored batch raises on bad bytes (CorruptRecordError is a ValueError)
 DECODE_ERRORS = (ValueError, struct.error)
+
+
+class ReadLog(Protocol):
+    """A partition's log as this module reads it (`log/log.py` Log)."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def config(self) -> LogConfig: ...
+    @property
+    def segments(self) -> list[LogSegment]: ...
+    @property
+    def log_start_offset(self) -> int: ...
+    def segments_from(self, offset: int) -> list[LogSegment]: ...
 
 
 @dataclass(slots=True, frozen=True)
@@ -66,7 +82,7 @@ class LogBatch:
 
 
 def batches(
-    lg: Log, from_offset: int | None = None, to_offset: int | None = None
+    lg: ReadLog, from_offset: int | None = None, to_offset: int | None = None
 ) -> Iterator[LogBatch]:
     """Every batch holding an offset >= `from_offset` (all when None) and starting below
     `to_offset` (no bound when None), in offset order."""
@@ -89,7 +105,7 @@ def segment_batches(segments: Iterable[LogSegment]) -> Iterator[LogBatch]:
 
 
 def records(
-    lg: Log, from_offset: int | None = None, to_offset: int | None = None, name: str = ""
+    lg: ReadLog, from_offset: int | None = None, to_offset: int | None = None, name: str = ""
 ) -> Iterator[tuple[BatchHeader, list[Record]]]:
     """(header, records) of every decodable batch `batches` yields; an undecodable one is logged
     (as `name`, by default topic-partition) and skipped."""
@@ -108,7 +124,7 @@ def records(
             )
 
 
-def data_records(lg: Log, to_offset: int) -> Iterator[tuple[bytes | None, bytes | None]]:
+def data_records(lg: ReadLog, to_offset: int) -> Iterator[tuple[bytes | None, bytes | None]]:
     """(key, value) of every data record in [log start offset, `to_offset`), in offset order:
     what a coordinator replays from its internal topic (control batches are skipped)."""
     start = lg.log_start_offset

@@ -15,18 +15,26 @@ A marker batch holds one control record (parsed by `odradek.wire.records.end_txn
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from odradek.log.txn_index import AbortedTxn
 from odradek.wire.batch import BatchHeader, CorruptRecordError
 from odradek.wire.records import ABORT, decode_records, end_txn_marker
 
 if TYPE_CHECKING:
-    from odradek.log.log import Log
+    from odradek.log.producer_state import ProducerStateManager
     from odradek.log.segment import LogSegment
 
 # a marker batch holds one record of a few bytes; a control batch inflating past this is not one
 _MARKER_MAX_DECOMPRESSED = 1 << 20
+
+
+class TxnLog(Protocol):
+    """A partition's log as transaction markers change it (`log/log.py` Log)."""
+
+    @property
+    def producer_state(self) -> ProducerStateManager: ...
+    def segments_from(self, offset: int) -> list[LogSegment]: ...
 
 
 def marker_info(buf: bytes | bytearray | memoryview) -> tuple[int, int] | None:
@@ -39,7 +47,7 @@ def marker_info(buf: bytes | bytearray | memoryview) -> tuple[int, int] | None:
 
 
 def complete_transaction(
-    log: Log,
+    log: TxnLog,
     seg: LogSegment,
     producer_id: int,
     producer_epoch: int,
@@ -66,7 +74,7 @@ def complete_transaction(
 
 
 def replay_marker(
-    log: Log, seg: LogSegment, header: BatchHeader, buf: bytes | bytearray | memoryview
+    log: TxnLog, seg: LogSegment, header: BatchHeader, buf: bytes | bytearray | memoryview
 ) -> None:
     """Apply a control batch found in the log (loading, or appended as a follower)."""
     info = marker_info(buf)
@@ -84,7 +92,7 @@ def replay_marker(
     )
 
 
-def collect_aborted(log: Log, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+def collect_aborted(log: TxnLog, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
     """Aborted transactions with a marker at or after `fetch_offset` that began before
     `upper_bound`, from the segment holding `fetch_offset` onwards."""
     out: list[AbortedTxn] = []

@@ -1,5 +1,5 @@
 """A seeded protocol fuzzer: valid requests for every advertised API, their mutations, and a
-live driver that throws them at a broker and checks it survives (issue 11, "a fuzz harness").
+live driver that throws them at a broker and checks it survives.
 
 Hostile input must get a Kafka error code or a closed connection, never a crash, a traceback,
 unbounded memory or a frozen event loop (DESIGN.md, rules of the house; Kafka's own yardstick is
@@ -9,7 +9,7 @@ KAFKA-14063). The pieces:
   built from Kafka's JSON message definitions (through `odradek.wire.protocol`) with one element
   in every array, short strings and a real record batch, so mutations reach nested fields.
 - `null_field_bodies(api_key, version)`: the same request with a null (count -1) in each
-  non-nullable array field, top-level and one level down (issue 11 defect 7).
+  non-nullable array field, top-level and one level down.
 - `mutate(rng, payload)`: one of bit flips, truncations, changed length/count fields (-1, huge),
   random versions or keys, spliced bytes, garbage; `Mutation.frame_size` lies about the frame.
 - `LiveFuzzer`: rounds of such requests over several connections (some sent in slow partial

@@ -1,4 +1,4 @@
-"""Hostile RecordBatch v2 builders for tests and fuzzing (issue 11: batch contents).
+"""Hostile RecordBatch v2 builders for tests and fuzzing: batch contents.
 
 Decompression bombs (a small compressed records section inflating to hundreds of megabytes or
 more) and batches whose records' framing lies, each with a valid CRC so that only a look inside

@@ -1,5 +1,5 @@
 /*
- * odradek.wire._framing: the produce-time record framing walk in C (issue 11, defect 3).
+ * odradek.wire._framing: the produce-time record framing walk in C.
  *
  * The same checks as odradek.wire.records.check_framing_py, which stays the fallback when this
  * extension is not built: Kafka's LogValidator walking DefaultRecord.readFrom over every record

@@ -31,7 +31,7 @@ LZ4 frame (as Kafka writes it; any valid frame is read):
 
 Java's LZ4 reader decompresses each block on its own, so blocks must be independent.
 
-Decompression is bounded (issue 11, decompression bombs): every codec is read as a stream and
+Decompression is bounded (decompression bombs): every codec is read as a stream and
 stops with CorruptRecordError as soon as the output would pass the caller's `max_size`, so a
 35 KB batch declaring gigabytes costs at most `max_size` bytes, never the declared size. Kafka
 streams records out of a compressed batch one at a time inside a bounded JVM heap; we hold a

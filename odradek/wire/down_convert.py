@@ -1,4 +1,4 @@
-"""Down-conversion of RecordBatch v2 to magic 0/1 message sets, for Fetch v0-3 (issue 16).
+"""Down-conversion of RecordBatch v2 to magic 0/1 message sets, for Fetch v0-3.
 
 As Kafka's RecordsUtil.downConvert / LazyDownConversionRecords: a fetcher that speaks Fetch v0-1
 reads magic 0 messages, v2-3 magic 1 (timestamps). Each v2 batch becomes, uncompressed, one

@@ -16,7 +16,7 @@ read in place). `decode_request` raises only `DecodeError`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import kafka.protocol.admin as _admin
 import kafka.protocol.consumer as _consumer
@@ -75,6 +75,14 @@ if TYPE_CHECKING:
     def __getattr__(name: str) -> Any: ...
 
 
+# An instance of one of those classes, or of a struct nested in one (a response's topic entry,
+# `Resp.DescribedGroup`), where the code does not name the class: untyped, so Any, said once
+# here rather than at every use (the broker's modules may not spell Any: pyproject [tool.mypy]).
+Message: TypeAlias = Any
+# A message's schema as kafka-python describes it (a class's `_struct`, one of its fields).
+Schema: TypeAlias = Any
+
+
 __all__ = sorted(_EXPORTS) + [
     "DecodeError",
     "NullFieldError",
@@ -84,6 +92,8 @@ __all__ = sorted(_EXPORTS) + [
     "decode_request",
     "encode_response",
     "schema_versions",
+    "Message",
+    "Schema",
 ]
 
 

@@ -23,7 +23,7 @@ from odradek.coordinator.share.state import (
     StateBatch,
 )
 
-LOG = [(0, 4, False), (5, 9, False)]  # two batches of five records
+LOG = [(0, 4, False, 100), (5, 9, False, 100)]  # two batches of five records, 100 bytes each
 
 
 def test_acquire_gives_each_record_to_one_member() -> None:
@@ -87,7 +87,7 @@ def test_delivery_count_limit_archives() -> None:
 
 def test_control_records_are_archived_not_delivered() -> None:
     sp = SharePartition(0)
-    got = sp.acquire("a", [(0, 1, False), (2, 2, True), (3, 3, False)], 10, 0)
+    got = sp.acquire("a", [(0, 1, False, 80), (2, 2, True, 70), (3, 3, False, 70)], 10, 0)
     assert got == [Acquired(0, 1, 1), Acquired(3, 3, 1)]
     sp.acknowledge("a", 0, 1, [ACCEPT])
     assert sp.start_offset == 3
@@ -164,11 +164,37 @@ def test_no_more_than_max_record_locks_in_flight() -> None:
 def test_acquisition_reads_the_log_only_as_far_as_it_needs() -> None:
     read: list[int] = []
 
-    def batches() -> Iterator[tuple[int, int, bool]]:
+    def batches() -> Iterator[tuple[int, int, bool, int]]:
         for first in range(0, 1000, 10):
             read.append(first)
-            yield first, first + 9, False
+            yield first, first + 9, False, 500
 
     sp = SharePartition(0)
     assert sp.acquire("a", batches(), 15, 0) == [Acquired(0, 14, 1)]
     assert read == [0, 10]
+
+
+def test_acquisition_keeps_the_batches_it_answers_within_max_bytes() -> None:
+    log = [(0, 4, False, 100), (5, 9, False, 100), (10, 14, False, 100)]
+    sp = SharePartition(0)
+    # a Fetch's max_bytes: the first batch goes whole, no further batch past the bound
+    assert sp.acquire("a", log, 100, 0, max_bytes=50) == [Acquired(0, 4, 1)]
+    assert sp.acquire("b", log, 100, 0, max_bytes=250) == [Acquired(5, 14, 1)]
+    sp.acknowledge("a", 0, 4, [ACCEPT])
+    sp.acknowledge("b", 5, 14, [RELEASE])
+    # another partition filled the answer already: nothing that does not fit
+    assert sp.acquire("c", log, 100, 0, max_bytes=50, whole_first=False) == []
+    # batches already settled cost nothing
+    assert sp.acquire("c", log, 100, 0, max_bytes=100, whole_first=False) == [Acquired(5, 9, 2)]
+
+
+def test_unacquire_gives_records_back_with_their_delivery_counts() -> None:
+    sp = SharePartition(0)
+    first = sp.acquire("a", LOG, 10, 0)
+    sp.acknowledge("a", 0, 1, [RELEASE])
+    again = sp.acquire("a", LOG, 2, 0)
+    assert again == [Acquired(0, 1, 2)]
+    sp.unacquire("a", again)
+    sp.unacquire("b", first)  # not b's: nothing changes
+    assert sp.acquire("b", LOG, 10, 0) == [Acquired(0, 1, 2)]
+    assert sp.in_flight() == 10

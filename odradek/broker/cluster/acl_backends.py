@@ -21,7 +21,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from odradek.security import acl_store
 from odradek.security.acl_types import AccessControlEntry, AclBinding, ResourcePattern
@@ -192,10 +192,12 @@ class ZooKeeperAclBackend(AclBackend):
             self._changed()
 
 
+_BACKEND_ATTR = "_acl_backend"  # on the store, so its brokers share one backend
+
+
 def backend_of(store: MetadataStore) -> AclBackend:
     """The ACL backend of a metadata store, made on first use and shared by its brokers."""
-    holder: Any = store
-    backend: AclBackend | None = getattr(holder, "_acl_backend", None)
+    backend: AclBackend | None = getattr(store, _BACKEND_ATTR, None)
     if backend is not None:
         return backend
     session = getattr(store, "session", None)
@@ -206,5 +208,5 @@ def backend_of(store: MetadataStore) -> AclBackend:
         if path is None:
             raise TypeError(f"no ACL storage for {type(store).__name__}")
         backend = LocalAclBackend(os.path.dirname(path))
-    holder._acl_backend = backend
+    setattr(store, _BACKEND_ATTR, backend)
     return backend

@@ -23,7 +23,6 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from odradek.broker.cluster.metadata_store import LocalMetadataStore, PartitionState
 from odradek.broker.config import BrokerConfig
@@ -48,7 +47,7 @@ class LocalCluster:
         self,
         brokers: int,
         base_dir: str,
-        config: Mapping[str, Any] | None = None,
+        config: Mapping[str, object] | None = None,
         host: str = "127.0.0.1",
         ports: list[int] | None = None,
     ) -> None:
@@ -181,7 +180,7 @@ class LocalCluster:
         name: str,
         partitions: int = 1,
         replication_factor: int = -1,
-        configs: Mapping[str, Any] | None = None,
+        configs: Mapping[str, object] | None = None,
     ) -> None:
         broker = self.any_broker()
         broker.topics.create_topic(
@@ -241,7 +240,7 @@ class LocalCluster:
 async def run_cluster(
     brokers: int,
     base_dir: str,
-    config: Mapping[str, Any],
+    config: Mapping[str, object],
     stop: asyncio.Event,
     host: str = "127.0.0.1",
     ports: list[int] | None = None,
@@ -262,7 +261,7 @@ async def run_cluster(
         await cluster.stop()
 
 
-def main(brokers: int, base_dir: str, config: Mapping[str, Any], host: str, port: int) -> int:
+def main(brokers: int, base_dir: str, config: Mapping[str, object], host: str, port: int) -> int:
     """`odradek cluster --brokers N`: run until SIGTERM or Ctrl-C; 1 on a start failure."""
     import signal
 

@@ -24,7 +24,6 @@ import os
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from odradek.log.checkpoints import write_atomic
 
@@ -281,7 +280,7 @@ def _load_or_create_cluster_id(data_dir: str, configured: str | None, node_id: i
     return cluster_id
 
 
-def _topic_doc(t: TopicInfo) -> dict[str, Any]:
+def _topic_doc(t: TopicInfo) -> dict[str, object]:
     return {
         "name": t.name,
         "id": str(t.topic_id),
@@ -352,7 +351,7 @@ class LocalMetadataStore(MetadataStore):
     # atomically (tmp + fsync + rename, `write_atomic`) before the change is acknowledged; a
     # topic's line is encoded once and kept until the store changes that topic (every change
     # goes through the methods below, which call `_dirty`), so a save with 10,000 partitions
-    # is a join and a write, not 10,000 partitions encoded again (issue 17: `indent=1` made
+    # is a join and a write, not 10,000 partitions encoded again (`indent=1` made
     # `json` use its pure-Python encoder, 120 ms a save at 10,000 partitions).
 
     def _dirty(self, name: str) -> None:
@@ -365,7 +364,7 @@ class LocalMetadataStore(MetadataStore):
         return line
 
     def _save(self) -> None:
-        head: dict[str, Any] = {"version": 1, "next_producer_id": self.next_producer_id}
+        head: dict[str, object] = {"version": 1, "next_producer_id": self.next_producer_id}
         if self.client_quotas:
             head["client_quotas"] = [
                 {"entity": [list(part) for part in ent], "values": values}

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote
 
 if TYPE_CHECKING:
@@ -42,11 +42,11 @@ def desanitize(text: str) -> str | None:
     return None if text == DEFAULT else unquote(text)
 
 
-def _dump(doc: Any) -> bytes:
+def _dump(doc: object) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
-def node_config(data: bytes | None) -> dict[str, Any]:
+def node_config(data: bytes | None) -> dict[str, object]:
     """The `config` object of an entity node; {} for an empty or unreadable node."""
     if not data:
         return {}
@@ -77,7 +77,7 @@ def read_children(zk: KazooClient, parent: str) -> list[tuple[str, bytes]]:
     return out
 
 
-def update_config(zk: KazooClient, path: str, ops: Mapping[str, Any]) -> bytes:
+def update_config(zk: KazooClient, path: str, ops: Mapping[str, object]) -> bytes:
     """Set (a value) or remove (None) keys of the entity node at `path`, keeping every other
     key; retried when another writer changed the node meanwhile. Returns the written data."""
     from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError

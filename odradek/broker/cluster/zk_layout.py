@@ -28,7 +28,6 @@ import base64
 import json
 import time
 import uuid
-from typing import Any
 
 from odradek.broker.cluster.metadata_store import BrokerRegistration, PartitionState
 
@@ -103,7 +102,7 @@ def encode_broker(reg: BrokerRegistration) -> bytes:
     endpoints = reg.endpoints or (("PLAINTEXT", reg.host, reg.port, "PLAINTEXT"),)
     # as Kafka's BrokerInfo: host/port are the PLAINTEXT endpoint's, null/-1 without one
     plain = next(((h, p) for n, h, p, proto in endpoints if proto == "PLAINTEXT"), (None, -1))
-    doc: dict[str, Any] = {
+    doc: dict[str, object] = {
         "features": {},
         "listener_security_protocol_map": {n: proto for n, _h, _p, proto in endpoints},
         "endpoints": [f"{n}://{_host(h)}:{p}" for n, h, p, _proto in endpoints],

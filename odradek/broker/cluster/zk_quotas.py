@@ -67,6 +67,8 @@ def _quota_values(data: bytes | None) -> dict[str, float]:
     for key, value in node_config(data).items():
         if key in QUOTA_KEYS:
             try:
+                if not isinstance(value, (int, float, str)):
+                    raise TypeError(type(value).__name__)
                 out[key] = float(value)
             except (TypeError, ValueError):
                 log.warning("ignoring quota %s=%r in ZooKeeper: not a number", key, value)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVarTuple
 
 from odradek.broker.cluster import zk_layout as zl
 
@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from kazoo.protocol.states import ZnodeStat  # untyped (Any) in kazoo
 
 log = logging.getLogger(__name__)
+
+Ts = TypeVarTuple("Ts")
 
 
 class ZooKeeperError(ValueError):
@@ -71,7 +73,7 @@ class ZooKeeperSession:
         finally:
             self.zk.close()
 
-    def post(self, fn: Callable[..., None], *args: object) -> None:
+    def post(self, fn: Callable[[*Ts], None], *args: *Ts) -> None:
         """Call `fn(*args)` on the event loop (from kazoo's thread); dropped once closed."""
         loop = self.loop
         if loop is None or self.closed:

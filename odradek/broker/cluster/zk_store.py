@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from odradek.broker.cluster import (
     zk_client_metrics,
@@ -54,6 +54,7 @@ from odradek.broker.cluster.zk_session import ZooKeeperError, ZooKeeperSession
 
 if TYPE_CHECKING:
     from kazoo.client import TransactionRequest  # untyped (Any) in kazoo
+    from kazoo.interfaces import IAsyncResult
 
     from odradek.broker.config import BrokerConfig
 
@@ -359,7 +360,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         self, updates: list[tuple[str, int, PartitionState, int, int]]
     ) -> list[bool]:
         results = [False] * len(updates)
-        pending: list[tuple[int, Any]] = []
+        pending: list[tuple[int, IAsyncResult]] = []
         for i, (topic, idx, state, leader_epoch, partition_epoch) in enumerate(updates):
             info = self.topics.get(topic)
             if info is None or not 0 <= idx < len(info.partitions):

@@ -12,7 +12,7 @@ are stored together through the metadata store's ACL backend, so every broker se
 from __future__ import annotations
 
 import logging
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.dispatch import ProtocolError
@@ -47,11 +47,11 @@ DelResp: TypeAlias = protocol.DeleteAclsResponse
 NO_AUTHORIZER = "No Authorizer is configured on the broker"
 
 
-def _pattern_type(req: Any, field: str, version: int) -> PatternType:
+def _pattern_type(req: protocol.Message, field: str, version: int) -> PatternType:
     return PatternType.from_code(getattr(req, field)) if version >= 1 else PatternType.LITERAL
 
 
-def _filter(f: Any, version: int) -> AclBindingFilter:
+def _filter(f: protocol.Message, version: int) -> AclBindingFilter:
     flt = filter_from_wire(f, _pattern_type(f, "pattern_type_filter", version))
     try:
         return request_filter(flt, version)

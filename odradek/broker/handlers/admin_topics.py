@@ -29,7 +29,7 @@ import logging
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeAlias, TypeVar
 
 from odradek.broker.config_entries import topic_entries
 from odradek.broker.network.context import RequestContext
@@ -231,7 +231,7 @@ def _refuse_too_large(
     topics: list[T],
     requested: list[T],
     count: Callable[[T], int],
-    Result: Callable[..., object],
+    Result: type[protocol.Message],
 ) -> list[object] | None:
     """Every requested topic refused with POLICY_VIOLATION when the unique `topics` would write
     more than MAX_RECORDS_PER_USER_OP records; None when the request is within the bound."""
@@ -250,7 +250,7 @@ def _refuse_too_large(
     ]
 
 
-def _created(broker: Broker, info: TopicInfo, version: int) -> Any:
+def _created(broker: Broker, info: TopicInfo, version: int) -> protocol.Message:
     configs = []
     if version >= 5:
         configs = [
@@ -274,7 +274,9 @@ def _created(broker: Broker, info: TopicInfo, version: int) -> Any:
     )
 
 
-def _unique_topics(topics: list[T], results: list, result_cls: Callable[..., object]) -> list[T]:
+def _unique_topics(
+    topics: list[T], results: list[protocol.Message], result_cls: type[protocol.Message]
+) -> list[T]:
     """Topics named once; a name given twice is answered INVALID_REQUEST once, as Kafka does."""
     counts = Counter(t.name for t in topics)
     for name in dict.fromkeys(t.name for t in topics if counts[t.name] > 1):
@@ -293,7 +295,7 @@ async def create_topics(
     ctx: RequestContext, req: protocol.CreateTopicsRequest
 ) -> protocol.CreateTopicsResponse:
     broker = ctx.broker
-    results: list = []
+    results: list[protocol.Message] = []
     topics = _unique_topics(req.topics, results, CResult)
     refused = _refuse_too_large(
         ctx, "CreateTopics", topics, req.topics, lambda t: _create_records(broker, t), CResult
@@ -306,11 +308,11 @@ async def create_topics(
     checked = broker.authorizer is not None
     cluster_create = not checked or ctx.authorize_cluster(AclOperation.CREATE, log_if_denied=False)
 
-    def refusal(name: str, exc: TopicError) -> Any:
+    def refusal(name: str, exc: TopicError) -> protocol.Message:
         log.info("CreateTopics %r from %s refused: %s %s", name, ctx.client_id, exc.code.name, exc)
         return CResult(name=name, error_code=exc.code, error_message=str(exc))
 
-    def created(info: TopicInfo) -> Any:
+    def created(info: TopicInfo) -> protocol.Message:
         result = _created(broker, info, ctx.api_version)
         if checked and not ctx.authorize(
             AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, info.name, log_if_denied=False
@@ -320,7 +322,7 @@ async def create_topics(
         return result
 
     # every topic is checked and its logs prepared first; the topics are then written to the
-    # metadata store together, one save for the request (issue 17)
+    # metadata store together, one save for the request
     pending: list[tuple[int, TopicInfo, list[int]]] = []  # (slot in results, planned, logs)
     planned: dict[str, str] = {}
     try:
@@ -372,9 +374,9 @@ DResult: TypeAlias = protocol.DeleteTopicsResponse.DeletableTopicResult
 
 def _delete_targets(
     broker: Broker, entries: list[tuple[str | None, uuid.UUID | None]]
-) -> tuple[list[Any], list[tuple[str, uuid.UUID]]]:
+) -> tuple[list[protocol.Message], list[tuple[str, uuid.UUID]]]:
     """Resolve names and ids as Kafka's ControllerApis.deleteTopics: (errors, to delete)."""
-    errors: list[Any] = []
+    errors: list[protocol.Message] = []
 
     def fail(
         name: str | None, topic_id: uuid.UUID | None, code: ErrorCode, message: str | None
@@ -387,7 +389,7 @@ def _delete_targets(
 
     names = Counter(n for n, i in entries if n is not None and i is None)
     ids = Counter(i for n, i in entries if n is None and i is not None)
-    reported: set[Any] = set()
+    reported: set[str | uuid.UUID] = set()
     targets: dict[uuid.UUID, str] = {}
     for name, topic_id in entries:
         if name is None and topic_id is None:
@@ -443,7 +445,7 @@ def _delete_targets(
     return errors, [(n, i) for i, n in targets.items()]
 
 
-def _delete_denied(name: str | None, topic_id: uuid.UUID | None) -> Any:
+def _delete_denied(name: str | None, topic_id: uuid.UUID | None) -> protocol.Message:
     return DResult(
         name=name,
         topic_id=topic_id or ZERO_UUID,
@@ -454,7 +456,7 @@ def _delete_denied(name: str | None, topic_id: uuid.UUID | None) -> Any:
 
 def _delete_allowed(
     ctx: RequestContext, entries: list[tuple[str | None, uuid.UUID | None]]
-) -> tuple[list[tuple[str | None, uuid.UUID | None]], list[Any]]:
+) -> tuple[list[tuple[str | None, uuid.UUID | None]], list[protocol.Message]]:
     """Topics named by name need DESCRIBE and DELETE, checked before their existence."""
     kept, denied = [], []
     for name, topic_id in entries:
@@ -496,7 +498,7 @@ async def delete_topics(
                 for n, i in entries
             ],
         )
-    denied: list[Any] = []
+    denied: list[protocol.Message] = []
     if broker.authorizer is not None:
         entries, denied = _delete_allowed(ctx, entries)
     results, targets = _delete_targets(broker, entries)
@@ -586,7 +588,7 @@ async def create_partitions(
     ctx: RequestContext, req: protocol.CreatePartitionsRequest
 ) -> protocol.CreatePartitionsResponse:
     broker = ctx.broker
-    results: list = []
+    results: list[protocol.Message] = []
     topics = _unique_topics(req.topics, results, PResult)
     refused = _refuse_too_large(
         ctx, "CreatePartitions", topics, req.topics, lambda t: _added_partitions(broker, t), PResult

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
@@ -111,7 +111,7 @@ def _partition(idx: int, st: PartitionState, live: set[int]) -> object:
     )
 
 
-def _error_topic(name: str | None, code: ErrorCode) -> Any:
+def _error_topic(name: str | None, code: ErrorCode) -> protocol.Message:
     return TTopic(
         error_code=code,
         name=name,
@@ -136,7 +136,7 @@ def _page(
     cursor: protocol.DescribeTopicPartitionsRequest.Cursor | None,
     limit: int,
     fetch_all: bool,
-) -> tuple[list[Any], Any]:
+) -> tuple[list[protocol.Message], protocol.Message | None]:
     """Topics from the cursor on, at most `limit` partitions; (topics, next cursor)."""
     broker = ctx.broker
     live = set(broker.live_brokers())

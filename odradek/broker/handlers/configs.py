@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from odradek.broker.config_entries import (
     DEFAULT_CONFIG,
@@ -42,6 +42,7 @@ from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from odradek.broker.cluster.metadata_store import TopicInfo
     from odradek.broker.server import Broker
 
 log = logging.getLogger(__name__)
@@ -254,7 +255,7 @@ def _refuse_broker_change(broker: Broker, res: AlterResource) -> None:
         )
 
 
-def _topic_info(broker: Broker, name: str) -> Any:
+def _topic_info(broker: Broker, name: str) -> TopicInfo:
     try:
         check_topic_name(name)
     except TopicError as exc:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
-from odradek.broker.handlers.groups import client_host, group_allowed
+from odradek.broker.handler_support import client_host, group_allowed
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions.internal_topics import offsets_replicated

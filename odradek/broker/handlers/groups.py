@@ -24,7 +24,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from odradek.broker.handlers import share_groups
+from odradek.broker.handler_support import client_host, group_allowed
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions.internal_topics import (
@@ -32,12 +32,12 @@ from odradek.broker.partitions.internal_topics import (
     ensure_offsets_topic,
     offsets_replicated,
 )
+from odradek.broker.share_host import listed, share_coordinator
 from odradek.coordinator.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from odradek.coordinator.group.join import JoinParams
 from odradek.coordinator.group.state import LeaveMember
 from odradek.coordinator.group.sync import SyncParams
 from odradek.coordinator.share import admin as share_admin
-from odradek.coordinator.share.coordinator import share_coordinator
 from odradek.security.acl_types import AclOperation, ResourceType
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
@@ -61,16 +61,6 @@ FIRST_USE_WAIT_S = 1.0
 # (Integer.MIN_VALUE on the wire).
 NO_OPERATIONS = None
 GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
-
-
-def group_allowed(ctx: RequestContext, operation: AclOperation, group_id: str) -> bool:
-    """May the principal do `operation` on the group (always, without an authorizer)?"""
-    return ctx.authorize(operation, ResourceType.GROUP, group_id)
-
-
-def client_host(ctx: RequestContext) -> str:
-    """As Kafka's InetAddress.toString: "/127.0.0.1"."""
-    return "/" + ctx.client_host.strip("[]")
 
 
 def _message(error: ErrorCode) -> str:
@@ -348,7 +338,7 @@ async def list_groups(
     states = list(req.states_filter or []) if version >= 4 else []
     types = list(req.types_filter or []) if version >= 5 else []
     error, groups = coord.list_groups(states, types)
-    groups = groups + share_groups.listed(ctx.broker, states, types)  # KIP-932
+    groups = groups + listed(ctx.broker, states, types)  # KIP-932
     if ctx.broker.authorizer is not None and not ctx.authorize_cluster(
         AclOperation.DESCRIBE, log_if_denied=False
     ):  # only the groups the principal may describe; never an error
@@ -421,7 +411,7 @@ async def describe_groups(
 ) -> protocol.DescribeGroupsResponse:
     """Every name is answered, in order; a name asked twice is described once (the answer is
     shared), and the loop yields to the event loop every YIELD_EVERY names so that a request
-    with 400,000 names does not stop other clients from being served (issue 11)."""
+    with 400,000 names does not stop other clients from being served."""
     coord = ctx.group_coordinator
     with_ops = ctx.api_version >= 3 and bool(req.include_authorized_operations)
     described: dict[str, object] = {}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
@@ -53,7 +53,7 @@ async def describe_log_dirs(
         return Resp(throttle_time_ms=0, error_code=code, results=[])
     logs = ctx.broker.logs
     wanted = _wanted(req)
-    by_dir: dict[str, dict[str, list[Any]]] = {d: {} for d in logs.dirs}
+    by_dir: dict[str, dict[str, list[protocol.Message]]] = {d: {} for d in logs.dirs}
     for (topic, index), part in sorted(ctx.broker.topics.partitions.items()):
         if wanted is not None and (topic, index) not in wanted:
             continue

@@ -4,7 +4,7 @@ error code.
 
 The topics of the answer are encoded here by hand (`encode_topic`), not built as kafka-python
 objects and encoded by its generic encoder: with 10,000 partitions that took ~300 ms per full
-Metadata request, this ~10x less (issue 17, `python -m bench.scale`). `EncodedTopics` splices
+Metadata request, this ~10x less (`python -m bench.scale`). `EncodedTopics` splices
 them into the rest of the response, which kafka-python still encodes. Per topic, as Kafka's
 MetadataResponse.json:
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import struct
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
@@ -171,7 +171,7 @@ def topic_metadata(
     return encode_topic(version, 0, name, info.topic_id, info.internal, parts, operations)
 
 
-def _operations(ctx: RequestContext, name: str, version: int, req: Any) -> int:
+def _operations(ctx: RequestContext, name: str, version: int, req: protocol.Message) -> int:
     # v8+: what the principal may do on the topic; with no authorizer every operation, as Kafka
     # answers (librdkafka's describe_cluster / describe_topics read these from Metadata v8-10)
     if version >= 8 and req.include_topic_authorized_operations:
@@ -184,11 +184,16 @@ def error_topic(name: str | None, topic_id: uuid.UUID, code: ErrorCode, version:
 
 
 async def _requested(
-    ctx: RequestContext, wanted: list, version: int, auto_create: bool, req: Any, codes: list[int]
+    ctx: RequestContext,
+    wanted: list[protocol.Message],
+    version: int,
+    auto_create: bool,
+    req: protocol.Message,
+    codes: list[int],
 ) -> list[bytes]:
     """The topics asked for by name or id. Each is answered once (Kafka collects them in a set),
     and the loop yields every YIELD_EVERY topics so a request with 100,000 ids does not stop
-    other clients from being served (issue 11)."""
+    other clients from being served."""
     broker = ctx.broker
     checked = broker.authorizer is not None
     live = set(broker.live_brokers())

@@ -26,9 +26,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from odradek.broker.handler_support import partition_errors, partition_exists
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions.internal_topics import offsets_replicated
@@ -40,6 +42,8 @@ from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from kazoo.client import KazooClient
+
     from odradek.broker.server import Broker
 
 log = logging.getLogger(__name__)
@@ -49,35 +53,10 @@ def _topic_ok(ctx: RequestContext, operation: AclOperation, topic: str) -> bool:
     return ctx.authorize(operation, ResourceType.TOPIC, topic)
 
 
-def partition_exists(broker: Broker, topic: str, index: int) -> bool:
-    info = broker.topics.info(topic)
-    return info is not None and 0 <= index < len(info.partitions)
-
-
-def partition_errors(
-    topics: Any, errors: dict[tuple[str, int], ErrorCode], topic_cls: Any, part_cls: Any
-) -> list[Any]:
-    """The answer topics of a request naming `topics` (with `name` and `partitions`): each asked
-    partition, in request order, with its error in `errors` (NONE when not there)."""
-    return [
-        topic_cls(
-            name=t.name,
-            partitions=[
-                part_cls(
-                    partition_index=p.partition_index,
-                    error_code=errors.get((t.name, p.partition_index), ErrorCode.NONE),
-                )
-                for p in t.partitions
-            ],
-        )
-        for t in topics
-    ]
-
-
 # -- Version 0: offsets in ZooKeeper ----------------------------------------------------------
 
 
-def _zookeeper(broker: Broker) -> Any:
+def _zookeeper(broker: Broker) -> KazooClient | None:
     """The kazoo client of a ZooKeeper-mode broker, else None."""
     return getattr(broker.store, "zk", None)
 
@@ -87,12 +66,14 @@ def _zk_offset_path(group_id: str, topic: str, partition: int) -> str:
     return f"/consumers/{group_id}/offsets/{topic}/{partition}"
 
 
-def _zk_write(zk: Any, nodes: dict[tuple[str, int], tuple[str, bytes]]) -> dict[Any, Exception]:
+def _zk_write(
+    zk: KazooClient, nodes: dict[tuple[str, int], tuple[str, bytes]]
+) -> dict[tuple[str, int], Exception]:
     """Set or create each node; the failures. Runs in a worker thread (kazoo is thread-safe):
     a request naming many partitions makes as many ZooKeeper round trips."""
     from kazoo.exceptions import NoNodeError
 
-    failed: dict[Any, Exception] = {}
+    failed: dict[tuple[str, int], Exception] = {}
     for tp, (path, data) in nodes.items():
         try:
             try:
@@ -104,11 +85,13 @@ def _zk_write(zk: Any, nodes: dict[tuple[str, int], tuple[str, bytes]]) -> dict[
     return failed
 
 
-def _zk_read(zk: Any, paths: dict[tuple[str, int], str]) -> dict[Any, int | Exception]:
+def _zk_read(
+    zk: KazooClient, paths: dict[tuple[str, int], str]
+) -> dict[tuple[str, int], int | Exception]:
     """The offset in each node that exists, or the failure. Runs in a worker thread."""
     from kazoo.exceptions import NoNodeError
 
-    found: dict[Any, int | Exception] = {}
+    found: dict[tuple[str, int], int | Exception] = {}
     for tp, path in paths.items():
         try:
             data, _stat = zk.get(path)
@@ -190,7 +173,7 @@ async def _fetch_from_zookeeper(
             failures[0],
         )
 
-    def part(topic: str, index: int) -> Any:
+    def part(topic: str, index: int) -> protocol.Message:
         offset, error = -1, group_error or ErrorCode.NONE
         if topic in denied:
             error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
@@ -212,7 +195,7 @@ async def _fetch_from_zookeeper(
 # -- OffsetCommit ------------------------------------------------------------------------------
 
 
-def _by_id(ctx: RequestContext, topic_id: Any) -> str:
+def _by_id(ctx: RequestContext, topic_id: uuid.UUID | None) -> str:
     """v10 names topics by id: the name, or a key no topic has (an id not known here)."""
     name = ctx.topics.name_for_id(topic_id) if topic_id is not None else None
     return name if name is not None else f"\0{topic_id}"
@@ -328,7 +311,7 @@ def _fetch_group(
         denied = {t for t, _ in partitions if not _topic_ok(ctx, AclOperation.DESCRIBE, t)}
         partitions = [tp for tp in partitions if tp[0] not in denied]
     error, fetched = coord.fetch_offsets(group_id, partitions, require_stable)
-    by_topic: dict[str, list] = {}
+    by_topic: dict[str, list[tuple[int, int, int, str | None, ErrorCode]]] = {}
     for f in fetched:
         if checked and topics is None and f.topic not in by_topic:
             # every committed offset: topics the principal may not describe are left out
@@ -349,7 +332,9 @@ def _fetch_group(
     return error, by_topic
 
 
-def _partitions(P: Any, parts: list[tuple[int, int, int, str | None, ErrorCode]]) -> list[Any]:
+def _partitions(
+    P: type[protocol.Message], parts: list[tuple[int, int, int, str | None, ErrorCode]]
+) -> list[protocol.Message]:
     """OffsetFetch answer partitions (class `P` of the version) of `_fetch_group`'s (partition,
     offset, leader epoch, metadata, error) tuples."""
     return [
@@ -364,12 +349,14 @@ def _partitions(P: Any, parts: list[tuple[int, int, int, str | None, ErrorCode]]
     ]
 
 
-def _fetch_group_by_id(ctx: RequestContext, g: Any, require_stable: bool) -> Any:
+def _fetch_group_by_id(
+    ctx: RequestContext, g: protocol.Message, require_stable: bool
+) -> protocol.Message:
     """One group of OffsetFetch v10: topics named by id in the request and the answer."""
     G = protocol.OffsetFetchResponse.OffsetFetchResponseGroup
     T = G.OffsetFetchResponseTopics
     P = T.OffsetFetchResponsePartitions
-    unknown: list[Any] = []
+    unknown: list[protocol.Message] = []
     wanted = None
     if g.topics is not None:
         wanted = []

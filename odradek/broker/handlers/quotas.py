@@ -20,7 +20,7 @@ entry is).
 from __future__ import annotations
 
 import logging
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 from odradek.broker.network import quotas as q
 from odradek.broker.network.context import RequestContext
@@ -39,7 +39,7 @@ MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2
 ENTITY_TYPES = (q.USER, q.CLIENT_ID)
 
 
-def _filter_error(components: list[Any]) -> str | None:
+def _filter_error(components: list[protocol.Message]) -> str | None:
     seen: set[str] = set()
     for c in components:
         if c.entity_type == q.IP:
@@ -60,7 +60,7 @@ def _filter_error(components: list[Any]) -> str | None:
     return None
 
 
-def _matches(entity: q.Entity, components: list[Any], strict: bool) -> bool:
+def _matches(entity: q.Entity, components: list[protocol.Message], strict: bool) -> bool:
     names = dict(entity)
     for c in components:
         if c.entity_type not in names:
@@ -115,7 +115,7 @@ async def describe_client_quotas(
     return DResp(throttle_time_ms=0, error_code=0, error_message=None, entries=entries)
 
 
-def _entry_error(entry: Any) -> str | None:
+def _entry_error(entry: protocol.Message) -> str | None:
     parts = [(e.entity_type, e.entity_name) for e in entry.entity]
     if not parts:
         return "Invalid empty client quota entity"

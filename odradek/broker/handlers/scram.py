@@ -17,7 +17,6 @@ describe, plus one result per named user; for alter one result per user named, s
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
@@ -76,7 +75,7 @@ async def describe_user_scram_credentials(
     )
 
 
-def _result(r: AlterResult) -> Any:
+def _result(r: AlterResult) -> protocol.Message:
     return AResp.AlterUserScramCredentialsResult(
         user=r.user, error_code=r.error_code, error_message=r.error_message
     )

@@ -19,12 +19,12 @@ The state itself is in `odradek.coordinator.share.admin`.
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
+from odradek.broker.share_host import share_coordinator
 from odradek.coordinator.share import admin
-from odradek.coordinator.share.coordinator import SpKey, share_coordinator
+from odradek.coordinator.share.coordinator import SpKey
 from odradek.security.acl_types import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
@@ -83,7 +83,9 @@ def _topic_id(ctx: RequestContext, name: str) -> tuple[uuid.UUID, int] | None:
 
 
 @handles(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, versions=(0, 1))
-async def describe_share_group_offsets(ctx: RequestContext, req: Any) -> Any:
+async def describe_share_group_offsets(
+    ctx: RequestContext, req: protocol.Message
+) -> protocol.Message:
     Resp = protocol.response_class(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
     G = Resp.DescribeShareGroupOffsetsResponseGroup
     T = G.DescribeShareGroupOffsetsResponseTopic
@@ -176,12 +178,12 @@ async def describe_share_group_offsets(ctx: RequestContext, req: Any) -> Any:
 
 
 @handles(ApiKey.ALTER_SHARE_GROUP_OFFSETS, versions=(0, 0))
-async def alter_share_group_offsets(ctx: RequestContext, req: Any) -> Any:
+async def alter_share_group_offsets(ctx: RequestContext, req: protocol.Message) -> protocol.Message:
     Resp = protocol.response_class(ApiKey.ALTER_SHARE_GROUP_OFFSETS)
     T = Resp.AlterShareGroupOffsetsResponseTopic
     P = T.AlterShareGroupOffsetsResponsePartition
 
-    def failed(code: int, message: str | None = None) -> Any:
+    def failed(code: int, message: str | None = None) -> protocol.Message:
         return Resp(throttle_time_ms=0, error_code=code, error_message=message, responses=[])
 
     group_id = req.group_id
@@ -240,11 +242,13 @@ async def alter_share_group_offsets(ctx: RequestContext, req: Any) -> Any:
 
 
 @handles(ApiKey.DELETE_SHARE_GROUP_OFFSETS, versions=(0, 0))
-async def delete_share_group_offsets(ctx: RequestContext, req: Any) -> Any:
+async def delete_share_group_offsets(
+    ctx: RequestContext, req: protocol.Message
+) -> protocol.Message:
     Resp = protocol.response_class(ApiKey.DELETE_SHARE_GROUP_OFFSETS)
     T = Resp.DeleteShareGroupOffsetsResponseTopic
 
-    def failed(code: int, message: str | None = None) -> Any:
+    def failed(code: int, message: str | None = None) -> protocol.Message:
         return Resp(throttle_time_ms=0, error_code=code, error_message=message, responses=[])
 
     group_id = req.group_id
@@ -291,7 +295,7 @@ async def delete_share_group_offsets(ctx: RequestContext, req: Any) -> Any:
 
 
 @handles(ApiKey.DELETE_SHARE_GROUP_STATE, versions=(0, 0))
-async def delete_share_group_state(ctx: RequestContext, req: Any) -> Any:
+async def delete_share_group_state(ctx: RequestContext, req: protocol.Message) -> protocol.Message:
     Resp = protocol.response_class(ApiKey.DELETE_SHARE_GROUP_STATE)
     R = Resp.DeleteStateResult
     coord = share_coordinator(ctx.broker)

@@ -6,9 +6,19 @@ ShareFetch and ShareAcknowledge carry a share session (as Kafka's ShareSessionCa
 opens it with the partitions the request names, each later request must carry the next epoch
 (INVALID_SHARE_SESSION_EPOCH otherwise; SHARE_SESSION_NOT_FOUND without a session) and may add
 partitions or forget them; -1 closes it, and the records its member still holds are released.
+A session also ends when the connection that opened it closes (Kafka's ShareSessionCache
+disconnect listener), not when its member leaves the group: a closing consumer's last
+acknowledgements travel beside its leave heartbeat, on another connection, in no fixed order.
 ShareFetch first applies the acknowledgements it piggybacks, then acquires up to MaxRecords
 records from the session's partitions (waiting up to MaxWaitMs for some) and answers with the
 whole batches that hold them and the acquired offset ranges with their delivery counts.
+
+A consumer's consumer_byte_rate quota applies to ShareFetch as to Fetch (Kafka's
+handleShareFetchRequest): MaxBytes is capped at what the quota allows in one window, the size
+of the records answered is recorded, and a client over its quota gets throttle_time_ms, its
+connection muted for that long and an answer without records. Beyond Kafka, which leaves such
+records acquired until their lock expires (a delivery the client never saw, counted towards
+the delivery limit), the records are given back at once with their delivery counts as before.
 """
 
 from __future__ import annotations
@@ -16,13 +26,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TypedDict
 
+from odradek.broker.network import quotas as q
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
+from odradek.broker.share_host import share_coordinator
 from odradek.coordinator.share.coordinator import (
-    EXTENSION,
     READ_STATE,
     WRITE_STATE,
     ShareCoordinator,
@@ -32,8 +43,10 @@ from odradek.coordinator.share.coordinator import (
     batches_from_wire,
     batches_to_wire,
     mono_ms,
-    share_coordinator,
 )
+from odradek.coordinator.share.state import Acquired, SharePartition
+from odradek.log.log import Log
+from odradek.log.reader import LogBatch
 from odradek.security.acl_types import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
@@ -59,6 +72,15 @@ INVALID_SHARE_SESSION_EPOCH = 123
 MAX_EPOCH = 0x7FFFFFFF
 
 
+class _Answer(TypedDict):
+    """One partition of a ShareFetch answer, as it is gathered."""
+
+    error: int
+    ack_error: int
+    records: bytearray
+    acquired: list[Acquired]
+
+
 def _client_host(ctx: RequestContext) -> str:
     return "/" + ctx.client_host.strip("[]")
 
@@ -67,11 +89,11 @@ def _client_host(ctx: RequestContext) -> str:
 
 
 @handles(SHARE_GROUP_HEARTBEAT, versions=(1, 1))
-async def share_group_heartbeat(ctx: RequestContext, req: Any) -> Any:
+async def share_group_heartbeat(ctx: RequestContext, req: protocol.Message) -> protocol.Message:
     Resp = protocol.response_class(SHARE_GROUP_HEARTBEAT)
     coord = share_coordinator(ctx.broker)
 
-    def error(code: int, message: str | None = None) -> Any:
+    def error(code: int, message: str | None = None) -> protocol.Message:
         return Resp(
             throttle_time_ms=0,
             error_code=code,
@@ -92,8 +114,9 @@ async def share_group_heartbeat(ctx: RequestContext, req: Any) -> Any:
         group = coord.group(req.group_id)
         if group is None or not group.leave(req.member_id):
             return error(25, f"Member {req.member_id} is not a member of the group.")
-        if coord.release_member(req.group_id, req.member_id):
-            coord.wake()
+        # the member's share sessions stay: a closing consumer sends its last
+        # acknowledgements (ShareAcknowledge, epoch -1) beside this leave, on another
+        # connection; its records are released when that session closes or its connection does
         coord.poke()
         return Resp(
             throttle_time_ms=0,
@@ -153,33 +176,18 @@ async def share_group_heartbeat(ctx: RequestContext, req: Any) -> Any:
 # -- ListGroups --------------------------------------------------------------------------------
 
 
-def listed(broker: Any, states: list[str], types: list[str]) -> list[tuple[str, str, str, str]]:
-    """The share groups this broker coordinates as ListGroups lists them: (group id, protocol
-    type "share", state, group type "share"), filtered by state and type as Kafka's (case
-    insensitive)."""
-    coord = getattr(broker, EXTENSION, None)
-    if coord is None or (types and "share" not in {t.lower() for t in types}):
-        return []
-    wanted = {s.lower() for s in states}
-    return [
-        (g.group_id, "share", g.state, "share")
-        for g in coord.groups.values()
-        if not wanted or g.state.lower() in wanted
-    ]
-
-
 # -- ShareGroupDescribe ------------------------------------------------------------------------
 
 
 @handles(SHARE_GROUP_DESCRIBE, versions=(1, 1))
-async def share_group_describe(ctx: RequestContext, req: Any) -> Any:
+async def share_group_describe(ctx: RequestContext, req: protocol.Message) -> protocol.Message:
     Resp = protocol.response_class(SHARE_GROUP_DESCRIBE)
     G = Resp.DescribedGroup
     coord = share_coordinator(ctx.broker)
     names = {tid: name for tid, name in ctx.topics.by_id.items()}
     groups = []
     for group_id in req.group_ids:
-        empty: dict[str, Any] = dict(
+        empty: dict[str, object] = dict(
             group_id=group_id,
             group_state="",
             group_epoch=-1,
@@ -240,9 +248,15 @@ async def share_group_describe(ctx: RequestContext, req: Any) -> Any:
 
 
 def _session(
-    coord: ShareCoordinator, group_id: str, member_id: str, epoch: int, fetch: bool
+    coord: ShareCoordinator,
+    group_id: str,
+    member_id: str,
+    epoch: int,
+    fetch: bool,
+    owner: object | None,
 ) -> tuple[int, ShareSession | None]:
-    """The request's share session after its epoch is checked: (error, session)."""
+    """The request's share session after its epoch is checked: (error, session). A new one
+    belongs to `owner`, the connection that opened it."""
     key = (group_id, member_id)
     if epoch == 0:
         if not fetch:
@@ -250,7 +264,7 @@ def _session(
         old = coord.sessions.pop(key, None)
         if old is not None:
             coord.release_member(group_id, member_id)
-        fresh = coord.sessions[key] = ShareSession()
+        fresh = coord.sessions[key] = ShareSession(owner=owner)
         return NONE, fresh
     session = coord.sessions.get(key)
     if session is None:
@@ -264,7 +278,7 @@ def _session(
 
 
 def _request_session(
-    ctx: RequestContext, coord: ShareCoordinator, req: Any, fetch: bool
+    ctx: RequestContext, coord: ShareCoordinator, req: protocol.Message, fetch: bool
 ) -> tuple[int, str | None, ShareSession | None]:
     """The share session of a ShareFetch / ShareAcknowledge once its group and member ids, READ
     on the group and its session epoch are checked: (NONE, None, session), or the whole
@@ -274,7 +288,9 @@ def _request_session(
         return INVALID_REQUEST, "GroupId and MemberId must be set.", None
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id):
         return GROUP_AUTHORIZATION_FAILED, None, None
-    error, session = _session(coord, group_id, member_id, req.share_session_epoch, fetch=fetch)
+    error, session = _session(
+        coord, group_id, member_id, req.share_session_epoch, fetch, ctx.connection
+    )
     if error or session is None:
         return error, None, None
     return NONE, None, session
@@ -293,7 +309,7 @@ async def _acknowledge(
     member_id: str,
     topic_id: uuid.UUID,
     index: int,
-    batches: Any,
+    batches: protocol.Message,
 ) -> int:
     name = ctx.topics.name_for_id(topic_id)
     if name is None:
@@ -322,7 +338,7 @@ def _leader(ctx: RequestContext, topic_id: uuid.UUID, index: int) -> tuple[int, 
     return (part.leader, part.leader_epoch) if part is not None else (-1, -1)
 
 
-async def _reread_idle(coord: ShareCoordinator, group_id: str, topics: Any) -> None:
+async def _reread_idle(coord: ShareCoordinator, group_id: str, topics: protocol.Message) -> None:
     """A new share session on a broker that is not the group's coordinator: the share-partitions
     it names that hold no acquired record are read again from `__share_group_state`, where an
     AlterShareGroupOffsets or DeleteShareGroupOffsets answered by the coordinator (for an empty
@@ -341,13 +357,13 @@ async def _reread_idle(coord: ShareCoordinator, group_id: str, topics: Any) -> N
 
 
 @handles(SHARE_FETCH, versions=(1, 1))
-async def share_fetch(ctx: RequestContext, req: Any) -> Any:
+async def share_fetch(ctx: RequestContext, req: protocol.Message) -> protocol.Message:
     Resp = protocol.response_class(SHARE_FETCH)
     T = Resp.ShareFetchableTopicResponse
     P = T.PartitionData
     coord = share_coordinator(ctx.broker)
 
-    def top_error(code: int, message: str | None = None) -> Any:
+    def top_error(code: int, message: str | None = None) -> protocol.Message:
         return Resp(
             throttle_time_ms=0,
             error_code=code,
@@ -361,15 +377,22 @@ async def share_fetch(ctx: RequestContext, req: Any) -> Any:
     error, message, session = _request_session(ctx, coord, req, fetch=True)
     if session is None:
         return top_error(error, message)
+    quota = ctx.broker.quotas.fetch if ctx.broker.quotas.fetch.enabled else None
+    user, client_id = q.tags_of(ctx)
+    max_bytes = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+    if quota is not None:  # no more than the quota allows in one window, as Kafka
+        window_max = quota.max_value_in_window(user, client_id)
+        if window_max is not None:
+            max_bytes = max(1, min(max_bytes, int(window_max)))
     if req.share_session_epoch == 0 and ctx.group_coordinator.status(group_id, "share"):
         await _reread_idle(coord, group_id, req.topics)
 
-    results: dict[tuple[uuid.UUID, int], dict[str, Any]] = {}
+    results: dict[tuple[uuid.UUID, int], _Answer] = {}
 
-    def entry(tid: uuid.UUID, index: int) -> dict[str, Any]:
+    def entry(tid: uuid.UUID, index: int) -> _Answer:
         got = results.get((tid, index))
         if got is None:
-            got = results[(tid, index)] = dict(
+            got = results[(tid, index)] = _Answer(
                 error=NONE, ack_error=NONE, records=bytearray(), acquired=[]
             )
         return got
@@ -396,11 +419,19 @@ async def share_fetch(ctx: RequestContext, req: Any) -> Any:
     if closing:
         _close_session(coord, group_id, member_id)
     elif req.max_records > 0 and session.partitions:
-        await _fetch_records(ctx, coord, req, group_id, member_id, session, entry)
+        await _fetch_records(ctx, coord, req, group_id, member_id, session, entry, max_bytes)
+    throttle_ms = 0
+    if quota is not None:
+        total = sum(len(got["records"]) for got in results.values())
+        throttle_ms = quota.record(user, client_id, total)
+        if throttle_ms > 0:  # over quota: answered without records, the bytes taken back
+            quota.unrecord(user, client_id, total)
+            q.throttle(ctx, throttle_ms)
+            _give_back(coord, group_id, member_id, results)
 
     # acknowledged state reaches the share coordinator before the client hears of it
     await coord.flushed((group_id, tid, index) for tid, index in results)
-    responses: dict[uuid.UUID, list[Any]] = {}
+    responses: dict[uuid.UUID, list[protocol.Message]] = {}
     for (tid, index), got in results.items():
         leader_id, leader_epoch = _leader(ctx, tid, index)
         responses.setdefault(tid, []).append(
@@ -423,7 +454,7 @@ async def share_fetch(ctx: RequestContext, req: Any) -> Any:
             )
         )
     return Resp(
-        throttle_time_ms=0,
+        throttle_time_ms=throttle_ms,
         error_code=NONE,
         error_message=None,
         acquisition_lock_timeout_ms=coord.group_lock_ms(group_id),
@@ -432,18 +463,34 @@ async def share_fetch(ctx: RequestContext, req: Any) -> Any:
     )
 
 
+def _give_back(
+    coord: ShareCoordinator,
+    group_id: str,
+    member_id: str,
+    results: dict[tuple[uuid.UUID, int], _Answer],
+) -> None:
+    """A throttled answer carries no records: what it acquired is available again."""
+    for (tid, index), got in results.items():
+        sp = coord.partitions.get((group_id, tid, index))
+        if got["acquired"] and sp is not None:
+            sp.unacquire(member_id, got["acquired"])
+            coord.persist((group_id, tid, index))
+        got["acquired"], got["records"] = [], bytearray()
+    coord.wake()
+
+
 async def _fetch_records(
     ctx: RequestContext,
     coord: ShareCoordinator,
-    req: Any,
+    req: protocol.Message,
     group_id: str,
     member_id: str,
     session: ShareSession,
-    entry: Any,
+    entry: Callable[[uuid.UUID, int], _Answer],
+    max_bytes: int,
 ) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, req.max_wait_ms) / 1000
-    max_bytes = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
     while True:
         remaining = req.max_records
         size = 0
@@ -471,16 +518,22 @@ async def _fetch_records(
             log = part.log
             if sp.start_offset >= hwm and not sp.has_available():
                 continue
-            batches: list[Any] = []  # those the acquisition looked at (it stops when done)
+            batches: list[LogBatch] = []  # those the acquisition looked at (it stops when done)
 
             def ranges(
-                log: Any = log, hwm: int = hwm, sp: Any = sp, seen: list[Any] = batches
-            ) -> Iterator[tuple[int, int, bool]]:
+                log: Log = log,
+                hwm: int = hwm,
+                sp: SharePartition = sp,
+                seen: list[LogBatch] = batches,
+            ) -> Iterator[tuple[int, int, bool, int]]:
                 for batch in log.batches(sp.start_offset, hwm):
                     seen.append(batch)
-                    yield batch.base_offset, batch.last_offset, batch.header().is_control
+                    control = batch.header().is_control
+                    yield batch.base_offset, batch.last_offset, control, batch.size
 
-            acquired = sp.acquire(member_id, ranges(), remaining, mono_ms())
+            acquired = sp.acquire(
+                member_id, ranges(), remaining, mono_ms(), max_bytes - size, whole_first=not size
+            )
             if not acquired:
                 continue
             coord.persist((group_id, tid, index))  # the delivery counts survive a crash
@@ -504,7 +557,7 @@ async def _fetch_records(
             part.add_waiter(fut)
         released = coord.released
         rel = loop.create_task(released.wait())
-        either: list[asyncio.Future[Any]] = [fut, rel]
+        either: list[asyncio.Future[None] | asyncio.Task[bool]] = [fut, rel]
         try:
             await asyncio.wait(
                 either,
@@ -525,13 +578,13 @@ async def _fetch_records(
 
 
 @handles(SHARE_ACKNOWLEDGE, versions=(1, 1))
-async def share_acknowledge(ctx: RequestContext, req: Any) -> Any:
+async def share_acknowledge(ctx: RequestContext, req: protocol.Message) -> protocol.Message:
     Resp = protocol.response_class(SHARE_ACKNOWLEDGE)
     T = Resp.ShareAcknowledgeTopicResponse
     P = T.PartitionData
     coord = share_coordinator(ctx.broker)
 
-    def top_error(code: int, message: str | None = None) -> Any:
+    def top_error(code: int, message: str | None = None) -> protocol.Message:
         return Resp(
             throttle_time_ms=0,
             error_code=code,
@@ -583,7 +636,7 @@ async def share_acknowledge(ctx: RequestContext, req: Any) -> Any:
 
 
 @handles(READ_STATE, versions=(0, 0))
-async def read_share_group_state(ctx: RequestContext, req: Any) -> Any:
+async def read_share_group_state(ctx: RequestContext, req: protocol.Message) -> protocol.Message:
     """A share-partition leader reads the stored state of a share-partition from the broker
     that leads its `__share_group_state` partition (StartOffset -1: nothing stored)."""
     Resp = protocol.response_class(READ_STATE)
@@ -624,7 +677,7 @@ async def read_share_group_state(ctx: RequestContext, req: Any) -> Any:
 
 
 @handles(WRITE_STATE, versions=(0, 0))
-async def write_share_group_state(ctx: RequestContext, req: Any) -> Any:
+async def write_share_group_state(ctx: RequestContext, req: protocol.Message) -> protocol.Message:
     """A share-partition leader writes its state to the broker that leads the key's
     `__share_group_state` partition, as a ShareSnapshot record."""
     Resp = protocol.response_class(WRITE_STATE)

@@ -16,9 +16,9 @@ from a transaction coordinator for partitions this broker leads.
 from __future__ import annotations
 
 import time
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
-from odradek.broker.handlers.offsets import partition_errors, partition_exists
+from odradek.broker.handler_support import partition_errors, partition_exists
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions.internal_topics import offsets_replicated
@@ -62,7 +62,7 @@ async def _add_one(
     txn_id: str,
     producer_id: int,
     producer_epoch: int,
-    topics: list[Any],
+    topics: list[protocol.Message],
     verify_only: bool,
 ) -> dict[tuple[str, int], ErrorCode]:
     """Per-partition errors for one transaction (Kafka: unknown partitions fail the rest with
@@ -282,7 +282,9 @@ def _txn_offset_errors(
 
 
 async def _replicated(
-    ctx: RequestContext, req: protocol.TxnOffsetCommitRequest, errors: dict
+    ctx: RequestContext,
+    req: protocol.TxnOffsetCommitRequest,
+    errors: dict[tuple[str, int], ErrorCode],
 ) -> None:
     """Answer the staged offsets only once the ISR has them (internal_topics.offsets_replicated)."""
     if any(e == ErrorCode.NONE for e in errors.values()):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from odradek.log.config import ConfigError
 from odradek.security.acl import (
@@ -26,6 +26,7 @@ from odradek.security.acl import (
     parse_super_users,
 )
 from odradek.security.acl_types import AclBinding, AclOperation, ResourceType
+from odradek.wire import protocol
 from odradek.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from odradek.broker.cluster.metadata_store import MetadataStore
     from odradek.broker.config import BrokerConfig
     from odradek.broker.network.context import RequestContext
+    from odradek.broker.partitions.fetch_sessions import SessionPartition
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +131,7 @@ def _transactional(records: bytes | bytearray | memoryview | None) -> bool:
     return bool(records[22] & TRANSACTIONAL_BIT)
 
 
-def produce_denied(ctx: RequestContext, req: Any) -> ErrorCode:
+def produce_denied(ctx: RequestContext, req: protocol.ProduceRequest) -> ErrorCode:
     """Produce's transactional check (KafkaApis.handleProduceRequest): a request with
     transactional records needs WRITE on its transactional id (a null id is denied)."""
     if any(_transactional(pd.records) for td in req.topic_data for pd in td.partition_data):
@@ -147,7 +149,9 @@ def topic_denied(ctx: RequestContext, operation: AclOperation, name: str) -> Err
     return ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 
-def fetch_denied(ctx: RequestContext, replica_id: int, wanted: list[Any]) -> frozenset[str]:
+def fetch_denied(
+    ctx: RequestContext, replica_id: int, wanted: list[SessionPartition]
+) -> frozenset[str]:
     """The topics of a Fetch whose partitions get TOPIC_AUTHORIZATION_FAILED: every one for a
     follower without CLUSTER_ACTION on the cluster, else those without READ."""
     names = {sp.topic for sp in wanted if sp.topic}

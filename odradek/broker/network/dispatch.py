@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.quotas import REQUEST_QUOTA_EXEMPT, request_quota
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 # Decoding a large request, and encoding the answer to one of the list requests below, runs in a
 # worker thread, so that a 1 MB DescribeGroups or Metadata (400,000 names, seconds of Python)
-# does not stop the event loop from serving every other client (issue 11). Produce stays on the
+# does not stop the event loop from serving every other client. Produce stays on the
 # loop: its records stay bytes and it is the hot path.
 THREAD_BYTES = 64 * 1024
 THREAD_ENCODE = frozenset({ApiKey.METADATA, ApiKey.DESCRIBE_GROUPS})
@@ -53,7 +53,7 @@ def unsupported_api_versions(correlation_id: int) -> list[Piece]:
 async def _inject(
     faults: FaultInjector,
     ctx: RequestContext,
-    request: Any,  # the decoded request: kafka-python's untyped message class for this key
+    request: protocol.Message,  # the decoded request, of kafka-python's class for this key
 ) -> list[Piece] | None:
     """Apply a pause, delay or injected error; a list (maybe empty) replaces the answer."""
     await faults.running.wait()

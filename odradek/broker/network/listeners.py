@@ -13,9 +13,8 @@ from __future__ import annotations
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from odradek.broker.config import BrokerConfig, Listener
+from odradek.broker.config import BrokerConfig, ConfigValue, Listener
 from odradek.broker.network.sasl import CredentialLookup, PeerSasl, SaslListener
 from odradek.broker.network.tls import client_context, server_context
 from odradek.log.config import ConfigError
@@ -94,8 +93,8 @@ class ListenerSecurity:
         return self._peer_tls
 
 
-def _values_of(config: BrokerConfig, listener: str) -> Callable[[str], Any]:
-    def value(key: str) -> Any:
+def _values_of(config: BrokerConfig, listener: str) -> Callable[[str], ConfigValue]:
+    def value(key: str) -> ConfigValue:
         return config.listener_value(listener, key)
 
     return value

@@ -23,7 +23,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from odradek.broker.config import ConfigValue
 
 if TYPE_CHECKING:
     from odradek.broker.server import Broker
@@ -61,7 +63,7 @@ class MutationQuotas:
         """The client quotas changed: buckets take their new rate at their next use."""
 
     @classmethod
-    def from_config(cls, get: Callable[[str], Any]) -> MutationQuotas:
+    def from_config(cls, get: Callable[[str], ConfigValue]) -> MutationQuotas:
         return cls(
             get("odradek.controller.mutation.rate"),
             int(get("controller.quota.window.num")),

@@ -39,10 +39,12 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from odradek.broker.cluster.metadata_store import MetadataChange, MetadataStore, QuotaEntity
+from odradek.broker.config import ConfigValue
 from odradek.broker.network.mutation_quota import MutationQuotas
+from odradek.wire import protocol
 
 if TYPE_CHECKING:
     from odradek.broker.network.context import RequestContext
@@ -259,7 +261,7 @@ class ClientQuotas:
             self.update(store.client_quotas)
 
     @classmethod
-    def from_config(cls, get: Callable[[str], Any], store: MetadataStore) -> ClientQuotas:
+    def from_config(cls, get: Callable[[str], ConfigValue], store: MetadataStore) -> ClientQuotas:
         return cls(
             int(get("quota.window.num")),
             float(get("quota.window.size.seconds")),
@@ -353,14 +355,14 @@ class _Timed:
 
     __slots__ = ("_coro", "busy")
 
-    def __init__(self, coro: Awaitable[Any]) -> None:
+    def __init__(self, coro: Awaitable[protocol.Message]) -> None:
         self._coro = coro.__await__()
         self.busy = 0.0
 
-    def __await__(self) -> Generator[Any, Any, Any]:
+    def __await__(self) -> Generator[object, object, protocol.Message]:
         steps = self._coro
         clock = time.perf_counter
-        value: Any = None
+        value: object = None
         error: BaseException | None = None
         while True:
             started = clock()
@@ -382,7 +384,7 @@ class _Timed:
                 value, error = None, exc
 
 
-def _replica_id(request: Any) -> int:
+def _replica_id(request: protocol.Message) -> int:
     state = getattr(request, "replica_state", None)
     if state is not None:
         return int(state.replica_id)
@@ -390,8 +392,8 @@ def _replica_id(request: Any) -> int:
 
 
 async def request_quota(
-    ctx: RequestContext, request: Any, handling: Awaitable[Any], raw: bool
-) -> Any:
+    ctx: RequestContext, request: protocol.Message, handling: Awaitable[protocol.Message], raw: bool
+) -> protocol.Message:
     """Run a handler under the request_percentage quota: its loop time is recorded (percent of
     one second, as Kafka's nanosToPercentage) and, over quota, the answer carries the throttle
     time (a raw answer, Fetch, is already encoded: only the connection is muted)."""

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from odradek.wire.protocol import Message
 
 if TYPE_CHECKING:
     from odradek.broker.network.context import RequestContext
@@ -17,11 +19,11 @@ if TYPE_CHECKING:
 
 # A handler takes the context and the decoded request and returns the response object (or, when
 # `raw`, the framed pieces). The request and response are kafka-python's untyped message classes,
-# and each handler names its own, so the registry can only say Any for them.
-Handler = Callable[["RequestContext", Any], Awaitable[Any]]
+# and each handler names its own, so the registry can only say Message for them.
+Handler = Callable[["RequestContext", Message], Awaitable[Message]]
 # Builds the pieces of an answer carrying one error code for everything the request names; a
 # `raw` handler registers one so an injected fault can answer without the generic error_response.
-ErrorEncoder = Callable[["RequestContext", Any, int], list["Piece"]]
+ErrorEncoder = Callable[["RequestContext", Message, int], list["Piece"]]
 
 
 @dataclass(slots=True, frozen=True)

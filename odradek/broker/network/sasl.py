@@ -26,15 +26,15 @@ from __future__ import annotations
 import logging
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from odradek.broker.config import BrokerConfig
+from odradek.broker.config import BrokerConfig, ConfigValue
 from odradek.broker.ops.faults import error_response
 from odradek.log.config import ConfigError
-from odradek.security.authenticator import Route, SaslConnection
+from odradek.security.authenticator import AuthenticateResult, Route, SaslConnection
 from odradek.security.errors import AuthenticationError
 from odradek.security.jaas import JaasConfigError, plain_users, server_jaas_entry
-from odradek.security.oauthbearer import UnsecuredValidator
+from odradek.security.oauthbearer import TokenValidator, UnsecuredValidator
 from odradek.security.sasl import (
     SUPPORTED_MECHANISMS,
     SaslServer,
@@ -51,6 +51,7 @@ from odradek.wire.regions import Piece
 
 if TYPE_CHECKING:
     from odradek.broker.network.connection import Connection
+    from odradek.broker.replication.client import PeerClient
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ class SaslListener:
         self.listener = listener
         where = f"listener {listener}"
 
-        def value(key: str) -> Any:  # full keys, as the JAAS lookups name them
+        def value(key: str) -> ConfigValue:  # full keys, as the JAAS lookups name them
             if key.startswith("listener.name."):
                 return config.listener_props.get(key)
             return config.get(key)
@@ -85,7 +86,7 @@ class SaslListener:
                 )
         self.scram_credentials = scram_credentials
         self.plain: Callable[[str, str], bool] | None = None
-        self.oauthbearer: Any = None
+        self.oauthbearer: TokenValidator | None = None
         self.max_reauth_ms: dict[str, int] = {}
         for mechanism in self.mechanisms:
             try:
@@ -230,7 +231,7 @@ class SaslGate:
             return None, False, True
         return [frame(len(result.auth_bytes)) + result.auth_bytes], False, False
 
-    def _after(self, result: Any) -> None:
+    def _after(self, result: AuthenticateResult) -> None:
         if result.error_code != ErrorCode.NONE:
             log.info(
                 "Failed authentication with %s (%s) on listener %s",
@@ -261,7 +262,7 @@ class PeerSasl:
                 f"sasl.enabled.mechanisms of the inter-broker listener {listener}"
             )
 
-        def value(key: str) -> Any:
+        def value(key: str) -> ConfigValue:
             if key.startswith("listener.name."):
                 return config.listener_props.get(key)
             return config.get(key)
@@ -273,7 +274,7 @@ class PeerSasl:
         self.options = dict(entry.options) if entry is not None else {}
         self.sub_claim = str(config.listener_value(listener, "sasl.oauthbearer.sub.claim.name"))
 
-    async def authenticate(self, client: Any, timeout: float) -> None:
+    async def authenticate(self, client: PeerClient, timeout: float) -> None:
         """Run the exchange on a freshly connected PeerClient (raises PeerError)."""
         from odradek.broker.replication.client import PeerError
         from odradek.security.oauthbearer import client_initial_response, unsecured_token

@@ -26,8 +26,8 @@ import os
 import ssl
 import tempfile
 from collections.abc import Callable
-from typing import Any
 
+from odradek.broker.config import ConfigValue
 from odradek.log.config import ConfigError
 
 CLIENT_AUTH = {
@@ -37,17 +37,17 @@ CLIENT_AUTH = {
 }
 PROTOCOLS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 
-Getter = Callable[[str], Any]  # a key's configured value or None
+Getter = Callable[[str], ConfigValue]  # a key's configured value or None
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     if value is None:
         return None
     text = str(value).strip()
     return text or None
 
 
-def _password(value: Any) -> bytes | None:
+def _password(value: object) -> bytes | None:
     text = _text(value)
     return text.encode() if text is not None else None
 

@@ -30,7 +30,7 @@ import logging
 from collections.abc import Callable
 from enum import IntEnum
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from odradek.broker.ops.faults import FaultRule, api_key, error_code
 from odradek.wire.api_keys import ApiKey
@@ -74,7 +74,7 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
-def _rule_json(rule: FaultRule) -> dict[str, Any]:
+def _rule_json(rule: FaultRule) -> dict[str, object]:
     return {
         "api": _name(ApiKey, rule.api_key),
         "api_key": rule.api_key,
@@ -91,7 +91,7 @@ def _name(enum: type[IntEnum], value: int) -> str:
         return str(value)
 
 
-def _int_field(body: dict[str, Any], name: str, default: int | None, minimum: int) -> int:
+def _int_field(body: dict[str, object], name: str, default: int | None, minimum: int) -> int:
     value = body.get(name, default)
     if value is None:
         raise BadRequest(f"missing {name!r}")
@@ -106,11 +106,17 @@ def _int_field(body: dict[str, Any], name: str, default: int | None, minimum: in
     return number
 
 
-def _api_field(body: dict[str, Any]) -> int:
+def _int_or_str(value: object) -> int | str:
+    if isinstance(value, (int, str)):
+        return value
+    raise TypeError(type(value).__name__)
+
+
+def _api_field(body: dict[str, object]) -> int:
     if "api" not in body:
         raise BadRequest("missing 'api'")
     try:
-        return api_key(body["api"])
+        return api_key(_int_or_str(body["api"]))
     except (ValueError, TypeError):
         raise BadRequest(f"unknown API {body['api']!r}") from None
 
@@ -123,7 +129,7 @@ class AdminHttpServer:
         self.host, self.port = parse_listen(listen)
         self.server: asyncio.base_events.Server | None = None
         self.clients: set[asyncio.StreamWriter] = set()
-        self.routes: dict[tuple[str, str], Callable[[dict[str, Any]], Any]] = {
+        self.routes: dict[tuple[str, str], Callable[[dict[str, object]], dict[str, object]]] = {
             ("GET", "/"): self.index,
             ("GET", "/health"): self.health,
             ("GET", "/faults"): self.list_faults,
@@ -167,7 +173,7 @@ class AdminHttpServer:
 
     # -- endpoints ------------------------------------------------------------------------------
 
-    def _faults_state(self) -> dict[str, Any]:
+    def _faults_state(self) -> dict[str, object]:
         faults = self.broker.faults
         return {
             "paused": not faults.running.is_set(),
@@ -175,7 +181,7 @@ class AdminHttpServer:
             "rules": [_rule_json(r) for queue in faults.rules.values() for r in queue],
         }
 
-    def index(self, _body: dict[str, Any]) -> dict[str, Any]:
+    def index(self, _body: dict[str, object]) -> dict[str, object]:
         metrics = self.broker.metrics
         url = None
         if metrics is not None:
@@ -189,7 +195,7 @@ class AdminHttpServer:
             "metrics": url,
         }
 
-    def health(self, _body: dict[str, Any]) -> dict[str, Any]:
+    def health(self, _body: dict[str, object]) -> dict[str, object]:
         bootstrap = None
         if self.broker.bound:
             adv = self.broker.advertised_listener()
@@ -203,22 +209,22 @@ class AdminHttpServer:
             **self._faults_state(),
         }
 
-    def list_faults(self, _body: dict[str, Any]) -> dict[str, Any]:
+    def list_faults(self, _body: dict[str, object]) -> dict[str, object]:
         return self._faults_state()
 
-    def fail(self, body: dict[str, Any]) -> dict[str, Any]:
+    def fail(self, body: dict[str, object]) -> dict[str, object]:
         key = _api_field(body)
         if "error" not in body:
             raise BadRequest("missing 'error'")
         try:
-            code = error_code(body["error"])
+            code = error_code(_int_or_str(body["error"]))
         except (KeyError, ValueError, TypeError):
             raise BadRequest(f"unknown error {body['error']!r}") from None
         rule = FaultRule(key, _int_field(body, "count", 1, 1), code)
         self.broker.faults.add(rule)
         return {"armed": _rule_json(rule)}
 
-    def delay(self, body: dict[str, Any]) -> dict[str, Any]:
+    def delay(self, body: dict[str, object]) -> dict[str, object]:
         key = _api_field(body)
         rule = FaultRule(
             key, _int_field(body, "count", 1, 1), None, _int_field(body, "ms", None, 0)
@@ -226,19 +232,19 @@ class AdminHttpServer:
         self.broker.faults.add(rule)
         return {"armed": _rule_json(rule)}
 
-    def pause(self, _body: dict[str, Any]) -> dict[str, Any]:
+    def pause(self, _body: dict[str, object]) -> dict[str, object]:
         self.broker.faults.pause()
         return {"paused": True}
 
-    def resume(self, _body: dict[str, Any]) -> dict[str, Any]:
+    def resume(self, _body: dict[str, object]) -> dict[str, object]:
         self.broker.faults.resume()
         return {"paused": False}
 
-    def clear(self, _body: dict[str, Any]) -> dict[str, Any]:
+    def clear(self, _body: dict[str, object]) -> dict[str, object]:
         self.broker.faults.clear()
         return {"cleared": True}
 
-    def drop_connections(self, _body: dict[str, Any]) -> dict[str, Any]:
+    def drop_connections(self, _body: dict[str, object]) -> dict[str, object]:
         return {"dropped": self.broker.drop_connections()}
 
     # -- HTTP -----------------------------------------------------------------------------------
@@ -268,7 +274,7 @@ class AdminHttpServer:
 
     def _dispatch(
         self, method: str, path: str, raw: bytes
-    ) -> tuple[HTTPStatus, dict[str, Any], dict[str, str]]:
+    ) -> tuple[HTTPStatus, dict[str, object], dict[str, str]]:
         path = path.split("?", 1)[0].rstrip("/") or "/"
         handler = self.routes.get((method, path))
         if handler is None:
@@ -290,7 +296,7 @@ class AdminHttpServer:
         return HTTPStatus.OK, result, {}
 
 
-def _json_body(raw: bytes) -> dict[str, Any]:
+def _json_body(raw: bytes) -> dict[str, object]:
     if not raw.strip():
         return {}
     try:
@@ -358,7 +364,7 @@ async def _read_request(
 async def _respond(
     writer: asyncio.StreamWriter,
     status: HTTPStatus,
-    payload: dict[str, Any],
+    payload: dict[str, object],
     keep_alive: bool,
     extra: dict[str, str] | None = None,
 ) -> None:

@@ -14,7 +14,6 @@ import asyncio
 import logging
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
 
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
@@ -119,14 +118,16 @@ def error_code(value: int | str) -> int:
     return int(ErrorCode(int(value)))
 
 
-# kafka-python's message structs and their schema fields are untyped: Any below is theirs.
-def _struct_fields(struct: Any, version: int) -> list[Any]:
+# kafka-python's message structs and their schema fields are untyped (protocol.Schema).
+def _struct_fields(struct: protocol.Schema, version: int) -> list[protocol.Schema]:
     return [f for f in struct.untagged_fields(version)]
 
 
-def _mirror(struct: Any, version: int, source: Any, code: int) -> dict[str, Any]:
+def _mirror(
+    struct: protocol.Schema, version: int, source: protocol.Message, code: int
+) -> dict[str, object]:
     """Values for a response struct: error codes set, keys copied from the request item."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for field in _struct_fields(struct, version):
         name = field.name
         if name == "error_code":
@@ -168,7 +169,9 @@ class _IntItem:
         self.partition_index = value
 
 
-def error_response(api_key: int, version: int, request: Any, code: int) -> Any:  # kafka-python
+def error_response(
+    api_key: int, version: int, request: protocol.Message, code: int
+) -> protocol.Message:
     """A well-formed response of `api_key` answering `request` with `code` everywhere."""
     cls = protocol.response_class(api_key)
     values = _mirror(cls._struct, version, request, code)

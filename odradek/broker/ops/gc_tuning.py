@@ -1,4 +1,4 @@
-"""Python's garbage collector for a long-running broker process (issue 17).
+"""Python's garbage collector for a long-running broker process.
 
 A broker with 10,000 partitions or 2,000 connections holds millions of long-lived objects;
 every full (generation 2) collection walks all of them: 25-100 ms of a stopped event loop

@@ -19,8 +19,10 @@ import logging
 import os
 import re
 import struct
+import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import (
     CollectorRegistry,
@@ -400,13 +402,13 @@ class BrokerMetrics:
         ProcessCollector(registry=r)
         self.registry = CollectorRegistry()  # what is served: the above, filtered
         self.registry.register(_WithoutCreated(r))
-        # prometheus_client's (WSGIServer, Thread): the library's own annotations say no more
-        self._server: Any = None
-        self._thread: Any = None
+        self._server: WSGIServer | None = None
+        self._thread: threading.Thread | None = None
 
     async def start(self) -> None:
-        self._server, self._thread = start_http_server(self.port, self.host, self.registry)
-        self.port = self._server.server_address[1]
+        server, self._thread = start_http_server(self.port, self.host, self.registry)
+        self._server = server
+        self.port = server.server_address[1]
         log.info("metrics on http://%s:%d/metrics", self.host, self.port)
 
     async def stop(self) -> None:

@@ -7,13 +7,16 @@ live gets no endpoint."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from odradek.wire import protocol
 from odradek.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
     from odradek.broker.network.context import RequestContext
+    from odradek.broker.partitions.fetch_sessions import SessionPartition
     from odradek.broker.server import Broker
+    from odradek.wire.fetch_encoder import PartitionData
 
 LEADER_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
 PRODUCE_MIN_VERSION = 10
@@ -47,7 +50,9 @@ def endpoints(ctx: RequestContext, node_ids: set[int]) -> list[Endpoint]:
     return [e for e in ctx.broker.broker_endpoints(ctx.listener) if e[0] in node_ids]
 
 
-def annotate_produce(ctx: RequestContext, resp: Any) -> Any:
+def annotate_produce(
+    ctx: RequestContext, resp: protocol.ProduceResponse
+) -> protocol.ProduceResponse:
     """Fill CurrentLeader / NodeEndpoints of a ProduceResponse (v10+) in place."""
     if ctx.api_version < PRODUCE_MIN_VERSION:
         return resp
@@ -72,7 +77,9 @@ def annotate_produce(ctx: RequestContext, resp: Any) -> Any:
     return resp
 
 
-def fetch_leaders(ctx: RequestContext, results: list[tuple[Any, Any]]) -> list[Endpoint]:
+def fetch_leaders(
+    ctx: RequestContext, results: list[tuple[SessionPartition, PartitionData]]
+) -> list[Endpoint]:
     """For Fetch v16+: set `current_leader` of each failed partition (fetch_encoder's
     PartitionData, keyed by a session partition with `.topic`) and return the NodeEndpoints."""
     if ctx.api_version < FETCH_MIN_VERSION:

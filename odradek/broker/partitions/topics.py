@@ -11,7 +11,7 @@ import logging
 import re
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 from odradek.broker.cluster.metadata_store import (
     MetadataStore,
@@ -51,6 +51,13 @@ def check_topic_name(name: str | None) -> None:
         )
 
 
+class PartitionListener(Protocol):
+    """Told of each replica this broker opens; the optional `on_partition_removed(part)`,
+    `on_become_leader(part)` and `on_become_follower(part)` are found with getattr."""
+
+    def on_partition_added(self, part: Partition) -> None: ...
+
+
 class TopicManager:
     def __init__(
         self,
@@ -68,7 +75,7 @@ class TopicManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.by_id: dict[uuid.UUID, str] = {}
         self.verifier: AppendVerifier | None = None  # set by the broker: transactions
-        self.listeners: list[Any] = []  # on_partition_added / on_partition_removed(partition)
+        self.listeners: list[PartitionListener] = []
         # CreateTopics waiting for the next store save (commit_topics)
         self._pending_commits: list[
             tuple[list[tuple[TopicInfo, list[int]]], asyncio.Future[list[TopicInfo | TopicError]]]
@@ -117,7 +124,7 @@ class TopicManager:
             listener.on_partition_added(part)
         return part
 
-    # -- replication (issue 6): replicas changed by other brokers, leadership changes -----------
+    # -- replication: replicas changed by other brokers, leadership changes ---------------------
 
     def open_partition(self, info: TopicInfo, idx: int) -> Partition | None:
         """This broker's replica of a partition, opened if needed (e.g. created elsewhere)."""

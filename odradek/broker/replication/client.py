@@ -17,7 +17,7 @@ import asyncio
 import collections
 import ssl
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from odradek.wire import protocol
 
@@ -170,7 +170,7 @@ class PeerClient:
                 raise
 
     async def request_raw(
-        self, api_key: int, version: int, request: Any, timeout: float
+        self, api_key: int, version: int, request: protocol.Message, timeout: float
     ) -> bytes | bytearray:
         """Send one request and return its response frame: header and body, as received
         (raises PeerError; the caller checks the header it parses)."""
@@ -206,7 +206,9 @@ class PeerClient:
         return payload
 
     # request and response are kafka-python's untyped message objects
-    async def request(self, api_key: int, version: int, request: Any, timeout: float) -> Any:
+    async def request(
+        self, api_key: int, version: int, request: protocol.Message, timeout: float
+    ) -> protocol.Message:
         """Send one request and return the decoded response (raises PeerError)."""
         payload = await self.request_raw(api_key, version, request, timeout)
         try:

@@ -24,7 +24,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVarTuple
 
 from odradek.broker.partitions.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH
 from odradek.broker.replication.client import PeerClient, PeerError
@@ -67,6 +67,8 @@ class FetcherHost(Protocol):
 
     def can_reach(self, peer: int) -> bool: ...
 
+
+Ts = TypeVarTuple("Ts")
 
 log = logging.getLogger(__name__)
 
@@ -251,7 +253,7 @@ class ReplicaFetcher:
                 reason,
             )
 
-    def _guarded(self, state: FetchState, fn: Callable[..., object], *args: object) -> object:
+    def _guarded(self, state: FetchState, fn: Callable[[*Ts], object], *args: *Ts) -> object:
         """`fn(*args)`: one partition's local work; a storage error (or a bug) fails that
         partition only, the fetcher goes on with the others."""
         try:
@@ -267,7 +269,7 @@ class ReplicaFetcher:
 
     async def _truncate(self, states: list[FetchState]) -> None:
         Req = protocol.OffsetForLeaderEpochRequest
-        topics: dict[str, list[Any]] = {}
+        topics: dict[str, list[protocol.Message]] = {}
         asked: dict[tuple[str, int], tuple[FetchState, int]] = {}
         for st in states:
             part = self._current(st)
@@ -372,7 +374,7 @@ class ReplicaFetcher:
         mgr = self.manager
         Req = protocol.FetchRequest
         FP = Req.FetchTopic.FetchPartition
-        topics: dict[str, list[Any]] = {}
+        topics: dict[str, list[protocol.Message]] = {}
         asked: dict[tuple[str, int], tuple[FetchState, int]] = {}
         full = self._session_id == 0
         in_session = self._in_session

@@ -30,8 +30,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from odradek.broker.cluster.controller import Controller
 from odradek.broker.cluster.metadata_store import (
@@ -81,7 +81,7 @@ class ReplicaManager:
         # store update at its end (a follower's fetch covers many partitions)
         self._joining: dict[Key, tuple[Partition, int]] = {}
         self.reachable: Callable[[int, int], bool] | None = None
-        self._tasks: list[asyncio.Task[Any]] = []
+        self._tasks: list[asyncio.Task[None]] = []
         # a broker's data dir remembers its cluster and id, as Kafka's meta.properties
         _load_or_create_cluster_id(broker.logs.dirs[0], self.store.cluster_id, self.node_id)
 
@@ -460,7 +460,9 @@ class ReplicaManager:
 
     # -- acks=all -----------------------------------------------------------------------------
 
-    async def wait_for_acks(self, pending: list[tuple[Any, Any]], timeout_ms: int) -> None:
+    async def wait_for_acks(
+        self, pending: Sequence[tuple[Partition | None, AppendResult]], timeout_ms: int
+    ) -> None:
         await wait_for_acks(pending, timeout_ms, self.closing)
 
     async def wait_for_isr(self, part: Partition | None, timeout_ms: int) -> ErrorCode:

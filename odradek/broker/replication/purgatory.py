@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from odradek.wire.errors import ErrorCode
 
@@ -41,7 +42,9 @@ def _settle(part: Partition, required: int, epoch: int, result: AppendResult) ->
 
 
 async def wait_for_acks(
-    pending: list[tuple[Any, Any]], timeout_ms: int, closing: asyncio.Event | None = None
+    pending: Sequence[tuple[Partition | None, AppendResult]],
+    timeout_ms: int,
+    closing: asyncio.Event | None = None,
 ) -> None:
     """Hold an acks=all produce until every (partition, AppendResult) is settled."""
     waiting = []

@@ -11,10 +11,11 @@ IncrementalAlterConfigs APPEND / SUBTRACT work on the list keys `metrics` and `m
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from odradek.broker.config_entries import ConfigEntry
 from odradek.broker.telemetry import manager as tm
+from odradek.wire import protocol
 from odradek.wire.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -53,7 +54,9 @@ def _parts(text: str | None) -> list[str]:
     return [p.strip() for p in (text or "").split(",") if p.strip()]
 
 
-def alter(broker: Broker, name: str, configs: list[Any], incremental: bool, validate: bool) -> None:
+def alter(
+    broker: Broker, name: str, configs: list[protocol.Message], incremental: bool, validate: bool
+) -> None:
     """Apply AlterConfigs (replace) or IncrementalAlterConfigs ops to a subscription."""
     _check_name(name)
     if incremental:

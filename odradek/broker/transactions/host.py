@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from odradek.broker.partitions import internal_topics
 from odradek.broker.partitions.internal_topics import ensure_offsets_topic
@@ -44,7 +44,7 @@ class BrokerTxnHost:
     def close(self) -> None:
         self.markers.close()
 
-    def _state_partition(self, partition: int) -> Any:
+    def _state_partition(self, partition: int) -> Partition | None:
         return self.broker.topics.get(STATE_TOPIC, partition)
 
     def state_partition_count(self) -> int | None:

@@ -43,7 +43,7 @@ def append_marker(
     part: Partition, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool
 ) -> ErrorCode:
     """Append a marker to a partition led here (no await inside: one writer)."""
-    if part.log.offline:  # its log dir failed (issue 11)
+    if part.log.offline:  # its log dir failed
         return ErrorCode.KAFKA_STORAGE_ERROR
     if not part.is_leader:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER

@@ -132,19 +132,19 @@ async def high_watermarks(coord: ShareCoordinator, keys: Iterable[SpKey]) -> dic
     """The partitions' high watermarks (Kafka's latest offsets, which the lag is counted to):
     read here where this broker leads the partition, else asked of the leader with ListOffsets
     (one request per broker); a partition with no answer is left out."""
-    topics = coord.broker.topics
+    host = coord.host
     out: dict[SpKey, int] = {}
     remote: dict[int, dict[str, list[SpKey]]] = {}
     for key in keys:
-        name = topics.name_for_id(key[1])
-        info = topics.info(name) if name is not None else None
-        if name is None or info is None or not 0 <= key[2] < len(info.partitions):
+        name = host.topic_name(key[1])
+        leaders = host.partition_leaders(name) if name is not None else None
+        if name is None or leaders is None or not 0 <= key[2] < len(leaders):
             continue
-        part = topics.get(name, key[2])
+        part = host.partition(name, key[2])
         if part is not None and part.is_leader:
             out[key] = part.high_watermark
             continue
-        leader = info.partitions[key[2]].leader
+        leader = leaders[key[2]]
         if leader >= 0:
             remote.setdefault(leader, {}).setdefault(name, []).append(key)
     L: Any = protocol.ListOffsetsRequest
@@ -205,8 +205,8 @@ async def state_topic(coord: ShareCoordinator, timeout_s: float = STATE_TOPIC_WA
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     while True:
-        info = coord.broker.topics.info(STATE_TOPIC) if coord.state_topic_ready() else None
-        if info is not None and all(p.leader >= 0 for p in info.partitions):
+        leaders = coord.host.partition_leaders(STATE_TOPIC) if coord.state_topic_ready() else None
+        if leaders is not None and all(leader >= 0 for leader in leaders):
             return True
         if loop.time() >= deadline:
             return False
@@ -224,8 +224,8 @@ async def alter(
     for key, start in offsets.items():
         old = current.get(key)
         epoch = old.state_epoch + 1 if old is not None else 1
-        name = coord.broker.topics.name_for_id(key[1])
-        part = coord.broker.topics.get(name, key[2]) if name is not None else None
+        name = coord.host.topic_name(key[1])
+        part = coord.host.partition(name, key[2]) if name is not None else None
         leader_epoch = part.leader_epoch if part is not None else 0
         out[key] = await store(coord, key, StoredState(epoch, leader_epoch, start, []))
         if out[key] == NOT_COORDINATOR:

@@ -40,21 +40,18 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from odradek.clock import now_ms as wall_ms
 from odradek.coordinator import group_configs
 from odradek.coordinator.codec import partition_for
 from odradek.coordinator.share import records as rec
 from odradek.coordinator.share.group import ShareGroup
+from odradek.coordinator.share.host import ShareHost, StatePartition
 from odradek.coordinator.share.state import SharePartition, StateBatch
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.records import build_batch
-
-if TYPE_CHECKING:
-    from odradek.broker.partitions.partition import Partition
-    from odradek.broker.server import Broker
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +60,6 @@ READ_STATE, WRITE_STATE = ApiKey.READ_SHARE_GROUP_STATE, ApiKey.WRITE_SHARE_GROU
 NOT_COORDINATOR = 16
 FENCED_STATE_EPOCH = 124
 PEER_TIMEOUT_S = 10.0
-EXTENSION = "_odradek_share_coordinator"
 
 SpKey = tuple[str, uuid.UUID, int]  # group id, topic id, partition
 
@@ -133,13 +129,19 @@ def write_state_request(key: SpKey, state: StoredState) -> Any:
 
 @dataclass(slots=True)
 class ShareSession:
+    """A member's share session on this broker (Kafka's ShareSession). `owner` is the client
+    connection that opened it: when that connection closes the session goes and the member's
+    records are released (Kafka's ShareSessionCache disconnect listener). Leaving the group does
+    not end it, so the acknowledgements a closing consumer sends beside its leave still apply."""
+
     next_epoch: int = 1
     partitions: set[tuple[uuid.UUID, int]] = field(default_factory=set)
+    owner: object | None = None
 
 
 class ShareCoordinator:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, host: ShareHost) -> None:
+        self.host = host
         self.groups: dict[str, ShareGroup] = {}
         self.partitions: dict[SpKey, SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
@@ -148,8 +150,6 @@ class ShareCoordinator:
         self._unpersisted: set[SpKey] = set()  # warned once each
         self._dirty: set[SpKey] = set()  # to send to the share coordinator
         self._writers: dict[SpKey, asyncio.Task[None]] = {}
-        self._peers: dict[int, Any] = {}  # node id -> PeerClient
-        self._peer_locks: dict[int, asyncio.Lock] = {}
         self._changed = asyncio.Event()
         self._released = asyncio.Event()  # records went back to available
         self._task: asyncio.Task[None] | None = None
@@ -158,12 +158,8 @@ class ShareCoordinator:
     # -- settings -------------------------------------------------------------------------------
 
     def setting(self, key: str, default: int) -> int:
-        cfg = self.broker.config
-        try:
-            raw: Any = cfg.get(key)
-        except KeyError:  # not one of odradek's keys
-            raw = cfg.ignored.get(key)
-        return default if raw is None else int(raw)
+        raw = self.host.setting(key)
+        return default if raw is None else int(str(raw))
 
     @property
     def lock_ms(self) -> int:
@@ -182,17 +178,17 @@ class ShareCoordinator:
         return self.setting("group.share.heartbeat.interval.ms", 5000)
 
     def group_lock_ms(self, group_id: str) -> int:
-        return int(group_configs.value(self.broker, group_id, "share.record.lock.duration.ms"))
+        return int(self.host.group_config(group_id, "share.record.lock.duration.ms"))
 
     def group_session_ms(self, group_id: str) -> int:
-        return int(group_configs.value(self.broker, group_id, "share.session.timeout.ms"))
+        return int(self.host.group_config(group_id, "share.session.timeout.ms"))
 
     def group_heartbeat_ms(self, group_id: str) -> int:
-        return int(group_configs.value(self.broker, group_id, "share.heartbeat.interval.ms"))
+        return int(self.host.group_config(group_id, "share.heartbeat.interval.ms"))
 
-    def initial_offset(self, group_id: str, part: Partition) -> int:
+    def initial_offset(self, group_id: str, part: StatePartition) -> int:
         """Where a new share-partition of the group starts (share.auto.offset.reset)."""
-        raw = str(group_configs.value(self.broker, group_id, "share.auto.offset.reset"))
+        raw = str(self.host.group_config(group_id, "share.auto.offset.reset"))
         try:
             strategy, ms = group_configs.reset_strategy(raw)
         except ValueError:
@@ -248,9 +244,7 @@ class ShareCoordinator:
         for writer in self._writers.values():
             writer.cancel()
         self._writers.clear()
-        for client in self._peers.values():
-            client.close()
-        self._peers.clear()
+        self.host.close()
 
     def poke(self) -> None:
         self._changed.set()
@@ -299,6 +293,7 @@ class ShareCoordinator:
         return self._released
 
     def release_member(self, group_id: str, member_id: str) -> bool:
+        """End the member's share session and release the records it holds here."""
         released = False
         for key, sp in self.partitions.items():
             if key[0] == group_id and sp.release_member(member_id):
@@ -306,6 +301,16 @@ class ShareCoordinator:
                 self.persist(key)
         self.sessions.pop((group_id, member_id), None)
         return released
+
+    def connection_closed(self, connection: object) -> None:
+        """A client connection closed: the share sessions it opened end, and their members'
+        records are released (a session opened again on another connection stays)."""
+        owned = [key for key, s in self.sessions.items() if s.owner is connection]
+        released = False
+        for group_id, member_id in owned:
+            released |= self.release_member(group_id, member_id)
+        if released:
+            self.wake()
 
     # -- groups ---------------------------------------------------------------------------------
 
@@ -316,26 +321,18 @@ class ShareCoordinator:
         return g
 
     def topic_metadata(self) -> dict[str, tuple[uuid.UUID, int]]:
-        out: dict[str, tuple[uuid.UUID, int]] = {}
-        topics = self.broker.topics
-        for name in list(topics.by_id.values()):
-            info = topics.info(name)
-            if info is not None:
-                out[name] = (info.topic_id, len(info.partitions))
-        return out
+        return dict(self.host.topic_ids())
 
     # -- the state topic ------------------------------------------------------------------------
 
     def state_topic_ready(self) -> bool:
         """True when `__share_group_state` exists; else its creation starts."""
-        from odradek.broker.partitions.internal_topics import creator
-
-        broker = self.broker
-        if broker.topics.info(STATE_TOPIC) is not None:
+        host = self.host
+        if host.partition_leaders(STATE_TOPIC) is not None:
             return True
         rf = self.setting(
             "share.coordinator.state.topic.replication.factor",
-            int(broker.group_coordinator.config.replication_factor),
+            host.offsets_replication_factor(),
         )
         configs = {
             "cleanup.policy": "delete",
@@ -343,29 +340,29 @@ class ShareCoordinator:
             "min.insync.replicas": str(min(2, rf)),
             "segment.bytes": "104857600",
         }
-        return creator(broker).ensure(STATE_TOPIC, self.state_partitions(), rf, configs)
+        return host.ensure_topic(STATE_TOPIC, self.state_partitions(), rf, configs)
 
     def _state_index(self, key: SpKey) -> int | None:
-        info = self.broker.topics.info(STATE_TOPIC)
-        if info is None or not info.partitions:
+        leaders = self.host.partition_leaders(STATE_TOPIC)
+        if not leaders:
             return None
-        return partition_for(rec.coordinator_key(*key), len(info.partitions))
+        return partition_for(rec.coordinator_key(*key), len(leaders))
 
     def _state_leader(self, key: SpKey) -> int | None:
         """The broker that leads the key's `__share_group_state` partition (None: none)."""
         index = self._state_index(key)
-        info = self.broker.topics.info(STATE_TOPIC)
-        if index is None or info is None:
+        leaders = self.host.partition_leaders(STATE_TOPIC)
+        if index is None or leaders is None:
             return None
-        leader = info.partitions[index].leader
-        return leader if leader >= 0 and leader in self.broker.live_brokers() else None
+        leader = leaders[index]
+        return leader if leader >= 0 and self.host.is_live(leader) else None
 
-    def _state_partition(self, key: SpKey) -> Partition | None:
+    def _state_partition(self, key: SpKey) -> StatePartition | None:
         """The key's `__share_group_state` partition when this broker leads it."""
         index = self._state_index(key)
         if index is None:
             return None
-        part = self.broker.topics.get(STATE_TOPIC, index)
+        part = self.host.partition(STATE_TOPIC, index)
         if part is None or not part.is_leader:
             return None
         return part
@@ -398,7 +395,7 @@ class ShareCoordinator:
             out.update(self._scan(part, lambda k: k[0] == group_id))
         return out
 
-    def _scan(self, part: Partition, wanted: Any) -> dict[SpKey, StoredState]:
+    def _scan(self, part: StatePartition, wanted: Any) -> dict[SpKey, StoredState]:
         """One pass over a state partition: the state of every key `wanted(key)` accepts. A
         tombstone (DeleteShareGroupState) forgets what came before it."""
         snapshots: dict[SpKey, rec.ShareValue] = {}
@@ -517,7 +514,7 @@ class ShareCoordinator:
                     "share group %s: the state of %s-%d is not written: no broker leads its %s "
                     "partition",
                     key[0],
-                    self.broker.topics.name_for_id(key[1]),
+                    self.host.topic_name(key[1]),
                     key[2],
                     STATE_TOPIC,
                 )
@@ -559,7 +556,7 @@ class ShareCoordinator:
             log.info(
                 "share group %s: the state of %s-%d was changed by an admin request; reloading",
                 key[0],
-                self.broker.topics.name_for_id(key[1]),
+                self.host.topic_name(key[1]),
                 key[2],
             )
 
@@ -586,32 +583,7 @@ class ShareCoordinator:
     async def _peer_request(
         self, node: int, api_key: int, req: Any, version: int = 0
     ) -> Any | None:
-        from odradek.broker.replication.client import PeerClient, PeerError
-
-        endpoint = next((e for e in self.broker.broker_endpoints(None) if e[0] == node), None)
-        if endpoint is None:
-            return None
-        lock = self._peer_locks.setdefault(node, asyncio.Lock())
-        async with lock:
-            client = self._peers.get(node)
-            if client is None or (client.host, client.port) != (endpoint[1], endpoint[2]):
-                if client is not None:
-                    client.close()
-                security = self.broker.security
-                client = self._peers[node] = PeerClient(
-                    endpoint[1],
-                    endpoint[2],
-                    f"share-persister-{self.broker.node_id}",
-                    security.peer_tls(),
-                    security.peer_sasl,
-                )
-            try:
-                if not client.connected:
-                    await client.connect(5.0)
-                return await client.request(api_key, version, req, PEER_TIMEOUT_S)
-            except PeerError as exc:
-                log.info("share state request to broker %d failed: %s", node, exc)
-                return None
+        return await self.host.peer_request(node, api_key, version, req, PEER_TIMEOUT_S)
 
     async def load(self, key: SpKey) -> SharePartition | None:
         """The stored state of a share-partition, read here or from the share coordinator."""
@@ -629,25 +601,25 @@ class ShareCoordinator:
 
     # -- leadership (a TopicManager listener) ----------------------------------------------------
 
-    def on_partition_added(self, part: Partition) -> None:
+    def on_partition_added(self, part: StatePartition) -> None:
         pass
 
-    def on_become_leader(self, part: Partition) -> None:
+    def on_become_leader(self, part: StatePartition) -> None:
         self._forget(part)  # read back from __share_group_state on first use
 
-    def on_become_follower(self, part: Partition) -> None:
+    def on_become_follower(self, part: StatePartition) -> None:
         self._forget(part)
 
-    def on_partition_removed(self, part: Partition) -> None:
+    def on_partition_removed(self, part: StatePartition) -> None:
         self._forget(part)
 
-    def _forget(self, part: Partition) -> None:
+    def _forget(self, part: StatePartition) -> None:
         for key in [k for k in self.partitions if k[1] == part.topic_id and k[2] == part.index]:
             del self.partitions[key]
 
     # -- share-partitions -----------------------------------------------------------------------
 
-    async def share_partition(self, key: SpKey, part: Partition) -> SharePartition:
+    async def share_partition(self, key: SpKey, part: StatePartition) -> SharePartition:
         sp = self.partitions.get(key)
         if sp is None:
             loaded = await self.load(key)
@@ -675,15 +647,3 @@ class ShareCoordinator:
             if sp is None and loaded is not None:
                 sp = self.partitions[key] = loaded
         return sp
-
-
-def share_coordinator(broker: Broker) -> ShareCoordinator:
-    """This broker's share coordinator (made on first use, stopped with the broker)."""
-    coord: ShareCoordinator | None = getattr(broker, EXTENSION, None)
-    if coord is None:
-        coord = ShareCoordinator(broker)
-        setattr(broker, EXTENSION, coord)
-        broker.services.append(coord)
-        broker.topics.listeners.append(coord)
-    coord.ensure_started()
-    return coord

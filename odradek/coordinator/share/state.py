@@ -98,20 +98,27 @@ class SharePartition:
     def acquire(
         self,
         member: str,
-        log_batches: Iterable[tuple[int, int, bool]],
+        log_batches: Iterable[tuple[int, int, bool, int]],
         max_records: int,
         now_ms: int,
+        max_bytes: int | None = None,
+        whole_first: bool = True,
     ) -> list[Acquired]:
         """Acquire up to `max_records` records for `member`: available in-flight records first,
-        then new ones from the end offset. `log_batches` are the log's (first, last, is_control)
-        batch ranges from the start offset up to the high watermark; control records are
-        archived, never delivered. Returns runs of acquired offsets."""
+        then new ones from the end offset. `log_batches` are the log's (first, last, is_control,
+        size in bytes) batches from the start offset up to the high watermark; control records
+        are archived, never delivered. The batches records are acquired from are what the
+        answer carries: their sizes stay within `max_bytes`, except that the first one is taken
+        whole when `whole_first` (a Fetch's max_bytes, as Kafka's). Returns runs of acquired
+        offsets."""
         self.expire(now_ms)
         got: list[int] = []
         deadline = now_ms + self.lock_ms
         full = False
-        for first, last, control in log_batches:
+        taken = 0  # bytes of the batches records were acquired from
+        for first, last, control, size in log_batches:
             lo = max(first, self.start_offset)
+            counted = False
             for off in range(lo, last + 1):
                 if len(got) >= max_records:
                     break
@@ -130,6 +137,13 @@ class SharePartition:
                     continue
                 if rec.state != AVAILABLE:
                     continue
+                if not counted:
+                    over = max_bytes is not None and taken + size > max_bytes
+                    if over and (got or not whole_first):
+                        full = True  # the answer is full
+                        break
+                    taken += size
+                    counted = True
                 rec.state = ACQUIRED
                 rec.member = member
                 rec.delivery_count += 1
@@ -182,6 +196,16 @@ class SharePartition:
 
     def _release(self, rec: InFlight) -> None:
         self._settle(rec, ARCHIVED if rec.delivery_count >= self.delivery_limit else AVAILABLE)
+
+    def unacquire(self, member: str, acquired: Iterable[Acquired]) -> None:
+        """Take back an acquisition its member never received (a ShareFetch answered without
+        its records because a quota throttled it): available again, delivery counts as before."""
+        for a in acquired:
+            for off in range(a.first_offset, a.last_offset + 1):
+                rec = self.records.get(off)
+                if rec is not None and rec.state == ACQUIRED and rec.member == member:
+                    rec.delivery_count -= 1
+                    self._settle(rec, AVAILABLE)
 
     def release_member(self, member: str) -> int:
         """Release every record `member` holds (it left the group or its session ended)."""
