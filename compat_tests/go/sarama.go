@@ -1,0 +1,5 @@
+package main
+
+// IBM/sarama scenarios.
+
+var saramaScenarios = map[string]func(*Spec) (any, error){}

@@ -1,0 +1,40 @@
+"""The Go (franz-go, sarama) and KafkaJS scenarios of compat_tests/ against odradek and
+Apache Kafka 4.4 side by side: the same program and the same checks on both, so a failure on
+odradek alone is odradek's, and one on both is the test's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from compat_tests.harness import BrokerProcess, unique_name
+from compat_tests.polyglot_harness import GoPrograms
+from compat_tests.reference.kafka_ref import KafkaReference
+from compat_tests.test_franz_go import (
+    check_group,
+    check_produce_case,
+    check_txn,
+    run_group,
+    run_produce,
+    run_txn,
+)
+
+BrokerPick = Callable[[], str]
+
+
+@pytest.fixture(params=["odradek", "kafka-4.4"])
+def bootstrap(request: pytest.FixtureRequest, odradek_broker: BrokerProcess) -> str:
+    if request.param == "odradek":
+        return odradek_broker.bootstrap
+    kafka: KafkaReference = request.getfixturevalue("kafka44")
+    return kafka.bootstrap
+
+
+def test_franz_go_produce_txn_group(go_clients: GoPrograms, bootstrap: str) -> None:
+    name = unique_name("franz-ref")
+    produced = run_produce(go_clients, bootstrap, name)
+    for codec, acks in [("zstd", "all"), ("gzip", "1")]:
+        check_produce_case(produced, codec, acks)
+    check_txn(run_txn(go_clients, bootstrap, f"{name}-txn"))
+    check_group(run_group(go_clients, bootstrap, f"{name}-grp", "classic", "range"))
