@@ -112,7 +112,7 @@ def run_group(go: GoPrograms, bootstrap: str, name: str, protocol: str, balancer
         "balancer": balancer,
         "base_ts": int(time.time() * 1000),
     }
-    return go.run("franz", "group", spec, timeout=120)
+    return go.run("franz", "group", spec, timeout=60)
 
 
 def check_group(out: dict[str, Any], count: int = 40, partitions: int = 4) -> None:

@@ -41,6 +41,9 @@ func errName(err error) string {
 
 func franzOpts(spec *Spec, extra ...kgo.Opt) []kgo.Opt {
 	opts := []kgo.Opt{kgo.SeedBrokers(spec.Brokers...), kgo.RetryTimeout(20 * time.Second)}
+	if os.Getenv("ODRADEK_KGO_DEBUG") != "" {
+		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelDebug, nil)))
+	}
 	return append(opts, extra...)
 }
 
@@ -534,7 +537,8 @@ func franzGroup(spec *Spec) (any, error) {
 	}
 	for len(union) < spec.Count {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("members read %d of %d", len(union), spec.Count)
+			return nil, fmt.Errorf("members read %d of %d: a owns %v read %d, b owns %v read %d",
+				len(union), spec.Count, a.owned(), len(a.seen), b.owned(), len(b.seen))
 		}
 		if err := poll(a); err != nil {
 			return nil, err

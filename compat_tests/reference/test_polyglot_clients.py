@@ -33,8 +33,8 @@ def bootstrap(request: pytest.FixtureRequest, odradek_broker: BrokerProcess) -> 
 
 def test_franz_go_produce_txn_group(go_clients: GoPrograms, bootstrap: str) -> None:
     name = unique_name("franz-ref")
+    check_group(run_group(go_clients, bootstrap, f"{name}-grp", "classic", "range"))
     produced = run_produce(go_clients, bootstrap, name)
     for codec, acks in [("zstd", "all"), ("gzip", "1")]:
         check_produce_case(produced, codec, acks)
     check_txn(run_txn(go_clients, bootstrap, f"{name}-txn"))
-    check_group(run_group(go_clients, bootstrap, f"{name}-grp", "classic", "range"))
