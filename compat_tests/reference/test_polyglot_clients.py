@@ -4,12 +4,11 @@ odradek alone is odradek's, and one on both is the test's."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
+from compat_tests import test_kafkajs as kjs
 from compat_tests.harness import BrokerProcess, unique_name
-from compat_tests.polyglot_harness import GoPrograms
+from compat_tests.polyglot_harness import GoPrograms, NodePrograms
 from compat_tests.reference.kafka_ref import KafkaReference
 from compat_tests.test_franz_go import (
     check_group,
@@ -19,8 +18,6 @@ from compat_tests.test_franz_go import (
     run_produce,
     run_txn,
 )
-
-BrokerPick = Callable[[], str]
 
 
 @pytest.fixture(params=["odradek", "kafka-4.4"])
@@ -38,3 +35,12 @@ def test_franz_go_produce_txn_group(go_clients: GoPrograms, bootstrap: str) -> N
     for codec, acks in [("zstd", "all"), ("gzip", "1")]:
         check_produce_case(produced, codec, acks)
     check_txn(run_txn(go_clients, bootstrap, f"{name}-txn"))
+
+
+def test_kafkajs_produce_txn_group(node_clients: NodePrograms, bootstrap: str) -> None:
+    name = unique_name("kafkajs-ref")
+    kjs.check_group(kjs.run_group(node_clients, bootstrap, f"{name}-grp"))
+    produced = kjs.run_produce(node_clients, bootstrap, name)
+    for codec, acks in kjs.CASES:
+        kjs.check_produce_case(produced, codec, acks)
+    kjs.check_txn(kjs.run_txn(node_clients, bootstrap, f"{name}-txn"))
