@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from compat_tests import test_kafkajs as kjs
+from compat_tests import test_sarama as srm
 from compat_tests.harness import BrokerProcess, unique_name
 from compat_tests.polyglot_harness import GoPrograms, NodePrograms
 from compat_tests.reference.kafka_ref import KafkaReference
@@ -44,3 +45,13 @@ def test_kafkajs_produce_txn_group(node_clients: NodePrograms, bootstrap: str) -
     for codec, acks in kjs.CASES:
         kjs.check_produce_case(produced, codec, acks)
     kjs.check_txn(kjs.run_txn(node_clients, bootstrap, f"{name}-txn"))
+
+
+@pytest.mark.parametrize("version", srm.VERSIONS)
+def test_sarama_produce_txn_group(go_clients: GoPrograms, bootstrap: str, version: str) -> None:
+    name = unique_name(f"sarama-ref-{version}")
+    srm.check_group(srm.run_group(go_clients, bootstrap, f"{name}-grp", "sticky", version))
+    produced = srm.run_produce(go_clients, bootstrap, name, version)
+    for codec, acks in srm.CASES:
+        srm.check_produce_case(produced, codec, acks)
+    srm.check_txn(srm.run_txn(go_clients, bootstrap, f"{name}-txn", version))
