@@ -152,7 +152,9 @@ def test_group_transact_session(
 def test_consumer_group_split(
     go_clients: GoPrograms, broker: BrokerProcess, topic_name: str, protocol: str, balancer: str
 ) -> None:
-    check_group(run_group(go_clients, broker.bootstrap, topic_name, protocol, balancer))
+    out = run_group(go_clients, broker.bootstrap, topic_name, protocol, balancer)
+    check_group(out)
+    assert out["group_type"] == protocol  # ListGroups: "classic" or "consumer" (KIP-848)
 
 
 def test_kadm_admin(go_clients: GoPrograms, broker: BrokerProcess, topic_name: str) -> None:

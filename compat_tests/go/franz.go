@@ -547,6 +547,11 @@ func franzGroup(spec *Spec) (any, error) {
 			return nil, err
 		}
 	}
+	listed, err := adm.ListGroups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	groupType := listed[spec.Group].GroupType
 	for _, m := range []*member{a, b} {
 		if err := m.cl.CommitMarkedOffsets(ctx); err != nil {
 			return nil, fmt.Errorf("%s commit: %w", m.name, err)
@@ -566,7 +571,7 @@ func franzGroup(spec *Spec) (any, error) {
 		}
 	}
 	return map[string]any{"a_owns": oa, "b_owns": ob, "a_read": len(a.seen), "b_read": len(b.seen),
-		"distinct": len(union), "duplicates": dups, "committed": committed}, nil
+		"distinct": len(union), "duplicates": dups, "committed": committed, "group_type": groupType}, nil
 }
 
 // franzAdmin: kadm topics, partitions, configs and offsets.
