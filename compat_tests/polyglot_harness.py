@@ -19,10 +19,14 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+from compat_tests.harness import HOST, BrokerProcess, free_port
+from odradek.testing.security import Security
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 GO_DIR = Path(__file__).resolve().parent / "go"
@@ -147,3 +151,36 @@ class NodePrograms:
         env = {**os.environ, "NODE_PATH": str(self.node_modules)}
         spec = {"timeout_s": max(timeout - 10.0, 5.0), **spec}
         return _run_json([node, str(JS_DIR / script), scenario, json.dumps(spec)], timeout, env)
+
+
+def start_sasl_ssl_broker(
+    fresh_broker: Callable[..., BrokerProcess],
+    directory: Path,
+    mechanism: str,
+    overrides: Mapping[str, str] | None = None,
+) -> tuple[BrokerProcess, Security]:
+    """A broker process with a SASL_SSL listener (its `bootstrap`) for `mechanism`, users
+    admin (a super user) and alice. SCRAM users are added as an operator would, with
+    `odradek users add` (AlterUserScramCredentials) through a PLAINTEXT admin listener."""
+    scram = mechanism.startswith("SCRAM-")
+    sec = Security("sasl_ssl", mechanism=mechanism, plaintext_too=scram, directory=str(directory))
+    port = free_port()
+    ports = {sec.listener: port}
+    if scram:
+        ports["PLAINTEXT"] = free_port()
+    settings = {
+        **sec.broker_config(),
+        "listeners": sec.listeners(HOST, ports),
+        "offsets.topic.num.partitions": "1",
+        **(overrides or {}),
+    }
+    broker = fresh_broker(settings, port=port)
+    if scram:
+        for user in ("admin", *sec.users):
+            cmd = [sys.executable, "-m", "odradek", "users", "add", user]
+            cmd += ["--password", sec.password(user), "--mechanism", mechanism]
+            cmd += ["--bootstrap-server", f"{HOST}:{ports['PLAINTEXT']}"]
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=broker.env)
+            if proc.returncode != 0:
+                raise ClientProgramError(f"odradek users add {user}: {proc.stdout}{proc.stderr}")
+    return broker, sec

@@ -19,15 +19,15 @@ checks here (and in polyglot_checks.py) decide whether it is right:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from compat_tests.harness import BrokerProcess, free_port, unique_name
+from compat_tests.harness import BrokerProcess, unique_name
 from compat_tests.polyglot_checks import CODECS, check_records, expected, first_offset_at
-from compat_tests.polyglot_harness import GoPrograms
+from compat_tests.polyglot_harness import GoPrograms, start_sasl_ssl_broker
 from odradek.testing.security import Security
 
 pytestmark = pytest.mark.compat
@@ -180,19 +180,13 @@ def test_kadm_admin(go_clients: GoPrograms, broker: BrokerProcess, topic_name: s
     assert out["delete_missing"] == "UNKNOWN_TOPIC_OR_PARTITION"
 
 
-@pytest.fixture
+@pytest.fixture(params=["PLAIN", "SCRAM-SHA-512"])
 def sasl_ssl_broker(
-    fresh_broker: Callable[..., BrokerProcess], tmp_path: Path
-) -> Iterator[tuple[BrokerProcess, Security]]:
-    sec = Security("sasl_ssl", mechanism="PLAIN", directory=str(tmp_path / "security"))
-    port = free_port()
-    overrides = {
-        **sec.broker_config(),
-        "listeners": sec.listeners("127.0.0.1", {sec.listener: port}),
-        "authorizer.class.name": AUTHORIZER,
-        "offsets.topic.num.partitions": "1",
-    }
-    yield fresh_broker(overrides, port=port), sec
+    request: pytest.FixtureRequest, fresh_broker: Callable[..., BrokerProcess], tmp_path: Path
+) -> tuple[BrokerProcess, Security]:
+    return start_sasl_ssl_broker(
+        fresh_broker, tmp_path / "security", request.param, {"authorizer.class.name": AUTHORIZER}
+    )
 
 
 def test_acl_denial_as_kafka_answers(
@@ -203,7 +197,7 @@ def test_acl_denial_as_kafka_answers(
     spec = {
         "brokers": [broker.bootstrap],
         "topic": topic_name,
-        "mechanism": "PLAIN",
+        "mechanism": sec.mechanism,
         "user": "alice",
         "password": sec.password("alice"),
         "admin_user": "admin",

@@ -18,15 +18,15 @@ itself is refused by Kafka 4.4 and odradek alike) and "max" (sarama.MaxVersion):
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from compat_tests.harness import BrokerProcess, free_port, unique_name
+from compat_tests.harness import BrokerProcess, unique_name
 from compat_tests.polyglot_checks import CODECS, check_records
-from compat_tests.polyglot_harness import GoPrograms
+from compat_tests.polyglot_harness import GoPrograms, start_sasl_ssl_broker
 from odradek.testing.security import Security
 
 pytestmark = pytest.mark.compat
@@ -159,18 +159,11 @@ def test_cluster_admin_and_offset_manager(
     assert out["delete_missing"] == "3"  # UNKNOWN_TOPIC_OR_PARTITION
 
 
-@pytest.fixture
+@pytest.fixture(params=["PLAIN"])
 def sasl_ssl_broker(
-    fresh_broker: Callable[..., BrokerProcess], tmp_path: Path
-) -> Iterator[tuple[BrokerProcess, Security]]:
-    sec = Security("sasl_ssl", mechanism="PLAIN", directory=str(tmp_path / "security"))
-    port = free_port()
-    overrides = {
-        **sec.broker_config(),
-        "listeners": sec.listeners("127.0.0.1", {sec.listener: port}),
-        "offsets.topic.num.partitions": "1",
-    }
-    yield fresh_broker(overrides, port=port), sec
+    request: pytest.FixtureRequest, fresh_broker: Callable[..., BrokerProcess], tmp_path: Path
+) -> tuple[BrokerProcess, Security]:
+    return start_sasl_ssl_broker(fresh_broker, tmp_path / "security", request.param, None)
 
 
 def test_sasl_plain_over_tls(
@@ -181,7 +174,7 @@ def test_sasl_plain_over_tls(
     spec = {
         "brokers": [broker.bootstrap],
         "topic": topic_name,
-        "mechanism": "PLAIN",
+        "mechanism": sec.mechanism,
         "user": "alice",
         "password": sec.password("alice"),
         "ca_file": sec.tls.ca,
