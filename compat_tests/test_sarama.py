@@ -1,8 +1,8 @@
 """IBM/sarama (pinned in compat_tests/go/go.mod) against a real `odradek serve`.
 
 compat_tests/go/sarama.go runs each scenario with sarama's Version at "min" (V2_1_0_0, the
-oldest client Kafka 4 serves: KIP-896 removed older request versions, so sarama.MinVersion
-itself is refused by Kafka 4.4 and odradek alike) and "max" (sarama.MaxVersion):
+oldest client Kafka 4 serves: KIP-896 removed the older request versions that
+sarama.MinVersion, 0.8.2, would send) and "max" (sarama.MaxVersion):
 
 - produce: the sync producer at every codec with acks=all (idempotent) and acks=1, and the
   async producer; records back through partition consumers in order with keys, headers and
