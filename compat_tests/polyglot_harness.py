@@ -37,6 +37,14 @@ NODE_MODULES = CACHE / "js" / "node_modules"
 GO_CANDIDATES = ("go", "/usr/local/go/bin/go", "/usr/lib/go/bin/go")
 
 
+def _with_defaults(spec: Mapping[str, Any], timeout: float) -> dict[str, Any]:
+    """The spec as the programs take it: a timeout of their own, ten seconds inside ours, and
+    "brokers" one address an entry (a cluster's bootstrap is comma-separated)."""
+    out = {"timeout_s": max(timeout - 10.0, 5.0), **spec}
+    out["brokers"] = [a for entry in spec.get("brokers", []) for a in entry.split(",") if a]
+    return out
+
+
 class ClientProgramError(AssertionError):
     """A client program is missing, failed to build, exited non-zero or timed out."""
 
@@ -128,7 +136,7 @@ class GoPrograms:
     ) -> dict[str, Any]:
         """Run `<family> <scenario>` with `spec` (JSON); its JSON result."""
         binary = self.build()
-        spec = {"timeout_s": max(timeout - 10.0, 5.0), **spec}
+        spec = _with_defaults(spec, timeout)
         return _run_json([str(binary), family, scenario, json.dumps(spec)], timeout, os.environ)
 
 
@@ -149,7 +157,7 @@ class NodePrograms:
                 f"kafkajs is not installed in {self.node_modules}; run `bash scripts/setup.sh test`"
             )
         env = {**os.environ, "NODE_PATH": str(self.node_modules)}
-        spec = {"timeout_s": max(timeout - 10.0, 5.0), **spec}
+        spec = _with_defaults(spec, timeout)
         return _run_json([node, str(JS_DIR / script), scenario, json.dumps(spec)], timeout, env)
 
 

@@ -28,6 +28,7 @@ import pytest
 from compat_tests.harness import BrokerProcess, unique_name
 from compat_tests.polyglot_checks import CODECS, check_records, expected, first_offset_at
 from compat_tests.polyglot_harness import GoPrograms, start_sasl_ssl_broker
+from compat_tests.test_cluster import ClusterProcess
 from odradek.testing.security import Security
 
 pytestmark = pytest.mark.compat
@@ -38,7 +39,7 @@ CASES = [(codec, "all") for codec in CODECS] + [("gzip", "1"), ("lz4", "0")]
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
-def run_produce(go: GoPrograms, bootstrap: str, prefix: str) -> dict[str, Any]:
+def run_produce(go: GoPrograms, bootstrap: str, prefix: str, replicas: int = 1) -> dict[str, Any]:
     base_ts = int(time.time() * 1000) - 3_600_000
     cases = [
         {"codec": c, "acks": a, "topic": f"{prefix}-{c}-{a.replace('all', 'all')}"}
@@ -50,6 +51,7 @@ def run_produce(go: GoPrograms, bootstrap: str, prefix: str) -> dict[str, Any]:
         "count": COUNT,
         "partitions": PARTITIONS,
         "base_ts": base_ts,
+        "replicas": replicas,
     }
     out = go.run("franz", "produce", spec, timeout=180)
     out["base_ts"] = base_ts
@@ -74,8 +76,9 @@ def check_produce_case(run: dict[str, Any], codec: str, acks: str) -> None:
         assert offsets == want_offsets, f"offsets for the timestamp of record {i}"
 
 
-def run_txn(go: GoPrograms, bootstrap: str, name: str) -> dict[str, Any]:
+def run_txn(go: GoPrograms, bootstrap: str, name: str, replicas: int = 1) -> dict[str, Any]:
     spec = {
+        "replicas": replicas,
         "brokers": [bootstrap],
         "topic": f"{name}-in",
         "output": f"{name}-out",
@@ -101,8 +104,11 @@ def check_txn(out: dict[str, Any], count: int = 30) -> None:
     assert out["transactions"] >= 1
 
 
-def run_group(go: GoPrograms, bootstrap: str, name: str, protocol: str, balancer: str) -> Any:
+def run_group(
+    go: GoPrograms, bootstrap: str, name: str, protocol: str, balancer: str, replicas: int = 1
+) -> Any:
     spec = {
+        "replicas": replicas,
         "brokers": [bootstrap],
         "topic": name,
         "group": f"{name}-g",
@@ -209,3 +215,24 @@ def test_acl_denial_as_kafka_answers(
     assert out["create_denied"] == "TOPIC_AUTHORIZATION_FAILED"
     assert out["acls_described"] == 2
     assert out["produce_allowed"] == ""
+
+
+@pytest.mark.cluster
+def test_three_broker_cluster(go_clients: GoPrograms, tmp_path: Path) -> None:
+    """Replication factor 3 topics on `odradek cluster --brokers 3`: every codec at acks=all
+    and acks=1, a GroupTransactSession (replicated transaction and offsets topics), and a
+    KIP-848 group split."""
+    proc = ClusterProcess(tmp_path, 3)
+    proc.start()
+    try:
+        name = unique_name("franz-cluster")
+        produced = run_produce(go_clients, proc.bootstrap, name, replicas=3)
+        for codec, acks in CASES:
+            if acks != "0":  # acks=0 may land before a new partition's leader is known
+                check_produce_case(produced, codec, acks)
+        check_txn(run_txn(go_clients, proc.bootstrap, f"{name}-txn", replicas=3))
+        out = run_group(go_clients, proc.bootstrap, f"{name}-g", "consumer", "range", replicas=3)
+        check_group(out)
+    finally:
+        status = proc.stop()
+    assert status == 0, proc.log_tail()

@@ -74,8 +74,11 @@ func newFranz(spec *Spec, extra ...kgo.Opt) (*kgo.Client, error) {
 	return kgo.NewClient(franzOpts(spec, extra...)...)
 }
 
+// replicas is the replication factor of the topics scenarios create (spec.Replicas, default 1).
+var replicas int16 = 1
+
 func createTopic(ctx context.Context, adm *kadm.Client, topic string, partitions int32, configs map[string]*string) error {
-	resp, err := adm.CreateTopic(ctx, partitions, 1, configs, topic)
+	resp, err := adm.CreateTopic(ctx, partitions, replicas, configs, topic)
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ type Spec struct {
 	Group      string   `json:"group"`
 	Count      int      `json:"count"`
 	Partitions int      `json:"partitions"`
+	Replicas   int16    `json:"replicas"`
 	BaseTS     int64    `json:"base_ts"`
 	Cases      []Case   `json:"cases"`
 	Protocol   string   `json:"protocol"`
@@ -121,6 +122,9 @@ func main() {
 	var spec Spec
 	if err := json.Unmarshal([]byte(os.Args[3]), &spec); err != nil {
 		fail(err)
+	}
+	if spec.Replicas > 0 {
+		replicas = spec.Replicas
 	}
 	var scenarios map[string]func(*Spec) (any, error)
 	switch os.Args[1] {
