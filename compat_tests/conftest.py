@@ -8,6 +8,8 @@
       b = fresh_broker({"log.segment.bytes": "4096"}); b.kill(); b.start()
 - `topic_name`: a topic name unique to the test (also usable as a group id).
 - `java`: compiles and runs the programs in compat_tests/java/ (java_harness.py).
+- `go_clients`, `node_clients`: the Go (franz-go, sarama) and KafkaJS programs in
+  compat_tests/go/ and compat_tests/js/ (polyglot_harness.py).
 
 Every test under compat_tests/ is marked `compat`. When a test fails, the part of each
 broker's log written during the test is attached to the report.
@@ -23,6 +25,7 @@ import pytest
 
 from compat_tests.harness import BrokerError, BrokerProcess, unique_name
 from compat_tests.java_harness import JavaPrograms
+from compat_tests.polyglot_harness import GoPrograms, NodePrograms
 
 _BROKERS = pytest.StashKey[list[tuple[BrokerProcess, int]]]()
 _COMPAT_DIR = Path(__file__).resolve().parent
@@ -94,6 +97,16 @@ def topic_name(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="session")
 def java(tmp_path_factory: pytest.TempPathFactory) -> JavaPrograms:
     return JavaPrograms(tmp_path_factory.mktemp("java-classes"))
+
+
+@pytest.fixture(scope="session")
+def go_clients() -> GoPrograms:
+    return GoPrograms()
+
+
+@pytest.fixture(scope="session")
+def node_clients() -> NodePrograms:
+    return NodePrograms()
 
 
 @pytest.hookimpl(wrapper=True)

@@ -321,6 +321,55 @@ if [ "$PROFILE" = test ]; then
 fi
 # --- END reference Kafka ---------------------------------------------------------------------
 
+# --- BEGIN Go and Node.js clients (compat_tests/go: franz-go, sarama; compat_tests/js: KafkaJS) ---
+# Go >= 1.26 (go.mod) and Node.js with npm; Debian's golang-go, nodejs and npm only when the
+# command is missing. The Go program is built into .cache/go/bin/odradek-compat (modules and
+# build cache in .cache/go), KafkaJS installed by `npm ci` into .cache/js/node_modules from
+# compat_tests/js/package-lock.json: both no-ops while nothing changed. A toolchain that cannot
+# be had is reported loudly here and the tests of that family fail naming this script.
+if [ "$PROFILE" = test ]; then
+    GO_BIN=$(command -v go || true)
+    [ -n "$GO_BIN" ] || { [ -x /usr/local/go/bin/go ] && GO_BIN=/usr/local/go/bin/go; } || true
+    clients_missing=()
+    [ -n "$GO_BIN" ] || clients_missing+=(golang-go)
+    command -v node >/dev/null 2>&1 || clients_missing+=(nodejs)
+    command -v npm >/dev/null 2>&1 || clients_missing+=(npm)
+    if [ ${#clients_missing[@]} -gt 0 ]; then
+        say "[clients] apt-get install ${clients_missing[*]}"
+        apt_install "${clients_missing[@]}" || say "could not install ${clients_missing[*]}" >&2
+        GO_BIN=$(command -v go || true)
+    fi
+    GO_DIR=$ROOT/compat_tests/go GO_OUT=$CACHE/go/bin/odradek-compat
+    if [ -z "$GO_BIN" ]; then
+        say "NO GO TOOLCHAIN: the franz-go and sarama tests will fail" >&2
+    elif go_have=$("$GO_BIN" env GOVERSION | sed 's/^go//') \
+        && [ "$(printf '%s\n' 1.26 "$go_have" | sort -V | head -1)" != 1.26 ]; then
+        say "$("$GO_BIN" version) is older than compat_tests/go/go.mod asks:" \
+            "the franz-go and sarama tests will fail (install Go >= 1.26)" >&2
+    elif [ ! -x "$GO_OUT" ] || [ -n "$(find "$GO_DIR" -newer "$GO_OUT" -type f | head -1)" ]; then
+        say "[clients] go build compat_tests/go (franz-go, sarama: about 2 min on a cold cache)"
+        if ! (cd "$GO_DIR" && GOMODCACHE=$CACHE/go/mod GOCACHE=$CACHE/go/build GOFLAGS=-modcacherw \
+            GOTOOLCHAIN=local "$GO_BIN" build -o "$GO_OUT" . >"$CACHE/go-build.log" 2>&1); then
+            say "go build failed: its output is in .cache/go-build.log" >&2
+        fi
+    fi
+    JS_SRC=$ROOT/compat_tests/js JS_OUT=$CACHE/js
+    if ! command -v npm >/dev/null 2>&1; then
+        say "NO NPM: the KafkaJS tests will fail" >&2
+    elif ! cmp -s "$JS_SRC/package-lock.json" "$JS_OUT/package-lock.json" \
+        || [ ! -d "$JS_OUT/node_modules/kafkajs" ]; then
+        say "[clients] npm ci compat_tests/js (KafkaJS) into .cache/js"
+        mkdir -p "$JS_OUT"
+        cp "$JS_SRC/package.json" "$JS_SRC/package-lock.json" "$JS_OUT/"
+        if ! (cd "$JS_OUT" && npm ci --no-audit --no-fund --cache "$CACHE/npm" \
+            >"$CACHE/npm-ci.log" 2>&1); then
+            rm -f "$JS_OUT/package-lock.json"
+            say "npm ci failed: its output is in .cache/npm-ci.log" >&2
+        fi
+    fi
+fi
+# --- END Go and Node.js clients -----------------------------------------------------------------
+
 # --- [7] the native bench driver ------------------------------------------------------------
 # bench/native/odradek_perf (git-ignored build/): `make bench`'s native rows; a no-op when built
 if [ "$PROFILE" = test ] && ! "$VENV/bin/python" -c 'import sys

@@ -131,3 +131,23 @@ def test_fetch_out_of_range_and_unknown_partition(broker):
         assert got[("s1", 0)].error_code == 1  # OFFSET_OUT_OF_RANGE
         assert got[("s1", 9)].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
         assert got[("nope", 0)].error_code == 3
+
+
+def test_epoch_zero_with_a_session_id_starts_a_new_session(broker):
+    """A client that lost track of its epoch (franz-go after INVALID_FETCH_SESSION_EPOCH) sends
+    its old session id with epoch 0: Kafka drops that session and opens a new one with a full
+    answer, rather than refusing the epoch again, which left such a consumer refetching
+    forever without records."""
+    with RawClient(broker.bootstrap) as c:
+        produce(c, "s1", 0, 2)
+        first = fetch(c, 0, 0, [("s1", 0, 0)])
+        sid = first.session_id
+        assert sid > 0
+        assert fetch(c, sid, 5, []).error_code == 71  # the client's epoch went stale
+        again = fetch(c, sid, 0, [("s1", 0, 0)])
+        assert again.error_code == 0
+        assert again.session_id > 0 and again.session_id != sid
+        assert len(parts_of(again)[("s1", 0)].records) > 0
+        # the old session is gone, the new one goes on at epoch 1
+        assert fetch(c, sid, 1, []).error_code == 70  # FETCH_SESSION_ID_NOT_FOUND
+        assert fetch(c, again.session_id, 1, [("s1", 0, 2)]).error_code == 0

@@ -345,7 +345,11 @@ async def fetch(ctx: RequestContext, req: protocol.FetchRequest) -> list[Piece]:
     session = None
     session_id = 0
     incremental = False
-    if version >= 7 and req.session_id == 0 and req.session_epoch == INITIAL_EPOCH:
+    if version >= 7 and req.session_epoch == INITIAL_EPOCH:
+        # epoch 0 is a full fetch opening a session; with an id, that old session goes
+        # (Kafka's FetchManager: a client resetting after INVALID_FETCH_SESSION_EPOCH)
+        if req.session_id != 0:
+            cache.remove(req.session_id)
         session = cache.new_session()
         session.partitions = {(sp.topic, sp.partition): sp for sp in requested}
         session_id = session.session_id

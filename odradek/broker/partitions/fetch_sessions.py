@@ -2,6 +2,7 @@
 
 session_id 0, epoch -1   full fetch, no session
 session_id 0, epoch 0    full fetch, open a session (its id goes back in the response)
+session_id N, epoch 0    the same, session N removed first (a client starting over)
 session_id N, epoch k>0  incremental: the request names only changed partitions, the
                          response only partitions with data or changed metadata
 session_id N, epoch -1   close session N; full fetch without a session

@@ -18,6 +18,7 @@ from odradek.broker.partitions.internal_topics import ensure_offsets_topic
 from odradek.broker.partitions.partition import Partition
 from odradek.broker.transactions.markers import OFFSETS_TOPIC, MarkerSender
 from odradek.clock import now_ms
+from odradek.coordinator.group import records as group_records
 from odradek.coordinator.txn.config import STATE_TOPIC, TxnConfig
 from odradek.coordinator.txn.coordinator import TransactionCoordinator
 from odradek.coordinator.txn.state import TopicPartition
@@ -123,7 +124,11 @@ class BrokerTxnHost:
         if groups.partition_for(group_id) is None:
             ensure_offsets_topic(self.broker, groups)
         index = groups.partition_for(group_id)
-        return None if index is None else (OFFSETS_TOPIC, index)
+        if index is None:
+            # still being created: Kafka's partitionFor uses offsets.topic.num.partitions, so
+            # AddOffsetsToTxn succeeds before the topic exists (KafkaJS does not retry it)
+            index = group_records.partition_for(group_id, groups.config.num_partitions)
+        return (OFFSETS_TOPIC, index)
 
 
 class StateTopicListener:

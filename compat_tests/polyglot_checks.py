@@ -1,0 +1,66 @@
+"""What the Go and KafkaJS programs (polyglot_harness.py) must have seen, shared by the tests
+against odradek and against the reference Kafka.
+
+Every program writes record i the same way: partition i % partitions, key "key-i" (null when
+i % 7 == 3), value "value-i-<tag>" (empty when i % 11 == 5), headers idx=<i>, dup=a, dup=""
+(a repeated header and an empty value), timestamp base_ts + 10 * i. Programs report bytes as
+hex and records as {"p", "o", "ts", "key", "value", "headers"}.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+def expected(tag: str, i: int, partitions: int, base_ts: int) -> dict[str, Any]:
+    key = None if i % 7 == 3 else f"key-{i}".encode().hex()
+    value = b"" if i % 11 == 5 else f"value-{i}-{tag}".encode()
+    headers = [["idx", str(i).encode().hex()], ["dup", b"a".hex()], ["dup", ""]]
+    return {
+        "p": i % partitions,
+        "ts": base_ts + 10 * i,
+        "key": key,
+        "value": value.hex(),
+        "headers": headers,
+    }
+
+
+def check_records(
+    records: list[dict[str, Any]],
+    tag: str,
+    count: int,
+    partitions: int,
+    base_ts: int,
+    *,
+    from_zero: bool = True,
+) -> None:
+    """Every record back once, in order per partition (at offsets 0.. with `from_zero`;
+    ascending otherwise, as after transaction markers), with its key, value, headers and
+    timestamp."""
+    by_partition: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for rec in records:
+        by_partition[rec["p"]].append(rec)
+    assert sum(len(v) for v in by_partition.values()) == count, (
+        f"{len(records)} records back, {count} written"
+    )
+    for p in range(partitions):
+        want = [expected(tag, i, partitions, base_ts) for i in range(p, count, partitions)]
+        got = by_partition.get(p, [])
+        offsets = [r["o"] for r in got]
+        if from_zero:
+            assert offsets == list(range(len(want))), f"partition {p} offsets"
+        else:
+            assert offsets == sorted(set(offsets)), f"partition {p} offsets out of order"
+        for offset, (g, w) in enumerate(zip(got, want, strict=True)):
+            seen = {k: g[k] for k in w}
+            assert seen == w, f"partition {p} offset {offset}"
+
+
+def first_offset_at(i: int, p: int, count: int, partitions: int) -> int:
+    """The offset in partition p of the first record i' >= i (the end offset if none)."""
+    in_partition = len(range(p, count, partitions))
+    k = max(0, -(-(i - p) // partitions))
+    return min(k, in_partition)
