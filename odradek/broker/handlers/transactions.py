@@ -12,7 +12,8 @@ and group instance id (KIP-447), PRODUCER_FENCED; v4 KIP-890; v5 (with transacti
 finalized) adds the group's offsets partition to the transaction, AddOffsetsToTxn is not sent.
 Offsets stay pending in the group coordinator until the COMMIT marker reaches the group's
 offsets partition.
-WriteTxnMarkers (key 27), v0-1 (v1 flexible; v0, gone in Kafka 4.0, is the same message): markers
+WriteTxnMarkers (key 27), v0-2 (v1 flexible; v0, gone in Kafka 4.0, is the same message; v2 the
+marker's transaction version, KIP-1228, which changes nothing in how it is written here): markers
 from a transaction coordinator for partitions this broker leads.
 """
 
@@ -325,7 +326,7 @@ async def txn_offset_commit(
 # -- WriteTxnMarkers ---------------------------------------------------------------------------
 
 
-@handles(ApiKey.WRITE_TXN_MARKERS, versions=(0, 1))
+@handles(ApiKey.WRITE_TXN_MARKERS, versions=(0, 2))
 async def write_txn_markers(
     ctx: RequestContext, req: protocol.WriteTxnMarkersRequest
 ) -> protocol.WriteTxnMarkersResponse:
