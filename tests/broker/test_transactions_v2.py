@@ -143,3 +143,27 @@ def test_crash_after_the_bumped_prepare_commit_is_finished_on_restart() -> None:
         assert (md.state, md.producer_epoch) == (TxnState.COMPLETE_COMMIT, epoch + 1)
         with RawClient(broker.bootstrap) as raw:  # the producer goes on under the new epoch
             assert produce(raw, "c2", pid, epoch + 1, 0, 12) == [0, 0]
+
+
+def test_end_txn_v5_moves_to_a_new_producer_id_when_epochs_run_out(broker: Broker) -> None:
+    with RawClient(broker.bootstrap) as raw:
+        pid, _epoch = init(raw, "x2")
+        last = 32765  # two bumps left (32767 is the largest epoch)
+
+        def near_the_end(server: Any) -> None:
+            server.txn_coordinator.txns["x2"].producer_epoch = last
+
+        broker.call(near_the_end)
+        assert produce(raw, "x2", pid, last, 0, 12) == [0, 0]
+        done = end(raw, "x2", pid, last, True)
+        assert (done.error_code, done.producer_id, done.producer_epoch) != (0, pid, last + 1)
+        assert done.error_code == 0 and done.producer_id != pid and done.producer_epoch == 0
+        # the new id writes and commits the next transaction
+        assert produce(raw, "x2", done.producer_id, 0, 0, 12) == [0, 0]
+        again = end(raw, "x2", done.producer_id, 0, True)
+        assert (again.error_code, again.producer_id, again.producer_epoch) == (
+            0,
+            done.producer_id,
+            1,
+        )
+        assert [stable(broker, i) for i in (0, 1)] == [(4, 4), (4, 4)]

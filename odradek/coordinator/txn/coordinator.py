@@ -37,6 +37,7 @@ from odradek.coordinator.txn.config import (
 from odradek.coordinator.txn.manager import TxnStateManager
 from odradek.coordinator.txn.state import (
     EXPIRABLE,
+    MAX_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     TopicPartition,
@@ -423,8 +424,8 @@ class TransactionCoordinator:
         fenced; the answer carries the epoch to use for the next transaction. A retry with the
         epoch from before the bump is answered with the current one. Aborting when nothing was
         added (the producer cannot know whether a produce added a partition) is answered NONE.
-        When the epoch cannot be bumped any more, the producer is refused as on InitProducerId
-        and recovers with a new producer id there."""
+        When the bumped epoch leaves no more bumps, the ended transaction's id is replaced by a
+        new producer id at epoch 0, which the answer carries (as Kafka's nextProducerId)."""
         md = self.txns.get(transactional_id) if transactional_id else None
         if md is not None and md.producer_id == producer_id and md.pending is None:
             done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
@@ -449,13 +450,22 @@ class TransactionCoordinator:
                 return ErrorCode.NONE, md.producer_id, md.producer_epoch
             code = await self.end_txn(transactional_id, producer_id, producer_epoch, commit)
             return code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
-        if epoch_exhausted(md.producer_epoch):
+        if md.producer_epoch >= MAX_EPOCH:
             return ErrorCode.PRODUCER_FENCED, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         error = await self.manager.persist(md, md.prepare_end(commit, self.clock(), bump=True))
         if error != ErrorCode.NONE:
             return error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         pid, epoch = md.producer_id, md.producer_epoch
         await self._finish(md, commit)
+        if epoch_exhausted(epoch) and md.producer_id == pid and md.pending is None:
+            ended = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+            if md.state == ended:
+                # the epochs of this producer id are used up: go on with a new id at epoch 0
+                rotate = md.prepare_rotate_producer_id(
+                    self.host.allocate_producer_id(), md.timeout_ms, self.clock(), False
+                )
+                if await self.manager.persist(md, rotate) == ErrorCode.NONE:
+                    return ErrorCode.NONE, md.producer_id, md.producer_epoch
         return ErrorCode.NONE, pid, epoch
 
     async def _finish(self, md: TxnMetadata, commit: bool) -> None:
