@@ -98,6 +98,18 @@ def find_classpath() -> list[Path]:
     )
 
 
+def kafka_lib_classpath(version: str = "4.4.0") -> list[Path]:
+    """kafka-clients `version` and the jars it needs at run time, from the Maven-fetched
+    `.cache/kafka-<version>/lib` of scripts/setup.sh (reference/kafka-*/pom.xml)."""
+    lib = REPO_ROOT / ".cache" / f"kafka-{version}" / "lib"
+    jars = sorted(lib.glob("*.jar")) if lib.is_dir() else []
+    wanted = [f"kafka-clients-{version}", *REQUIRED_JARS[1:], *OPTIONAL_JARS]
+    picked = [j for j in jars if any(j.stem.startswith(w) for w in wanted)]
+    if not any(j.stem == f"kafka-clients-{version}" for j in picked):
+        raise JavaError(f"kafka-clients {version} not found in {lib}; run `bash scripts/setup.sh`")
+    return picked
+
+
 def _text(data: str | bytes | None) -> str:
     if data is None:
         return ""

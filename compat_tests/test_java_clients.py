@@ -1,4 +1,5 @@
-"""The Java clients (kafka-clients 3.9.1) against a real `odradek serve` process.
+"""The Java clients (kafka-clients 3.9.1 and 4.4.0: the `java` fixture is parametrised)
+against a real `odradek serve` process.
 
 Two small programs in compat_tests/java/, compiled and run through the `java` fixture:
 
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from compat_tests.harness import BrokerProcess
-from compat_tests.java_harness import JavaPrograms, JavaResult
+from compat_tests.java_harness import JavaPrograms, JavaResult, kafka_lib_classpath
 from compat_tests.records import record_shape
 
 pytestmark = pytest.mark.compat
@@ -111,6 +112,14 @@ class JavaRun:
             f"{self.result.stdout[-4000:]}\n--- stderr (tail) ---\n"
             f"{self.result.stderr[-8000:]}"
         )
+
+
+@pytest.fixture(scope="module", params=["3.9.1", "4.4.0"])
+def java(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> JavaPrograms:
+    """The programs compiled against kafka-clients 3.9.1 (the wheel) or 4.4.0 (Maven)."""
+    if request.param == "3.9.1":
+        return JavaPrograms(tmp_path_factory.mktemp("java-3.9.1"))
+    return JavaPrograms(tmp_path_factory.mktemp("java-4.4.0"), kafka_lib_classpath("4.4.0"))
 
 
 @pytest.fixture(scope="module")

@@ -310,6 +310,13 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         ),
         _k("group.consumer.max.size", "int", 2147483647, "most members in a consumer group"),
         _k(
+            "transaction.version",
+            "int",
+            0,
+            "finalized level of the transaction.version feature at start-up (2: KIP-890 part 2)",
+            minimum=0,
+        ),
+        _k(
             "group.consumer.migration.policy",
             "string",
             "bidirectional",

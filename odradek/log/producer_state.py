@@ -141,7 +141,11 @@ class ProducerStateManager:
         entry = self.producers.get(producer_id)
         if entry is None:
             entry = self.producers[producer_id] = ProducerEntry(producer_id, producer_epoch)
-        entry.epoch = max(entry.epoch, producer_epoch)
+        if producer_epoch > entry.epoch:
+            # a marker under a newer epoch (a fence, or transactions v2's bump at every end):
+            # that epoch's batches start again at sequence 0, so the old ones are no duplicates
+            entry.epoch = producer_epoch
+            entry.batches.clear()
         entry.coordinator_epoch = coordinator_epoch
         first = entry.txn_first_offset
         if first >= 0:

@@ -9,6 +9,7 @@ from odradek.broker.handlers import (  # noqa: F401
     consumer_groups,
     delete_records,
     elect_leaders,
+    features,
     fetch,
     groups,
     init_producer_id,

@@ -1,9 +1,11 @@
-"""ListOffsets (key 2), v0-10 (Kafka 4.1's maximum). Timestamps: -2 earliest (log start
+"""ListOffsets (key 2), v0-11 (Kafka 4.4's maximum). Timestamps: -2 earliest (log start
 offset), -1 latest (high watermark, or last stable offset for read_committed, v2+), -3 max
 timestamp (v7, KIP-734), -4 earliest local (v8, KIP-405), -5 latest tiered (v9, KIP-1005: no
-tiered storage, so -1); v4 current leader epoch; v6 flexible; v10 TimeoutMs (KIP-1075, for
-offsets looked up in remote storage: nothing is remote here, so every answer is immediate). A
-timestamp past the last record answers -1.
+tiered storage, so -1), -6 earliest pending upload (v11, KIP-1023: nothing waits for an upload,
+so -1, as Kafka answers for a topic without remote storage); v4 current leader epoch; v6
+flexible; v10 TimeoutMs (KIP-1075, for offsets looked up in remote storage: nothing is remote
+here, so every answer is immediate). A timestamp past the last record answers -1; any other
+negative timestamp (and -6 below v11) UNSUPPORTED_VERSION, as Kafka 4.4.
 
 A new leader whose high watermark is still below the start offset of its leader epoch answers a
 client's LATEST, and a timestamp lookup that finds nothing below the high watermark,
@@ -39,7 +41,8 @@ if TYPE_CHECKING:
     from odradek.broker.server import Broker
     from odradek.log.log import Log
 
-EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -2, -1, -3, -4, -5
+EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
+EARLIEST_PENDING_UPLOAD = -6
 READ_COMMITTED = 1
 
 Resp: TypeAlias = protocol.ListOffsetsResponse
@@ -64,6 +67,7 @@ def list_offset(
     p: protocol.ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition,
     isolation: int,
     replica_id: int,
+    version: int = 11,
 ) -> PartResp:
     def answer(
         code: int = ErrorCode.NONE, ts: int = -1, offset: int = -1, epoch: int = -1
@@ -101,14 +105,14 @@ def list_offset(
         if lagging:
             return answer(ErrorCode.OFFSET_NOT_AVAILABLE)
         return answer(offset=fetchable, epoch=epoch)
-    if ts == EARLIEST_PENDING_UPLOAD:
+    if ts == LATEST_TIERED or (ts == EARLIEST_PENDING_UPLOAD and version >= 11):
         return answer()
     if ts == MAX_TIMESTAMP:
         found = lg.max_timestamp_offset()
     elif ts >= 0:
         found = lg.offset_for_timestamp(ts)
     else:
-        return answer(ErrorCode.INVALID_REQUEST)
+        return answer(ErrorCode.UNSUPPORTED_VERSION)
     if found is None or found[0] >= fetchable:
         # beyond what may be served: while lagging it may lie below the real high watermark
         return answer(ErrorCode.OFFSET_NOT_AVAILABLE) if lagging else answer()
@@ -168,7 +172,7 @@ def list_offset_v0(
     return answer(offsets=offsets)
 
 
-@handles(ApiKey.LIST_OFFSETS, versions=(0, 10))
+@handles(ApiKey.LIST_OFFSETS, versions=(0, 11))
 async def list_offsets(
     ctx: RequestContext, req: protocol.ListOffsetsRequest
 ) -> protocol.ListOffsetsResponse:
@@ -199,7 +203,8 @@ async def list_offsets(
         TopicResp(
             name=t.name,
             partitions=[
-                list_offset(broker, t.name, p, isolation, req.replica_id) for p in t.partitions
+                list_offset(broker, t.name, p, isolation, req.replica_id, ctx.api_version)
+                for p in t.partitions
             ]
             if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)
             else [

@@ -1,4 +1,4 @@
-"""DescribeLogDirs (key 35) v0-4 (v1: throttle first; v2 flexible; v3 top-level error): this
+"""DescribeLogDirs (key 35) v0-5 (v1: throttle first; v2 flexible; v3 top-level error): this
 broker's data dirs and the replicas each one holds.
 
 As Kafka's ReplicaManager.describeLogDirs: one result per data dir (an offline dir answers
@@ -6,7 +6,8 @@ KAFKA_STORAGE_ERROR and no topics), each partition replica hosted here with its 
 (the sum of its segments) and its offset lag (the high watermark's lead over the log end offset,
 0 when caught up); a replica moving to another dir (AlterReplicaLogDirs) is also listed in its
 destination with IsFutureKey and the lag of its copy behind the current log. A null topic
-list means every replica. v4 adds the volume's total and usable bytes. Partitions named in the
+list means every replica. v4 adds the volume's total and usable bytes; v5 IsCordoned (no dir is
+cordoned here: false). Partitions named in the
 request but not hosted here are left out, as Kafka does.
 `odradek topics describe` reads the sizes from here, as `rpk topic describe -p` does.
 """
@@ -44,7 +45,7 @@ def _dir_of(part: Partition, default: str) -> str:
     return os.path.abspath(log_dir.path) if log_dir is not None else default
 
 
-@handles(ApiKey.DESCRIBE_LOG_DIRS, versions=(0, 4))
+@handles(ApiKey.DESCRIBE_LOG_DIRS, versions=(0, 5))
 async def describe_log_dirs(
     ctx: RequestContext, req: protocol.DescribeLogDirsRequest
 ) -> protocol.DescribeLogDirsResponse:

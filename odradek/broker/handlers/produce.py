@@ -4,9 +4,11 @@ of odradek/log/validator.py; counted in odradek_topic_produce_message_conversion
 without throttle time, v2 adds log_append_time; v3 one magic-2 batch per partition and the
 transactional id; v5 log start offset; v8 record errors and error message; v9 flexible; v10
 CurrentLeader and NodeEndpoints on NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH (KIP-951,
-partitions/leader_discovery.py); v12 is v11 (KIP-890 part 2 is only for transaction.version 2,
-which is not finalized here, so clients use it as v11); v13 names topics by id (an unknown id is
-UNKNOWN_TOPIC_ID). Batches are validated as bytes and appended whole; acks=0 gets no response.
+partitions/leader_discovery.py); v12 (KIP-890 part 2): with transaction.version 2 finalized, a
+transactional produce adds its partitions to the producer's transaction itself (the 4.x producer
+sends no AddPartitionsToTxn then), before the usual verification; v13 names topics by id (an
+unknown id is UNKNOWN_TOPIC_ID). Batches are validated as bytes and appended whole; acks=0 gets
+no response.
 
 Clients may not write to the internal topics (`__consumer_offsets`, `__transaction_state`):
 INVALID_TOPIC_EXCEPTION, as Kafka's ReplicaManager.appendToLocalLog ("Cannot append to internal
@@ -20,9 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeAlias
 
+from odradek.broker.features import transactions_v2
 from odradek.broker.network import authz
 from odradek.broker.network import quotas as q
 from odradek.broker.network.context import RequestContext
@@ -213,6 +217,32 @@ async def _wait_for_flush(pending: list[tuple[Partition | None, AppendResult]]) 
             res.message = f"fsync of {part.topic}-{part.index} failed (the log dir is offline)"
 
 
+_PRODUCER = struct.Struct(">qh")  # producer id and epoch of a v2 batch
+_PRODUCER_OFFSET = 43
+
+
+async def _add_to_transaction(ctx: RequestContext, req: protocol.ProduceRequest) -> None:
+    """Transactions v2: the request's existing partitions join its producer's transaction
+    (Kafka's leader sends AddPartitionsToTxn to the coordinator for them). Whatever the
+    coordinator answers, the append's own verification then decides each partition's error."""
+    topics = ctx.broker.topics
+    wanted: list[tuple[str, int]] = []
+    producer: tuple[int, int] | None = None
+    for td in req.topic_data:
+        name = topics.name_for_id(td.topic_id) if ctx.api_version >= 13 else td.name
+        for pd in td.partition_data:
+            records = pd.records
+            if not name or records is None or topics.get(name, pd.index) is None:
+                continue
+            if producer is None and len(records) >= _PRODUCER_OFFSET + _PRODUCER.size:
+                producer = _PRODUCER.unpack_from(records, _PRODUCER_OFFSET)
+            wanted.append((name, pd.index))
+    if producer is not None and wanted:
+        await ctx.txn_coordinator.add_partitions(
+            req.transactional_id, producer[0], producer[1], wanted
+        )
+
+
 @handles(ApiKey.PRODUCE, versions=(0, 13))
 async def produce(
     ctx: RequestContext, req: protocol.ProduceRequest
@@ -223,6 +253,8 @@ async def produce(
     waits = []
     flushes = []  # (partition, result) whose append made a group fsync due (flush.messages)
     denied = None if broker.authorizer is None else authz.produce_denied(ctx, req)
+    if req.transactional_id and version >= 12 and not denied and transactions_v2(broker):
+        await _add_to_transaction(ctx, req)
     for td in req.topic_data:
         name = td.name
         if version >= 13:

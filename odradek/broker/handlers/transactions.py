@@ -4,12 +4,16 @@ AddPartitionsToTxn (key 24), v0-5: v1 same as v0; v2 PRODUCER_FENCED (KIP-588, o
 get INVALID_PRODUCER_EPOCH); v3 flexible; v4 batched transactions and verify_only with a
 top-level error (KIP-890 part 1, broker to broker); v5 TRANSACTION_ABORTABLE.
 AddOffsetsToTxn (key 25), v0-4: v1 throttle first; v2 PRODUCER_FENCED; v3 flexible; v4 KIP-890.
-EndTxn (key 26), v0-4: v1 throttle first; v2 PRODUCER_FENCED; v3 flexible; v4 KIP-890
-(v5, the epoch bump per transaction of KIP-890 part 2, is not served).
-TxnOffsetCommit (key 28), v0-4: v2 committed_leader_epoch; v3 flexible, member id, generation
-and group instance id (KIP-447), PRODUCER_FENCED; v4 KIP-890. Offsets stay pending in the group
-coordinator until the COMMIT marker reaches the group's offsets partition.
-WriteTxnMarkers (key 27), v0-1 (v1 flexible; v0, gone in Kafka 4.0, is the same message): markers
+EndTxn (key 26), v0-5: v1 throttle first; v2 PRODUCER_FENCED; v3 flexible; v4 KIP-890; v5
+transaction.version 2 (KIP-890 part 2): the epoch is bumped by every EndTxn and the response
+carries the producer id and epoch to go on with.
+TxnOffsetCommit (key 28), v0-5: v2 committed_leader_epoch; v3 flexible, member id, generation
+and group instance id (KIP-447), PRODUCER_FENCED; v4 KIP-890; v5 (with transaction.version 2
+finalized) adds the group's offsets partition to the transaction, AddOffsetsToTxn is not sent.
+Offsets stay pending in the group coordinator until the COMMIT marker reaches the group's
+offsets partition.
+WriteTxnMarkers (key 27), v0-2 (v1 flexible; v0, gone in Kafka 4.0, is the same message; v2 the
+marker's transaction version, KIP-1228, which changes nothing in how it is written here): markers
 from a transaction coordinator for partitions this broker leads.
 """
 
@@ -18,6 +22,7 @@ from __future__ import annotations
 import time
 from typing import TypeAlias
 
+from odradek.broker.features import transactions_v2
 from odradek.broker.handler_support import partition_errors, partition_exists
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
@@ -199,23 +204,29 @@ async def add_offsets_to_txn(
     )
 
 
-@handles(ApiKey.END_TXN, versions=(0, 4))
+@handles(ApiKey.END_TXN, versions=(0, 5))
 async def end_txn(ctx: RequestContext, req: protocol.EndTxnRequest) -> protocol.EndTxnResponse:
+    pid, epoch = -1, -1
     if not _txn_ok(ctx, req.transactional_id):
         error = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif ctx.api_version >= 5:
+        error, pid, epoch = await ctx.txn_coordinator.end_txn_v2(
+            req.transactional_id, req.producer_id, req.producer_epoch, bool(req.committed)
+        )
     else:
         error = await ctx.txn_coordinator.end_txn(
             req.transactional_id, req.producer_id, req.producer_epoch, bool(req.committed)
         )
+    extra = {"producer_id": pid, "producer_epoch": epoch} if ctx.api_version >= 5 else {}
     return protocol.EndTxnResponse(
-        throttle_time_ms=0, error_code=_fenced(error, ctx.api_version, 2)
+        throttle_time_ms=0, error_code=_fenced(error, ctx.api_version, 2), **extra
     )
 
 
 # -- TxnOffsetCommit ---------------------------------------------------------------------------
 
 
-def _txn_offset_errors(
+async def _txn_offset_errors(
     ctx: RequestContext, req: protocol.TxnOffsetCommitRequest
 ) -> dict[tuple[str, int], ErrorCode]:
     version = ctx.api_version
@@ -255,8 +266,15 @@ def _txn_offset_errors(
     # the group's offsets partition must be in the producer's ongoing transaction (added by
     # AddOffsetsToTxn), under its current producer id and epoch
     index = groups.partition_for(req.group_id)
-    error = None
-    if index is not None:
+    error: ErrorCode | None = None
+    if index is not None and version >= 5 and transactions_v2(broker):
+        # transactions v2: no AddOffsetsToTxn, the commit adds the offsets partition itself
+        added = await coord.add_partitions(
+            req.transactional_id, req.producer_id, req.producer_epoch, [(OFFSETS_TOPIC, index)]
+        )
+        if added == ErrorCode.CONCURRENT_TRANSACTIONS:
+            error = added
+    if index is not None and error is None:
         error = coord.check_append(
             req.transactional_id, req.producer_id, req.producer_epoch, (OFFSETS_TOPIC, index)
         )
@@ -293,14 +311,14 @@ async def _replicated(
             errors.update({tp: error for tp, e in errors.items() if e == ErrorCode.NONE})
 
 
-@handles(ApiKey.TXN_OFFSET_COMMIT, versions=(0, 4))
+@handles(ApiKey.TXN_OFFSET_COMMIT, versions=(0, 5))
 async def txn_offset_commit(
     ctx: RequestContext, req: protocol.TxnOffsetCommitRequest
 ) -> protocol.TxnOffsetCommitResponse:
     Resp = protocol.TxnOffsetCommitResponse
     Topic = Resp.TxnOffsetCommitResponseTopic
     Part = Topic.TxnOffsetCommitResponsePartition
-    errors = _txn_offset_errors(ctx, req)
+    errors = await _txn_offset_errors(ctx, req)
     await _replicated(ctx, req, errors)
     return Resp(throttle_time_ms=0, topics=partition_errors(req.topics, errors, Topic, Part))
 
@@ -308,7 +326,7 @@ async def txn_offset_commit(
 # -- WriteTxnMarkers ---------------------------------------------------------------------------
 
 
-@handles(ApiKey.WRITE_TXN_MARKERS, versions=(0, 1))
+@handles(ApiKey.WRITE_TXN_MARKERS, versions=(0, 2))
 async def write_txn_markers(
     ctx: RequestContext, req: protocol.WriteTxnMarkersRequest
 ) -> protocol.WriteTxnMarkersResponse:

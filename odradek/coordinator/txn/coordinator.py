@@ -37,6 +37,7 @@ from odradek.coordinator.txn.config import (
 from odradek.coordinator.txn.manager import TxnStateManager
 from odradek.coordinator.txn.state import (
     EXPIRABLE,
+    MAX_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     TopicPartition,
@@ -415,6 +416,60 @@ class TransactionCoordinator:
             state.display,
         )
         return ErrorCode.INVALID_TXN_STATE
+
+    async def end_txn_v2(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+    ) -> tuple[ErrorCode, int, int]:
+        """EndTxn v5 (transaction.version 2, KIP-890 part 2): (error, producer id, epoch).
+
+        Ending an ongoing transaction bumps the producer epoch in its Prepare record, so the
+        markers carry the new epoch and anything the producer still sends under the old one is
+        fenced; the answer carries the epoch to use for the next transaction. A retry with the
+        epoch from before the bump is answered with the current one. Aborting when nothing was
+        added (the producer cannot know whether a produce added a partition) is answered NONE.
+        When the bumped epoch leaves no more bumps, the ended transaction's id is replaced by a
+        new producer id at epoch 0, which the answer carries (as Kafka's nextProducerId)."""
+        md = self.txns.get(transactional_id) if transactional_id else None
+        if md is not None and md.producer_id == producer_id and md.pending is None:
+            done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+            retried = (
+                md.state == done
+                and md.last_producer_epoch == producer_epoch
+                and md.producer_epoch == producer_epoch + 1
+            )
+            if retried and self.manager.owner_error(transactional_id) is None:
+                return ErrorCode.NONE, md.producer_id, md.producer_epoch
+        error, md = self._check_producer(transactional_id, producer_id, producer_epoch)
+        if md is None:
+            return error or ErrorCode.UNKNOWN_SERVER_ERROR, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        if md.pending is not None:
+            return ErrorCode.CONCURRENT_TRANSACTIONS, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        if md.state != TxnState.ONGOING:
+            if not commit and md.state in (
+                TxnState.EMPTY,
+                TxnState.COMPLETE_COMMIT,
+                TxnState.COMPLETE_ABORT,
+            ):
+                return ErrorCode.NONE, md.producer_id, md.producer_epoch
+            code = await self.end_txn(transactional_id, producer_id, producer_epoch, commit)
+            return code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        if md.producer_epoch >= MAX_EPOCH:
+            return ErrorCode.PRODUCER_FENCED, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        error = await self.manager.persist(md, md.prepare_end(commit, self.clock(), bump=True))
+        if error != ErrorCode.NONE:
+            return error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        pid, epoch = md.producer_id, md.producer_epoch
+        await self._finish(md, commit)
+        if epoch_exhausted(epoch) and md.producer_id == pid and md.pending is None:
+            ended = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+            if md.state == ended:
+                # the epochs of this producer id are used up: go on with a new id at epoch 0
+                rotate = md.prepare_rotate_producer_id(
+                    self.host.allocate_producer_id(), md.timeout_ms, self.clock(), False
+                )
+                if await self.manager.persist(md, rotate) == ErrorCode.NONE:
+                    return ErrorCode.NONE, md.producer_id, md.producer_epoch
+        return ErrorCode.NONE, pid, epoch
 
     async def _finish(self, md: TxnMetadata, commit: bool) -> None:
         """Markers and the Complete state, waited for a while; the rest goes on in background."""

@@ -232,8 +232,17 @@ class TxnMetadata:
             TxnState.ONGOING, partitions=frozenset(self.partitions | added), start_ms=start, now=now
         )
 
-    def prepare_end(self, commit: bool, now: int) -> TxnTransit:
+    def prepare_end(self, commit: bool, now: int, bump: bool = False) -> TxnTransit:
+        """PrepareCommit / PrepareAbort; `bump` (transaction.version 2, KIP-890 part 2) writes
+        it under the next producer epoch, remembering the current one for retries."""
         state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        if bump:
+            return self._prepare(
+                state,
+                producer_epoch=self.producer_epoch + 1,
+                last_epoch=self.producer_epoch,
+                now=now,
+            )
         return self._prepare(state, now=now)
 
     def prepare_complete(self, now: int) -> TxnTransit:

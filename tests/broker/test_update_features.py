@@ -1,0 +1,65 @@
+"""UpdateFeatures (key 57) and the features in ApiVersions (KIP-584): transaction.version
+finalized and changed on a running broker, refused out of range, refused as a downgrade without
+a downgrade type, checked without change under validate_only; a multi-broker cluster keeps
+transaction.version at 0 (odradek/broker/features.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from odradek.broker.features import Features
+from odradek.testing import Broker
+from odradek.testing.raw import RawClient
+from odradek.wire import protocol
+from odradek.wire.errors import ErrorCode
+
+UF = protocol.UpdateFeaturesRequest
+UPGRADE, SAFE_DOWNGRADE = 1, 2
+
+
+@pytest.fixture
+def broker() -> Iterator[Broker]:
+    with Broker() as b:
+        yield b
+
+
+def finalized(raw: RawClient) -> dict[str, int]:
+    resp = raw.request(
+        protocol.ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3
+    )
+    return {f.name: f.max_version_level for f in resp.finalized_features}
+
+
+def update(raw: RawClient, level: int, kind: int = UPGRADE, validate_only: bool = False) -> int:
+    req = UF(
+        timeout_ms=5000,
+        feature_updates=[
+            UF.FeatureUpdateKey(
+                feature="transaction.version", max_version_level=level, upgrade_type=kind
+            )
+        ],
+        validate_only=validate_only,
+    )
+    resp = raw.request(req, 1)
+    assert [r.error_code for r in resp.results] == [resp.error_code]
+    return resp.error_code
+
+
+def test_transaction_version_upgrade_and_downgrade(broker: Broker) -> None:
+    with RawClient(broker.bootstrap) as raw:
+        assert finalized(raw) == {"group.version": 1}
+        assert update(raw, 2, validate_only=True) == ErrorCode.NONE
+        assert finalized(raw) == {"group.version": 1}
+        assert update(raw, 3) == ErrorCode.INVALID_UPDATE_VERSION
+        assert update(raw, 2) == ErrorCode.NONE
+        assert finalized(raw) == {"group.version": 1, "transaction.version": 2}
+        assert update(raw, 1) == ErrorCode.INVALID_UPDATE_VERSION  # not marked a downgrade
+        assert update(raw, 0, SAFE_DOWNGRADE) == ErrorCode.NONE
+        assert finalized(raw) == {"group.version": 1}
+
+
+def test_a_cluster_keeps_transaction_version_0() -> None:
+    assert Features(0, clustered=True).check("transaction.version", 2) is not None
+    assert Features(0, clustered=False).check("transaction.version", 2) is None
