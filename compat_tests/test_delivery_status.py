@@ -71,5 +71,9 @@ def test_timed_out_in_flight_produce_is_possibly_persisted_and_unsent_is_not(tmp
         }
         # As Kafka does, the broker handled the held request once it let go of it: the possibly
         # persisted messages are in the log, the never-sent ones are not.
-        cluster.wait_until(lambda: cluster.log_end_offset(leader, "t") >= 1 + len(sent), WAIT_S)
+        cluster.wait_until(
+            lambda: cluster.log_end_offset(leader, "t") >= 1 + len(sent),
+            WAIT_S,
+            "the held produce request to be appended",
+        )
         assert cluster.log_end_offset(leader, "t") == 1 + len(sent)
