@@ -27,7 +27,9 @@ class BrokerRegistryHost:
     ) -> bool:
         if self.broker.topics.info(name) is not None:
             return True
-        return creator(self.broker).ensure(name, partitions, replication_factor, dict(configs))
+        return creator(self.broker).ensure(
+            name, partitions, replication_factor, dict(configs), internal=False
+        )
 
 
 def schema_registry(broker: Broker) -> SchemaRegistry | None:

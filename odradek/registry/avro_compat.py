@@ -58,6 +58,11 @@ def parse(text: str, named: dict[str, Json] | None = None) -> Json:
         _fastavro(obj, named)
     except (SchemaParseException, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise invalid_schema(str(exc) or type(exc).__name__) from None
+    for name, t in named_types(obj).items():
+        # fastavro lets a record without "fields" through; Avro's parser (Confluent's) does not
+        if isinstance(t, dict) and t.get("type") in ("record", "error"):
+            if not isinstance(t.get("fields"), list):
+                raise invalid_schema(f"Record has no fields: {name}")
     return obj
 
 
