@@ -4,6 +4,8 @@ and /schemas/types. Routes take (method, path parts, query, body) and return the
 
 from __future__ import annotations
 
+import json
+
 from odradek.registry import errors, formats
 from odradek.registry import records as rec
 from odradek.registry.avro_compat import named_types
@@ -23,6 +25,8 @@ def _true(query: dict[str, str], name: str) -> bool:
 class RegistryApi:
     def __init__(self, store: SchemaStore) -> None:
         self.store = store
+        # stored versions parsed once (a registration compares against every version)
+        self._parsed_cache: dict[tuple[str, str, str], Parsed] = {}
 
     @property
     def state(self) -> State:
@@ -63,9 +67,14 @@ class RegistryApi:
         return Parsed(stype, str(body["schema"]), named), stype, refs
 
     def _parsed(self, ver: Version) -> Parsed:
-        return self._parse(
-            {"schema": ver.schema, "schemaType": ver.schema_type, "references": ver.references}
-        )[0]
+        key = (ver.schema_type, ver.schema, json.dumps(ver.references, sort_keys=True))
+        found = self._parsed_cache.get(key)
+        if found is None:
+            found = self._parse(
+                {"schema": ver.schema, "schemaType": ver.schema_type, "references": ver.references}
+            )[0]
+            self._parsed_cache[key] = found
+        return found
 
     def _version(self, subject: str, version: str, deleted: bool = False) -> Version:
         vs = self.state.live(subject, deleted)
