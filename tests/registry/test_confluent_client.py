@@ -3,13 +3,19 @@ JSON serializers, against a real broker (odradek.testing.Broker(schema_registry=
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import (
+    AsyncSchemaRegistryClient,
+    Schema,
+    SchemaReference,
+    SchemaRegistryClient,
+)
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
@@ -195,3 +201,60 @@ def test_ids_survive_a_restart(broker: Broker) -> None:
     assert sr.get_compatibility("c") == "FULL_TRANSITIVE"
     new_id = sr.register_schema("d", avro({**USER_V1, "name": "Other"}))
     assert new_id not in ids.values()
+
+
+ADDRESS = {
+    "type": "record",
+    "name": "Address",
+    "namespace": "example",
+    "fields": [{"name": "city", "type": "string"}],
+}
+PERSON = {
+    "type": "record",
+    "name": "Person",
+    "namespace": "example",
+    "fields": [{"name": "name", "type": "string"}, {"name": "home", "type": "example.Address"}],
+}
+
+
+def test_references_across_subjects(broker: Broker) -> None:
+    sr = client(broker)
+    sr.register_schema("address", avro(ADDRESS))
+    ref = SchemaReference("example.Address", "address", 1)
+    person = Schema(json.dumps(PERSON), "AVRO", [ref])
+    pid = sr.register_schema("person-value", person)
+    got = sr.get_schema(pid)
+    assert [(r.name, r.subject, r.version) for r in got.references] == [
+        ("example.Address", "address", 1)
+    ]
+    assert sr.get_version("person-value", 1).schema.references[0].subject == "address"
+    # a reference to a missing subject is refused
+    with pytest.raises(SchemaRegistryError) as missing:
+        sr.register_schema(
+            "p2", Schema(json.dumps(PERSON), "AVRO", [SchemaReference("x", "nope", 1)])
+        )
+    assert missing.value.error_code == 40401
+    # an unresolved named type without its reference is an invalid schema
+    with pytest.raises(SchemaRegistryError) as invalid:
+        sr.register_schema("p3", avro(PERSON))
+    assert invalid.value.error_code == 42201
+    # the serializer reads the reference to encode and the deserializer to decode
+    ser = AvroSerializer(
+        sr, person, conf={"auto.register.schemas": False, "use.latest.version": True}
+    )
+    ctx = SerializationContext("person", MessageField.VALUE)
+    record = {"name": "Ann", "home": {"city": "Oslo"}}
+    assert AvroDeserializer(sr)(ser(record, ctx), ctx) == record
+
+
+def test_async_client(broker: Broker) -> None:
+    async def run() -> tuple[int, list[int], str]:
+        sr = AsyncSchemaRegistryClient({"url": broker.schema_registry_url})
+        schema_id = await sr.register_schema("a", avro(USER_V1))
+        await sr.register_schema("a", avro(USER_V2))
+        versions = await sr.get_versions("a")
+        level = await sr.get_compatibility()
+        return schema_id, versions, level
+
+    schema_id, versions, level = asyncio.run(run())
+    assert (schema_id, versions, level) == (1, [1, 2], "BACKWARD")
