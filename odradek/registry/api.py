@@ -128,17 +128,7 @@ class RegistryApi:
                 return self._register(subject, body, query)
         elif path[1] == "versions" and len(path) in (3, 4):
             if len(path) == 4 and path[3] == "referencedby" and method == "GET":
-                ver = self._version(subject, path[2], True)
-                return sorted(
-                    v.id
-                    for vs in self.state.subjects.values()
-                    for v in vs.values()
-                    if not v.deleted
-                    and any(
-                        r.get("subject") == subject and r.get("version") == ver.version
-                        for r in v.references
-                    )
-                )
+                return self._referenced_by(self._version(subject, path[2], True))
             if len(path) == 4 and path[3] == "schema" and method == "GET":
                 return self._version(subject, path[2], deleted).schema
             if len(path) == 3 and method == "GET":
@@ -146,6 +136,28 @@ class RegistryApi:
             if len(path) == 3 and method == "DELETE":
                 return self._delete_version(subject, path[2], _true(query, "permanent"))
         raise RegistryError(405 if len(path) <= 4 else 404, 405, "HTTP 405 Method Not Allowed")
+
+    def _referenced_by(self, ver: Version) -> list[int]:
+        """Ids of the live schemas whose references name this version."""
+        return sorted(
+            v.id
+            for vs in self.state.subjects.values()
+            for v in vs.values()
+            if not v.deleted
+            and any(
+                r.get("subject") == ver.subject and r.get("version") == ver.version
+                for r in v.references
+            )
+        )
+
+    def _not_referenced(self, ver: Version) -> None:
+        if self._referenced_by(ver):
+            raise RegistryError(
+                422,
+                42206,
+                f"One or more references exist to the schema {{subject={ver.subject}, "
+                f"version={ver.version}}}",
+            )
 
     def _register(self, subject: str, body: object, query: dict[str, str]) -> object:
         self._writable(subject)
@@ -228,6 +240,8 @@ class RegistryApi:
             return [v.version for v in every]
         if not live:
             raise RegistryError(404, 40404, f"Subject '{subject}' was soft deleted.")
+        for v in live:
+            self._not_referenced(v)
         self.store.write(
             rec.delete_subject_key(subject),
             rec.value({"subject": subject, "version": live[-1].version}),
@@ -240,6 +254,7 @@ class RegistryApi:
     def _delete_version(self, subject: str, version: str, permanent: bool) -> object:
         self._writable(subject)
         ver = self._version(subject, version, permanent)
+        self._not_referenced(ver)
         if permanent:
             if not ver.deleted:
                 raise RegistryError(

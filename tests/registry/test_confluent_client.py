@@ -245,6 +245,12 @@ def test_references_across_subjects(broker: Broker) -> None:
     ctx = SerializationContext("person", MessageField.VALUE)
     record = {"name": "Ann", "home": {"city": "Oslo"}}
     assert AvroDeserializer(sr)(ser(record, ctx), ctx) == record
+    # a referenced version cannot be deleted while the reference lives
+    with pytest.raises(SchemaRegistryError) as referenced:
+        sr.delete_subject("address")
+    assert referenced.value.error_code == 42206
+    sr.delete_subject("person-value")
+    assert sr.delete_subject("address") == [1]
 
 
 def test_async_client(broker: Broker) -> None:
