@@ -1,6 +1,6 @@
 """The schema types and their rules: AVRO (fastavro parsing, Avro resolution for compatibility)
-and JSON (Draft 7 schemas checked with jsonschema; compatibility by equality of the canonical
-JSON, see docs/notes.md). PROTOBUF is refused with 42201 (docs/notes.md)."""
+and JSON (schemas checked with jsonschema; compatibility by `json_compat.py`). PROTOBUF is
+refused with 42201 (docs/notes.md)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 
 import jsonschema  # type: ignore[import-untyped]
 
-from odradek.registry import avro_compat
+from odradek.registry import avro_compat, json_compat
 from odradek.registry.errors import RegistryError, invalid_schema
 
 TYPES = ("AVRO", "JSON")
@@ -39,7 +39,7 @@ class Parsed:
             return False
         if self.schema_type == "AVRO":
             return avro_compat.can_read(self.obj, writer.obj, {**writer.refs, **self.refs})
-        return self.canonical == writer.canonical
+        return json_compat.can_read(self.obj, writer.obj)
 
 
 def is_compatible(level: str, new: Parsed, olds: list[Parsed]) -> bool:
