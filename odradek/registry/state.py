@@ -32,6 +32,10 @@ class Version:
     references: list[dict[str, object]]
     deleted: bool = False
 
+    @property
+    def version_key(self) -> tuple[str, int]:
+        return (self.subject, self.version)
+
     def body(self) -> dict[str, object]:
         out: dict[str, object] = {
             "subject": self.subject,
@@ -86,9 +90,20 @@ class State:
     def _schema(self, subject: str, version: int, v: dict[str, object] | None) -> None:
         versions = self.subjects.setdefault(subject, {})
         if v is None:
-            versions.pop(version, None)
+            gone = versions.pop(version, None)
             if not versions:
                 del self.subjects[subject]
+            held = None if gone is None else self.by_id.get(gone.id)
+            if gone is not None and held is not None and held.version_key == gone.version_key:
+                # the id stays served while another version still uses it
+                other = next(
+                    (o for vs in self.subjects.values() for o in vs.values() if o.id == gone.id),
+                    None,
+                )
+                if other is None:
+                    del self.by_id[gone.id]
+                else:
+                    self.by_id[gone.id] = other
             return
         refs = v.get("references") or []
         assert isinstance(refs, list)
@@ -102,7 +117,9 @@ class State:
             bool(v.get("deleted", False)),
         )
         versions[version] = ver
-        self.by_id.setdefault(ver.id, ver)
+        held = self.by_id.setdefault(ver.id, ver)
+        if held.version_key == ver.version_key:  # a rewrite (soft delete) of the same version
+            self.by_id[ver.id] = ver
         self.max_id = max(self.max_id, ver.id)
 
     def live(self, subject: str, deleted: bool = False) -> list[Version]:

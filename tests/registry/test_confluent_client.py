@@ -164,7 +164,7 @@ def test_produce_and_consume_avro_and_json_through_odradek(broker: Broker) -> No
 
 def test_deletes_and_modes(broker: Broker) -> None:
     sr = client(broker)
-    sr.register_schema("d", avro(USER_V1))
+    first = sr.register_schema("d", avro(USER_V1))
     sr.register_schema("d", avro(USER_V2))
     with pytest.raises(SchemaRegistryError) as not_soft:
         sr.delete_subject("d", permanent=True)
@@ -176,7 +176,11 @@ def test_deletes_and_modes(broker: Broker) -> None:
     with pytest.raises(SchemaRegistryError) as gone:
         sr.get_versions("d")
     assert gone.value.error_code == 40401
+    assert json.loads(client(broker).get_schema(first).schema_str) == USER_V1  # soft: still served
     assert sorted(sr.delete_subject("d", permanent=True)) == [1, 2]
+    with pytest.raises(SchemaRegistryError) as purged:
+        client(broker).get_schema(first)  # a fresh client: no cached answer
+    assert purged.value.error_code == 40403
     sr.update_global_mode("READONLY")
     assert sr.get_global_mode() == "READONLY"
     with pytest.raises(SchemaRegistryError) as readonly:
