@@ -16,6 +16,7 @@ log = logging.getLogger(__name__)
 
 MAX_HEADER_BYTES = 64 * 1024
 MAX_BODY_BYTES = 16 * 1024 * 1024
+IDLE_TIMEOUT_S = 30.0  # a silent or half-sent request is dropped then, as Jetty's idle timeout
 REASONS = {
     200: "OK",
     400: "Bad Request",
@@ -38,8 +39,8 @@ async def serve(
     try:
         while True:
             try:
-                head = await reader.readuntil(b"\r\n\r\n")
-            except (asyncio.IncompleteReadError, ConnectionError):
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), IDLE_TIMEOUT_S)
+            except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
                 return
             except asyncio.LimitOverrunError:
                 await _send(writer, 400, {"error_code": 400, "message": "header too large"}, False)
@@ -65,13 +66,15 @@ async def serve(
             if not 0 <= length <= MAX_BODY_BYTES:
                 await _send(writer, 413, {"error_code": 413, "message": "bad body length"}, False)
                 return
-            raw = await reader.readexactly(length) if length else b""
+            raw = b""
+            if length:
+                raw = await asyncio.wait_for(reader.readexactly(length), IDLE_TIMEOUT_S)
             keep = headers.get("connection", "").lower() != "close"
             status, body = await _dispatch(handler, method, target, raw)
             await _send(writer, status, body, keep)
             if not keep:
                 return
-    except (asyncio.IncompleteReadError, ConnectionError):
+    except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
         return
     finally:
         writer.close()

@@ -33,6 +33,7 @@ class SchemaRegistry:
         self.port = 0
         self._task: asyncio.Task[None] | None = None
         self.ready = asyncio.Event()
+        self._clients: set[asyncio.StreamWriter] = set()
 
     async def start(self) -> None:
         """Starts loading in the background (the broker must be listening for `_schemas` to be
@@ -45,15 +46,23 @@ class SchemaRegistry:
         except RuntimeError as exc:  # e.g. another broker leads _schemas (docs/notes.md)
             log.error("schema registry not started: %s", exc)
             return
-        self.server = await asyncio.start_server(
-            lambda r, w: http.serve(self.api.handle, r, w),
-            self.address[0],
-            self.address[1],
-            reuse_address=True,
-        )
+        try:
+            self.server = await asyncio.start_server(
+                self._serve, self.address[0], self.address[1], reuse_address=True
+            )
+        except OSError as exc:
+            log.error("schema registry cannot listen on %s:%d: %s", *self.address, exc)
+            return
         self.port = self.server.sockets[0].getsockname()[1]
         log.info("schema registry listening on http://%s:%d", self.address[0], self.port)
         self.ready.set()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._clients.add(writer)
+        try:
+            await http.serve(self.api.handle, reader, writer)
+        finally:
+            self._clients.discard(writer)
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -64,4 +73,6 @@ class SchemaRegistry:
                 pass
         if self.server is not None:
             self.server.close()
+            for writer in list(self._clients):  # idle keep-alive connections (3.12 waits on them)
+                writer.close()
             await self.server.wait_closed()

@@ -111,6 +111,12 @@ def http_exchange(b: Broker, raw: bytes) -> bytes:
             b"422",
             42201,
         ),
+        (
+            b"POST /subjects/x/versions HTTP/1.1\r\nContent-Length: 41\r\nConnection: close"
+            b'\r\n\r\n{"schema": "x", "schemaType": "PROTOBUF"}',
+            b"422",
+            42201,
+        ),
         (b"GET /subjects/x/versions/0 HTTP/1.1\r\nConnection: close\r\n\r\n", b"404", 40401),
         (b"GET /schemas/ids/abc HTTP/1.1\r\nConnection: close\r\n\r\n", b"404", 40403),
         (b"GET /nowhere HTTP/1.1\r\nConnection: close\r\n\r\n", b"404", 404),
