@@ -37,7 +37,7 @@ bench-scale: setup  # 10,000 partitions, 2,000 connections + 1,000 groups, idle 
 
 # The packages the type checker runs clean over ([tool.mypy] in pyproject.toml).
 MYPY_PATHS := odradek/wire odradek/log odradek/coordinator odradek/broker odradek/testing odradek/security \
-              odradek/cli_commands odradek/cli.py
+              odradek/cli_commands odradek/cli.py odradek/registry
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -173,6 +173,12 @@ BROKER_KEYS: dict[str, BrokerKey] = {
             "addresses given to clients (default: listeners)",
         ),
         _k("log.dirs", "string", None, "data directories, comma separated"),
+        _k(
+            "schema.registry.listeners",
+            "string",
+            None,
+            "http://host:port of the built-in Schema Registry (odradek/registry/); unset: off",
+        ),
         _k("log.dir", "string", "./odradek-data", "data directory when log.dirs is unset"),
         _k("node.id", "int", 0, "this broker's id"),
         _k("broker.id", "int", None, "synonym of node.id"),

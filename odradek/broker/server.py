@@ -27,6 +27,7 @@ from odradek.broker.partitions.fetch_sessions import FetchSessionCache
 from odradek.broker.partitions.internal_topics import InternalTopicCreator, offsets_replicated
 from odradek.broker.partitions.log_dir_failure import LogDirFailureHandler
 from odradek.broker.partitions.topics import TopicManager
+from odradek.broker.registry_host import schema_registry
 from odradek.broker.replication.manager import ReplicaManager
 from odradek.broker.replication.single import SingleBrokerReplicas
 from odradek.broker.telemetry.manager import ClientMetricsManager
@@ -167,6 +168,9 @@ class Broker:
             )
         self.internal_topics = InternalTopicCreator(self)
         self.services.append(self.internal_topics)
+        self.schema_registry = schema_registry(self)  # schema.registry.listeners
+        if self.schema_registry is not None:
+            self.services.append(self.schema_registry)
         self.log_dir_failure = LogDirFailureHandler(self)
 
     # -- cluster view ---------------------------------------------------------------------------

@@ -109,6 +109,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a SASL user / client certificate (repeatable; default alice:alice-secret; "
         "password default NAME-secret)",
     )
+    p.add_argument(
+        "--schema-registry",
+        action="store_true",
+        help="also serve the built-in Schema Registry on a free port (its URL is printed)",
+    )
     p.add_argument("--json", action="store_true", help="print the addresses as one JSON object")
     p.set_defaults(func=cmd_dev)
 
@@ -177,9 +182,9 @@ def cmd_dev(args: argparse.Namespace) -> int:
     taken = port is None and not ports_free(args.host, [DEFAULT_PORT])
     if port is None:
         port = 0 if taken else DEFAULT_PORT
-    secure: dict[str, Any] = {}
+    secure: dict[str, Any] = {"schema_registry": args.schema_registry}
     if args.security:
-        secure = {"security": args.security, "mechanism": args.mechanism, "users": users}
+        secure |= {"security": args.security, "mechanism": args.mechanism, "users": users}
     broker = Broker(topics=topics, config=config, host=args.host, port=port, **secure)
     try:
         try:
@@ -209,6 +214,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
                 flush=True,
             )
         admin = _admin_url(broker)
+        registry = broker.schema_registry_url if args.schema_registry else None
         security = None
         if broker.security is not None:
             security = broker.security.describe(broker.bootstrap)
@@ -219,6 +225,8 @@ def cmd_dev(args: argparse.Namespace) -> int:
                 "data_dir": broker.data_dir,
                 "topics": topics,
             }
+            if registry is not None:
+                doc["schema_registry"] = registry
             if security is not None:
                 doc["security"] = security
             print(json.dumps(doc), flush=True)
@@ -226,6 +234,8 @@ def cmd_dev(args: argparse.Namespace) -> int:
             print(broker.bootstrap, flush=True)
             if admin:
                 print(admin, flush=True)
+            if registry:
+                print(registry, flush=True)
             if security is not None:
                 from odradek.testing.security import print_client_properties
 

@@ -33,6 +33,7 @@ that write little.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
@@ -81,8 +82,11 @@ class Broker(ClientSettings):
         plaintext_too: bool = False,
         shared_loop: bool = False,
         tmpfs: bool = False,
+        schema_registry: bool = False,
     ) -> None:
         self.topics = dict(topics or {})
+        self.schema_registry = schema_registry  # the built-in registry (odradek/registry/)
+        self.registry_port = 0  # kept across restart
         self.overrides = {**TEST_DEFAULTS, **{k: str(v) for k, v in (config or {}).items()}}
         self._own_dir = data_dir is None
         if data_dir is None:
@@ -131,6 +135,8 @@ class Broker(ClientSettings):
             overrides.pop("super.users", None)
         if "listeners" in overrides and self.ports:
             overrides["listeners"] = keep_ports(overrides["listeners"], self.ports)
+        if self.schema_registry:
+            props["schema.registry.listeners"] = f"http://{self.host}:{self.registry_port}"
         props.update(overrides)
         return BrokerConfig(props)
 
@@ -142,6 +148,10 @@ class Broker(ClientSettings):
             await self.server.start()
             self.port = self.server.bound[0].port
             self.ports = {b.name: b.port for b in self.server.bound}
+            registry = self.server.schema_registry
+            if registry is not None:
+                await asyncio.wait_for(registry.ready.wait(), START_TIMEOUT_S)
+                self.registry_port = registry.port
             for name, partitions in self.topics.items():
                 if self.server.topics.info(name) is None:
                     self.server.topics.create_topic(name, partitions, -1)
@@ -243,6 +253,13 @@ class Broker(ClientSettings):
         return self.call(lambda s: s.drop_connections())
 
     # -- access ---------------------------------------------------------------------------------
+
+    @property
+    def schema_registry_url(self) -> str:
+        """http://host:port of the built-in Schema Registry (`schema_registry=True`)."""
+        if not self.schema_registry:
+            raise ValueError("this broker was made without schema_registry=True")
+        return f"http://{self.host}:{self.registry_port}"
 
     @property
     def bootstrap(self) -> str:

@@ -128,6 +128,20 @@ def odradek_broker() -> Iterator[Broker]:
 
 
 @pytest.fixture
+def odradek_schema_registry() -> Iterator[Broker]:
+    """A broker of this test's own with the built-in Schema Registry: `.schema_registry_url`
+    for confluent-kafka's SchemaRegistryClient, `.bootstrap` for its producers."""
+    _import_broker()
+    from odradek.testing.broker import Broker
+
+    broker = Broker(schema_registry=True).start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
 def odradek_topic(odradek_broker: Broker, request: pytest.FixtureRequest) -> Callable[..., str]:
     """Create a topic with a unique name for this test: `odradek_topic(partitions=3)`."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")

@@ -50,8 +50,11 @@ class InternalTopicCreator:
         rf: int,
         configs: dict[str, str],
         on_created: Callable[[], None] | None = None,
+        internal: bool = True,
     ) -> bool:
-        """True when `name` exists; else start creating it (once) and return False."""
+        """True when `name` exists; else start creating it (once) and return False.
+        `internal=False`: a topic the broker keeps that Kafka lists as a normal one
+        (the Schema Registry's `_schemas`)."""
         broker = self.broker
         if broker.topics.info(name) is not None:
             return True
@@ -72,7 +75,7 @@ class InternalTopicCreator:
             return False
         self._warned.pop(name, None)
         task = asyncio.get_running_loop().create_task(
-            self._create(name, num_partitions, rf, configs, on_created),
+            self._create(name, num_partitions, rf, configs, on_created, internal),
             name=f"create-{name}",
         )
         self.pending[name] = task
@@ -85,10 +88,11 @@ class InternalTopicCreator:
         rf: int,
         configs: dict[str, str],
         on_created: Callable[[], None] | None,
+        internal: bool = True,
     ) -> None:
         try:
             await self.broker.topics.create_topic_async(
-                name, num_partitions, rf, configs, internal=True
+                name, num_partitions, rf, configs, internal=internal
             )
         except TopicError as exc:
             if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
