@@ -361,9 +361,9 @@ def _without_trace(err: str) -> str:
 
 @pytest.fixture(scope="module")
 def tool_runs(
-    _reference_pool: ReferencePool, odradek_broker: BrokerProcess, tmp_path_factory
+    reference_pool: ReferencePool, odradek_broker: BrokerProcess, tmp_path_factory
 ) -> Iterator[tuple[list[tuple[str, tuple[str, ...], str | None]], dict[str, list[ToolRun]]]]:
-    kafka = _reference_pool.get("4.4")
+    kafka = reference_pool.get("4.4")
     suffix = uuid.uuid4().hex[:8]
     work = tmp_path_factory.mktemp("tools")
     script = _scenario(suffix, work)
@@ -450,12 +450,12 @@ def _events(out: bytes) -> list[dict[str, object]]:
 
 @pytest.mark.parametrize("side", SIDES)
 def test_verifiable_producer_and_consumer(
-    side: str, _reference_pool: ReferencePool, odradek_broker: BrokerProcess, tmp_path: Path
+    side: str, reference_pool: ReferencePool, odradek_broker: BrokerProcess, tmp_path: Path
 ) -> None:
     """Idempotent verifiable producer, then a read_committed verifiable consumer: every
     message acknowledged is consumed once, offsets committed; the JSON events as Kafka's."""
     bootstrap = (
-        odradek_broker.bootstrap if side == "odradek" else _reference_pool.get("4.4").bootstrap
+        odradek_broker.bootstrap if side == "odradek" else reference_pool.get("4.4").bootstrap
     )
     topic, n = f"verifiable-{uuid.uuid4().hex[:8]}", 200
     pconf = tmp_path / "producer.properties"

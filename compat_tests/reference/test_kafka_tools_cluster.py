@@ -144,9 +144,9 @@ def _run(bootstraps: dict[str, str], ids: dict[str, list[int]], work: Path, topi
 
 
 def test_reassignment_and_leader_election_as_on_kafka(
-    _reference_pool: ReferencePool, tmp_path: Path
+    reference_pool: ReferencePool, tmp_path: Path
 ) -> None:
-    kafka = _reference_pool.get("4.4", nodes=3)
+    kafka = reference_pool.get("4.4", nodes=3)
     topic = f"moves-{uuid.uuid4().hex[:8]}"
     with Cluster(3, config=FAST_FAILOVER, data_dir=str(tmp_path / "odradek")) as cluster:
         runs = _run(
