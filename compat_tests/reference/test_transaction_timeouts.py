@@ -1,5 +1,6 @@
-"""Transactions' timeout path, odradek against Apache Kafka 4.4, on brokers that look for
-timed-out transactions every 300 ms (transaction.abort.timed.out.transaction.cleanup.interval.ms).
+"""Transactions' timeout and concurrent-transaction paths, odradek against Apache Kafka 4.4,
+on brokers that look for timed-out transactions every 300 ms
+(transaction.abort.timed.out.transaction.cleanup.interval.ms).
 
 A producer (confluent-kafka) opens a transaction with transaction.timeout.ms=1000, writes a
 record and goes quiet. The coordinator aborts the transaction on its own (the abort marker moves
@@ -7,6 +8,11 @@ the last stable offset past the record) and bumps the producer epoch, so the pro
 call fails; a read_committed reader never sees the record, and a new producer with the same
 transactional.id commits normally afterwards. Compared: the error the stale producer gets (name,
 fatal, abortable), the offsets, and what read_committed and read_uncommitted readers see.
+
+CONCURRENT_TRANSACTIONS, as raw requests (v3, both brokers serve it): InitProducerId for a
+transactional id whose transaction is ongoing makes the coordinator abort it and answer
+CONCURRENT_TRANSACTIONS until the abort completes; the retried call bumps the epoch and an
+EndTxn with the old epoch is fenced.
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ from compat_tests.harness import BrokerProcess
 from compat_tests.reference.conftest import ODRADEK_OVERRIDES, ReferencePool
 from compat_tests.reference.diff import Checker
 from compat_tests.reference.kafka_ref import KafkaReference
+from compat_tests.reference.raw_requests import _retry, send
 from compat_tests.reference.test_clients import TS0, consume_all, create
+from odradek.wire import protocol
 
 FAST_TXN = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "300"}
 
@@ -115,3 +123,65 @@ def test_transaction_timeout_aborts_and_fences(
     ours, theirs = _scenario(txn_odradek.bootstrap), _scenario(txn_kafka.bootstrap)
     assert theirs["read committed"], theirs
     Checker("4.4").check("client transaction timeout", ours, theirs)
+
+
+CONCURRENT_TRANSACTIONS = 51
+
+
+def _concurrent(bootstrap: str) -> dict[str, object]:
+    """InitProducerId for a transactional id whose transaction is ongoing, as raw requests: the
+    coordinator starts aborting it and answers CONCURRENT_TRANSACTIONS until the abort is done;
+    the retried call then succeeds with a new epoch, and the old epoch is fenced."""
+    topic, txid = fresh("txcc"), fresh("txid")
+    create(bootstrap, topic)
+    init_spec = {"transactional_id": txid, "transaction_timeout_ms": 60000}
+    _retry(  # FindCoordinator: the transaction coordinator is loaded
+        lambda: send(bootstrap, protocol._REQUESTS[10], {"key": txid, "key_type": 1}, 2),
+        lambda r: r.error_code,
+    )
+    init = _retry(
+        lambda: send(bootstrap, protocol._REQUESTS[22], init_spec, 3), lambda r: r.error_code
+    )
+    pid, epoch = init.producer_id, init.producer_epoch
+    out: dict[str, object] = {}
+    add = send(
+        bootstrap,
+        protocol._REQUESTS[24],
+        {
+            "v3_and_below_transactional_id": txid,
+            "v3_and_below_producer_id": pid,
+            "v3_and_below_producer_epoch": epoch,
+            "v3_and_below_topics": [{"name": topic, "partitions": [0]}],
+        },
+        3,
+    )
+    out["add partitions"] = [
+        [p.partition_error_code for p in t.results_by_partition]
+        for t in add.results_by_topic_v3_and_below  # type: ignore[attr-defined]
+    ]
+    again = send(bootstrap, protocol._REQUESTS[22], init_spec, 3)
+    out["init while ongoing"] = again.error_code  # type: ignore[attr-defined]
+    deadline = time.monotonic() + 30
+    while again.error_code == CONCURRENT_TRANSACTIONS:  # type: ignore[attr-defined]
+        assert time.monotonic() < deadline, again
+        time.sleep(0.05)
+        again = send(bootstrap, protocol._REQUESTS[22], init_spec, 3)
+    out["init after abort"] = again.error_code  # type: ignore[attr-defined]
+    out["same producer id"] = again.producer_id == pid  # type: ignore[attr-defined]
+    out["new epoch above old"] = again.producer_epoch > epoch  # type: ignore[attr-defined]
+    end = send(
+        bootstrap,
+        protocol._REQUESTS[26],
+        {"transactional_id": txid, "producer_id": pid, "producer_epoch": epoch, "committed": True},
+        3,
+    )
+    out["end with old epoch"] = end.error_code  # type: ignore[attr-defined]
+    return out
+
+
+def test_init_producer_id_during_ongoing_transaction(
+    txn_odradek: BrokerProcess, txn_kafka: KafkaReference
+) -> None:
+    ours, theirs = _concurrent(txn_odradek.bootstrap), _concurrent(txn_kafka.bootstrap)
+    assert theirs["init while ongoing"] == CONCURRENT_TRANSACTIONS, theirs
+    Checker("4.4").check("raw concurrent transactions", ours, theirs)
