@@ -205,7 +205,9 @@ def plant_canary(broker: BrokerProcess) -> Canary:
 def assert_serving(canary: Canary, *bystanders: RawClient) -> None:
     """Every bystander and a new client are served; the canary's records are all there."""
     for client in bystanders:
-        resp = client.request(ApiVersionsRequest(), 3)
+        resp = client.request(
+            ApiVersionsRequest(client_software_name="compat", client_software_version="1"), 3
+        )
         assert resp.error_code == NONE
     with RawClient(canary.bootstrap) as c:
         assert fetch_all(c, canary.topic) == canary.records
@@ -224,7 +226,12 @@ def canary(broker: BrokerProcess) -> Canary:
 def bystander(broker: BrokerProcess) -> Iterator[RawClient]:
     """A well-behaved client connected before the bad one acts."""
     with RawClient(broker.bootstrap) as c:
-        assert c.request(ApiVersionsRequest(), 3).error_code == NONE
+        assert (
+            c.request(
+                ApiVersionsRequest(client_software_name="compat", client_software_version="1"), 3
+            ).error_code
+            == NONE
+        )
         yield c
 
 
@@ -363,7 +370,7 @@ def test_pipelined_requests_are_answered_in_order(canary: Canary) -> None:
     with RawClient(canary.bootstrap) as c:
         T = ListOffsetsRequest.ListOffsetsTopic
         requests = [
-            (ApiVersionsRequest(), 3),
+            (ApiVersionsRequest(client_software_name="compat", client_software_version="1"), 3),
             (MetadataRequest(topics=None), 12),
             (
                 ListOffsetsRequest(

@@ -15,7 +15,10 @@
 #                             Spark and Flink tests report themselves as skipped),
 #                             .cache/java-classpath (the Java kafka-clients jar and its
 #                             compression jars, ':'-separated, from the
-#                             shigawire-apache-flink-libraries wheel)
+#                             shigawire-apache-flink-libraries wheel),
+#                             .cache/kafka-4.4.0 and .cache/kafka-3.9.2 (Apache Kafka's
+#                             jars from Maven Central, sha256-pinned: the reference broker
+#                             of compat_tests/reference/)
 #
 # Every step that does something prints `setup: [n/N] ...` first. Everything downloaded lands
 # in .venv/ or .cache/ (both git-ignored), apart from apt's own cache. A second run with nothing
@@ -43,7 +46,7 @@ PIPELINES=${ODRADEK_PIPELINES:-1}
 if [ "${ODRADEK_SKIP_PIPELINES:-0}" = 1 ]; then PIPELINES=0; fi
 
 say() { printf 'setup: %s\n' "$*"; }
-if [ "$PROFILE" = run ]; then STEPS=3; else STEPS=7; fi
+if [ "$PROFILE" = run ]; then STEPS=3; else STEPS=8; fi
 step() {  # step N "what": the progress line before a step that does something
     local n=$1
     shift
@@ -104,6 +107,8 @@ if [ "$PROFILE" = test ]; then
     # Apache ZooKeeper for clusters of separate broker processes (zookeeper.connect); tests
     # start their own server from its jar (odradek/testing/zookeeper.py), never the service.
     [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
+    # Maven resolves Apache Kafka itself from Maven Central (step 8: the reference broker)
+    command -v mvn >/dev/null 2>&1 || missing+=(maven)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
     step 1 "apt-get install ${missing[*]}"
@@ -279,6 +284,43 @@ print("setup: Spark tests use " + ", ".join(j.name for j in jars))' "$ROOT/../sh
     spark_jars=../shared/sparkjars
 fi
 
+# --- BEGIN reference Kafka (compat_tests/reference/: Apache Kafka itself as the oracle) ------
+# [8] Apache Kafka's broker and tools jars from Maven Central, as reference/kafka-*/pom.xml
+# lists them, into .cache/kafka-<version>/lib (Maven's own repository in .cache/m2, so CI's
+# cache of .cache/ keeps it), every jar checked against reference/kafka-*/jars.sha256, and
+# .cache/kafka-<version>/classpath written. About 110 MB for both on a cold cache; a no-op
+# while the stamp matches the pom, the hash list and the jars present.
+reference_kafka() {  # reference_kafka DIR VERSION
+    local dir=$ROOT/reference/$1 dest=$CACHE/kafka-$2 want_ref have_ref
+    want_ref=$(cat "$dir/pom.xml" "$dir/jars.sha256" | sha256sum | cut -d' ' -f1)
+    have_ref=$(cat "$dest/.stamp" 2>/dev/null || true)
+    if [ "$want_ref" = "$have_ref" ] && [ -s "$dest/classpath" ] \
+        && (cd "$dest/lib" 2>/dev/null && cut -d' ' -f3 "$dir/jars.sha256" | xargs ls >/dev/null 2>&1); then
+        return 0
+    fi
+    step 8 "fetch Apache Kafka $2 from Maven Central into .cache/kafka-$2 (reference broker)"
+    rm -rf "$dest"
+    if ! mvn -B -q -C -f "$dir/pom.xml" -Dmaven.repo.local="$CACHE/m2" \
+        dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$dest/lib" \
+        >"$CACHE/mvn-kafka-$2.log" 2>&1; then
+        say "mvn could not fetch Kafka $2: its output is in .cache/mvn-kafka-$2.log" >&2
+        exit 1
+    fi
+    # exactly the pinned jars, each with its pinned sha256
+    if ! (cd "$dest/lib" && sha256sum --quiet --strict -c "$dir/jars.sha256") \
+        || [ "$(find "$dest/lib" -name '*.jar' | wc -l)" != "$(wc -l <"$dir/jars.sha256")" ]; then
+        say "Kafka $2's jars differ from reference/$1/jars.sha256" >&2
+        exit 1
+    fi
+    cut -d' ' -f3 "$dir/jars.sha256" | sed "s|^|$dest/lib/|" | paste -sd: >"$dest/classpath"
+    echo "$want_ref" >"$dest/.stamp"
+}
+if [ "$PROFILE" = test ]; then
+    reference_kafka kafka-4.4 4.4.0
+    reference_kafka kafka-3.9 3.9.2
+fi
+# --- END reference Kafka ---------------------------------------------------------------------
+
 # --- [7] the native bench driver ------------------------------------------------------------
 # bench/native/odradek_perf (git-ignored build/): `make bench`'s native rows; a no-op when built
 if [ "$PROFILE" = test ] && ! "$VENV/bin/python" -c 'import sys
@@ -290,4 +332,5 @@ sys.exit(not (BINARY.exists() and BINARY.stat().st_mtime >= SOURCE.stat().st_mti
 fi
 
 say "ready (.venv with the test extra$([ "$PIPELINES" != 0 ] && echo ' and pipelines'), kcat, java," \
-    "zookeeper, .cache/java-classpath, Spark connector jars: $spark_jars)"
+    "zookeeper, .cache/java-classpath, reference Kafka 4.4.0 and 3.9.2, Spark connector jars:" \
+    "$spark_jars)"

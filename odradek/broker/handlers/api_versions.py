@@ -4,9 +4,14 @@ response always uses response header v0. The key list comes from the handler reg
 v3+ also carries the features (tagged fields), as a Kafka 4.x broker: SUPPORTED_FEATURES (a
 feature whose range starts at 0 is left out below v4, as Kafka does for older clients, KAFKA-17492)
 and the cluster-wide FINALIZED_FEATURES levels (level 0 is not listed). `group.version` 1 tells
-clients that KIP-848 consumer groups (ConsumerGroupHeartbeat) are served."""
+clients that KIP-848 consumer groups (ConsumerGroupHeartbeat) are served.
+
+v3+ client software names and versions must match Kafka's pattern (KIP-511): otherwise the
+answer is INVALID_REQUEST with no keys, as Kafka's ApiVersionsRequest.isValid."""
 
 from __future__ import annotations
+
+import re
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import advertised, handles
@@ -17,15 +22,22 @@ from odradek.wire.errors import ErrorCode
 SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {"group.version": (0, 1)}
 FINALIZED_FEATURES: dict[str, int] = {"group.version": 1}
 FINALIZED_FEATURES_EPOCH = 1
+# KIP-511: letters, digits, '-' and '.', starting and ending with a letter or digit
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
 @handles(ApiKey.API_VERSIONS, versions=(0, 4))
 async def api_versions(
     ctx: RequestContext, req: protocol.ApiVersionsRequest
 ) -> protocol.ApiVersionsResponse:
+    Resp = protocol.ApiVersionsResponse
+    if ctx.api_version >= 3 and not all(
+        _SOFTWARE.fullmatch(v or "")
+        for v in (req.client_software_name, req.client_software_version)
+    ):
+        return Resp(error_code=ErrorCode.INVALID_REQUEST, api_keys=[], throttle_time_ms=0)
     if ctx.api_version >= 3 and ctx.connection is not None:
         ctx.connection.client_software = (req.client_software_name, req.client_software_version)
-    Resp = protocol.ApiVersionsResponse
     features: dict[str, object] = {}
     if ctx.api_version >= 3:
         features = {

@@ -89,16 +89,13 @@ def read_partition(
     part = broker.topics.get(sp.topic, sp.partition)
     if part is None:
         info = broker.topics.info(sp.topic)
-        known = info is not None and sp.partition < len(info.partitions)
-        out.error_code = (
-            ErrorCode.NOT_LEADER_OR_FOLLOWER
-            if known
-            else (
-                ErrorCode.UNKNOWN_TOPIC_ID
-                if params.version >= 13
-                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            )
-        )
+        if info is not None and sp.partition < len(info.partitions):
+            out.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        elif info is None and params.version >= 13:
+            out.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+        else:  # a known topic without this partition: Kafka names the partition
+            out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            out.aborted_transactions = []
         return out
     if part.offline:  # its log dir failed (Kafka's HostedPartition.Offline)
         out.error_code = ErrorCode.KAFKA_STORAGE_ERROR
@@ -135,8 +132,7 @@ def read_partition(
     try:
         region = lg.read(sp.fetch_offset, min(sp.max_bytes, budget), bound, min_one)
     except OffsetOutOfRange:
-        out.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
-        return out
+        return _out_of_range(out)
     if region is not None:
         out.records = [region]
         if params.isolation_level == READ_COMMITTED and not follower:
@@ -182,9 +178,7 @@ def _down_converted(
         try:
             region = lg.read(offset, min(sp.max_bytes, budget), bound, min_one)
         except OffsetOutOfRange:
-            if offset == sp.fetch_offset:
-                out.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
-            return out
+            return _out_of_range(out) if offset == sp.fetch_offset else out
         if region is None:
             return out
         lazy = LazyDownConversion(region, magic, sp.fetch_offset, max_size, aborted, converted)
@@ -199,7 +193,15 @@ def _down_converted(
             return out
         offset = lazy.skipped_to
     if sp.fetch_offset > lg.log_end_offset or sp.fetch_offset < lg.log_start_offset:
-        out.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+        return _out_of_range(out)
+    return out
+
+
+def _out_of_range(out: PartitionData) -> PartitionData:
+    """OFFSET_OUT_OF_RANGE with the offsets unknown (-1), as Kafka's LogReadResult of a failed
+    read: a client resets its position with ListOffsets, not from these."""
+    out.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+    out.high_watermark = out.last_stable_offset = out.log_start_offset = -1
     return out
 
 

@@ -103,15 +103,16 @@ async def describe_transactions(
         else:
             error, desc = coord.describe(tid)
         if desc is None:
+            # Kafka's TransactionCoordinator answers with the schema's zeros, not -1
             states.append(
                 State(
                     error_code=error,
                     transactional_id=tid,
                     transaction_state="",
                     transaction_timeout_ms=0,
-                    transaction_start_time_ms=-1,
-                    producer_id=-1,
-                    producer_epoch=-1,
+                    transaction_start_time_ms=0,
+                    producer_id=0,
+                    producer_epoch=0,
                     topics=[],
                 )
             )

@@ -242,8 +242,8 @@ class ConsumerGroupManager:
 
     def _validate(self, req: HeartbeatRequest) -> None:
         bad = ErrorCode.INVALID_REQUEST
-        if not req.group_id:
-            raise HeartbeatError(ErrorCode.INVALID_GROUP_ID, "GroupId can't be empty.")
+        if not req.group_id or not req.group_id.strip():  # Kafka: InvalidRequestException
+            raise HeartbeatError(bad, "GroupId can't be empty.")
         if req.instance_id is not None and req.instance_id == "":
             raise HeartbeatError(bad, "InstanceId can't be empty.")
         if req.rack_id is not None and req.rack_id == "":

@@ -62,7 +62,10 @@ GROUP_TYPE_CLASSIC = "classic"
 GROUP_TYPE_CONSUMER = "consumer"
 
 # APIs that accept the empty group id (Kafka's isValidGroupId)
-_EMPTY_ID_OK = frozenset({"offset_commit", "offset_fetch", "describe", "delete"})
+# ConsumerGroupHeartbeat validates the id itself (an empty one is INVALID_REQUEST, as Kafka's)
+_EMPTY_ID_OK = frozenset(
+    {"offset_commit", "offset_fetch", "describe", "delete", "consumer_heartbeat"}
+)
 
 
 @dataclass(slots=True, frozen=True)

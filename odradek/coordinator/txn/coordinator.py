@@ -342,7 +342,10 @@ class TransactionCoordinator:
     async def add_offsets(
         self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
     ) -> ErrorCode:
-        """AddOffsetsToTxn: the group's offsets partition joins the transaction."""
+        """AddOffsetsToTxn: the group's offsets partition joins the transaction. A missing
+        transactional id is INVALID_REQUEST before the group is looked at, as in Kafka."""
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
         tp = self.host.offsets_partition(group_id)

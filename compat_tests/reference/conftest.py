@@ -1,0 +1,128 @@
+"""Fixtures for tests that compare odradek with Apache Kafka itself (the `reference` marker).
+
+- `kafka44`: one Apache Kafka 4.4.0 node (KRaft, combined broker and controller) for the
+  whole session, started the first time a test asks for it and stopped at the session's end.
+- `kafka39`: the same with Kafka 3.9.2 (the protocol versions 4.x removed, KIP-896).
+- `kafka44_cluster`: three combined 4.4.0 nodes (replication factor 3 for internal topics).
+- `reference_kafka`: a factory for other set-ups, `reference_kafka("4.4", nodes=1,
+  overrides={...})`, each distinct set-up started once per session.
+- `odradek_broker`: one `odradek serve` process for the session, configured like `kafka44`
+  (same group delay, one partition per new topic), the other side of every comparison.
+
+The jars come from `scripts/setup.sh test` (.cache/kafka-<version>/); without them the tests
+fail, naming the command, rather than skip. When a test fails, the tail of every reference
+node's log it used is attached to the report. Memory: 384 MB heap per Kafka node
+(ODRADEK_REFERENCE_HEAP), so the three fixtures together stay under 2.5 GB resident.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+from compat_tests.harness import BrokerProcess
+from compat_tests.reference.kafka_ref import KafkaReference, ReferenceUnavailable
+
+_HERE = Path(__file__).resolve().parent
+_USED = pytest.StashKey[list[KafkaReference]]()
+
+# The odradek side of the comparison: Kafka's defaults where odradek's test defaults differ.
+ODRADEK_OVERRIDES: dict[str, str] = {
+    "group.initial.rebalance.delay.ms": "0",
+    "num.partitions": "1",
+    "node.id": "1",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _HERE in Path(str(item.path)).resolve().parents:
+            item.add_marker(pytest.mark.reference)
+
+
+class ReferencePool:
+    """Reference clusters started on first use, keyed by (version, nodes, overrides)."""
+
+    def __init__(self, factory: pytest.TempPathFactory) -> None:
+        self.factory = factory
+        self.clusters: dict[tuple[str, int, tuple[tuple[str, str], ...]], KafkaReference] = {}
+
+    def get(
+        self, version: str = "4.4", nodes: int = 1, overrides: Mapping[str, str] | None = None
+    ) -> KafkaReference:
+        key = (version, nodes, tuple(sorted((overrides or {}).items())))
+        cluster = self.clusters.get(key)
+        if cluster is None:
+            try:
+                cluster = KafkaReference(
+                    version,
+                    self.factory.mktemp(f"kafka-{version}-{nodes}n"),
+                    nodes=nodes,
+                    overrides=overrides,
+                )
+            except ReferenceUnavailable as exc:
+                pytest.fail(str(exc), pytrace=False)
+            self.clusters[key] = cluster
+            cluster.start()
+        return cluster
+
+    def stop_all(self) -> None:
+        for cluster in self.clusters.values():
+            cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def reference_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReferencePool]:
+    pool = ReferencePool(tmp_path_factory)
+    yield pool
+    pool.stop_all()
+
+
+@pytest.fixture
+def reference_kafka(
+    request: pytest.FixtureRequest, reference_pool: ReferencePool
+) -> Callable[..., KafkaReference]:
+    def get(
+        version: str = "4.4", nodes: int = 1, overrides: Mapping[str, str] | None = None
+    ) -> KafkaReference:
+        cluster = reference_pool.get(version, nodes, overrides)
+        request.node.stash.setdefault(_USED, []).append(cluster)
+        return cluster
+
+    return get
+
+
+@pytest.fixture
+def kafka44(reference_kafka: Callable[..., KafkaReference]) -> KafkaReference:
+    return reference_kafka("4.4")
+
+
+@pytest.fixture
+def kafka39(reference_kafka: Callable[..., KafkaReference]) -> KafkaReference:
+    return reference_kafka("3.9")
+
+
+@pytest.fixture
+def kafka44_cluster(reference_kafka: Callable[..., KafkaReference]) -> KafkaReference:
+    return reference_kafka("4.4", nodes=3)
+
+
+@pytest.fixture(scope="session")
+def odradek_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    proc = BrokerProcess(tmp_path_factory.mktemp("odradek-ref"), overrides=ODRADEK_OVERRIDES)
+    proc.start()
+    yield proc
+    proc.stop()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.failed:
+        for cluster in item.stash.get(_USED, []):
+            report.sections.append((f"{cluster!r} logs", cluster.log_tail(max_chars=6000)))
+    return report
