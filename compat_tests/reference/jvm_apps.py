@@ -1,8 +1,9 @@
 """Kafka's own JVM applications (Kafka Streams, Connect, MirrorMaker 2) run as test processes.
 
-The jars are `.cache/jvm-apps-4.4.0/lib` (reference/jvm-apps-4.4/pom.xml, fetched by
-`scripts/setup.sh test`); the applications' sources are `compat_tests/reference/jvm/*.java`,
-compiled once per session against those jars (`JvmApps.compile`). `JvmApps.start()` starts one
+The jars are `.cache/jvm-apps-4.4.0/lib` (Kafka Streams 4.4.0, reference/jvm-apps-4.4/pom.xml) and
+`.cache/connect-4.3.1/lib` (Connect and MirrorMaker 2, reference/connect-4.3/pom.xml), both fetched
+by `scripts/setup.sh test`; our applications' sources are `compat_tests/reference/jvm/*.java`,
+compiled once per module against one of those (`JvmApps.compile`). `JvmApps.start()` starts one
 class as a long-running process (`JvmProcess`): its stdout is read by a thread so a test can wait
 for a line (`wait_line`), `kill()` is kill -9, `stop()` SIGTERM then SIGKILL. Log4j writes WARN and
 above to `<dir>/app.log`.
@@ -14,14 +15,19 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Sequence
 from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from compat_tests.reference.kafka_ref import ReferenceUnavailable, java_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = Path(__file__).resolve().parent / "jvm"
-APPS_DIR = ROOT / ".cache" / "jvm-apps-4.4.0"
+STREAMS = "jvm-apps-4.4.0"
+CONNECT = "connect-4.3.1"
 # Small, fast-starting JVMs on a 2-core machine
 JVM_OPTIONS = ("-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k")
 STOP_TIMEOUT = 30.0
@@ -37,9 +43,9 @@ rootLogger.appenderRef.file.ref = file
 """
 
 
-def classpath() -> list[str]:
-    """The applications' jars, as setup.sh listed them."""
-    path = APPS_DIR / "classpath"
+def classpath(name: str) -> list[str]:
+    """The jars of `.cache/<name>`, as setup.sh listed them."""
+    path = ROOT / ".cache" / name / "classpath"
     try:
         jars = path.read_text(encoding="utf-8").strip().split(":")
     except FileNotFoundError:
@@ -131,9 +137,10 @@ class JvmProcess:
 class JvmApps:
     """Compiles the sources once and starts applications from them."""
 
-    def __init__(self, work_dir: Path) -> None:
+    def __init__(self, work_dir: Path, jars: str, sources: Sequence[str] = ()) -> None:
         self.work_dir = work_dir
-        self.jars = classpath()
+        self.sources = [SOURCES / f"{name}.java" for name in sources]
+        self.jars = classpath(jars)
         self.java = java_binary()
         self.classes = work_dir / "classes"
         self.started: list[JvmProcess] = []
@@ -146,7 +153,10 @@ class JvmApps:
         if not Path(javac).exists():
             javac = "javac"
         self.classes.mkdir(parents=True, exist_ok=True)
-        sources = sorted(str(p) for p in SOURCES.glob("*.java"))
+        sources = [str(p) for p in self.sources]
+        if not sources:
+            self._compiled = True
+            return
         proc = subprocess.run(
             [javac, "-nowarn", "-encoding", "UTF-8", "-d", str(self.classes),
              "-cp", ":".join(self.jars), *sources],
@@ -186,3 +196,63 @@ class JvmApps:
     def stop_all(self) -> None:
         for proc in self.started:
             proc.stop()
+
+
+class OutputReader:
+    """Reads the output topics from the start with read_committed, in a thread."""
+
+    def __init__(self, bootstrap: str, topics: list[str], partitions: int) -> None:
+        self.records: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"reader-{uuid.uuid4().hex[:8]}",
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "topic.metadata.refresh.interval.ms": 1000,
+            }
+        )
+        self._consumer.assign([TopicPartition(t, p, 0) for t in topics for p in range(partitions)])
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            msg = self._consumer.poll(0.2)
+            if msg is None or msg.error():
+                continue
+            key = (msg.key() or b"").decode()
+            value = (msg.value() or b"").decode()
+            with self._lock:
+                self.records[msg.topic()].append((key, value))
+
+    def by_key(self, topic: str) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = defaultdict(list)
+        with self._lock:
+            for key, value in self.records[topic]:
+                out[key].append(value)
+        return out
+
+    def wait(self, done: Callable[[], bool], timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not done():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}")
+            time.sleep(0.2)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self._consumer.close()
+
+
+def produce(bootstrap: str, topic: str, records: list[tuple[str, str, int | None]]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for key, value, ts in records:
+        if ts is None:
+            producer.produce(topic, key=key, value=value)
+        else:
+            producer.produce(topic, key=key, value=value, timestamp=ts)
+    assert producer.flush(30) == 0

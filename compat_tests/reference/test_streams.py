@@ -14,7 +14,6 @@ failure on odradek alone is odradek's.
 from __future__ import annotations
 
 import random
-import threading
 import time
 import uuid
 from collections import defaultdict
@@ -22,10 +21,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from compat_tests.reference.jvm_apps import JvmApps
+from compat_tests.reference.jvm_apps import STREAMS, JvmApps, OutputReader, produce
 
 WORDS = ("kafka", "streams", "odradek", "broker", "topic", "state", "window", "join")
 REGIONS = ("north", "south", "west")
@@ -35,7 +33,7 @@ MINUTE_MS = 60_000
 
 @pytest.fixture(scope="module")
 def jvm_apps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JvmApps]:
-    apps = JvmApps(tmp_path_factory.mktemp("jvm-apps"))
+    apps = JvmApps(tmp_path_factory.mktemp("jvm-apps"), STREAMS, sources=["StreamsApp"])
     apps.compile()
     yield apps
     apps.stop_all()
@@ -46,66 +44,6 @@ def bootstrap(request: pytest.FixtureRequest) -> str:
     if request.param == "odradek":
         return str(request.getfixturevalue("odradek_broker").bootstrap)
     return str(request.getfixturevalue("kafka44").bootstrap)
-
-
-class OutputReader:
-    """Reads the output topics from the start with read_committed, in a thread."""
-
-    def __init__(self, bootstrap: str, topics: list[str]) -> None:
-        self.records: dict[str, list[tuple[str, str]]] = defaultdict(list)
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": f"reader-{uuid.uuid4().hex[:8]}",
-                "isolation.level": "read_committed",
-                "enable.auto.commit": False,
-                "topic.metadata.refresh.interval.ms": 1000,
-            }
-        )
-        self._consumer.assign([TopicPartition(t, p, 0) for t in topics for p in range(PARTITIONS)])
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            msg = self._consumer.poll(0.2)
-            if msg is None or msg.error():
-                continue
-            key = (msg.key() or b"").decode()
-            value = (msg.value() or b"").decode()
-            with self._lock:
-                self.records[msg.topic()].append((key, value))
-
-    def by_key(self, topic: str) -> dict[str, list[str]]:
-        out: dict[str, list[str]] = defaultdict(list)
-        with self._lock:
-            for key, value in self.records[topic]:
-                out[key].append(value)
-        return out
-
-    def wait(self, done: Callable[[], bool], timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while not done():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}")
-            time.sleep(0.2)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-        self._consumer.close()
-
-
-def produce(bootstrap: str, topic: str, records: list[tuple[str, str, int | None]]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
-    for key, value, ts in records:
-        if ts is None:
-            producer.produce(topic, key=key, value=value)
-        else:
-            producer.produce(topic, key=key, value=value, timestamp=ts)
-    assert producer.flush(30) == 0
 
 
 @pytest.fixture(params=["classic", "streams"])
@@ -165,7 +103,7 @@ def test_streams_exactly_once_with_a_killed_instance(
             want_totals[key] += int(amount)
             want_updates[key] += 1
 
-    reader = OutputReader(bootstrap, [f"{prefix}-counts", f"{prefix}-totals"])
+    reader = OutputReader(bootstrap, [f"{prefix}-counts", f"{prefix}-totals"], PARTITIONS)
 
     def sent_so_far(n_steps: int) -> Callable[[], bool]:
         counts: dict[str, int] = defaultdict(int)
