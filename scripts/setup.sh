@@ -370,6 +370,41 @@ if [ "$PROFILE" = test ]; then
 fi
 # --- END Go and Node.js clients -----------------------------------------------------------------
 
+# --- BEGIN Kafka's JVM applications (compat_tests/reference/: Streams, Connect, MirrorMaker 2) --
+# [8] kafka-streams 4.4.0 with RocksDB's JNI jar (reference/jvm-apps-4.4/pom.xml) and Kafka Connect
+# with the file and MirrorMaker 2 connectors at 4.3.1 (reference/connect-4.3/pom.xml: the file and
+# mirror connectors have no 4.4.0 on Maven Central) into .cache/<name>-<version>/lib, each jar
+# checked against the jars.sha256 beside its pom, and a classpath file written (about 110 MB on a
+# cold cache; a no-op while the stamp matches), the same way as the reference broker above.
+jvm_apps() {  # jvm_apps DIR NAME-VERSION
+    local dir=$ROOT/reference/$1 dest=$CACHE/$2 want_apps
+    want_apps=$(cat "$dir/pom.xml" "$dir/jars.sha256" | sha256sum | cut -d' ' -f1)
+    if [ "$want_apps" = "$(cat "$dest/.stamp" 2>/dev/null || true)" ] && [ -s "$dest/classpath" ] \
+        && (cd "$dest/lib" 2>/dev/null && cut -d' ' -f3 "$dir/jars.sha256" | xargs ls >/dev/null 2>&1); then
+        return 0
+    fi
+    step 8 "fetch $2 (reference/$1/pom.xml) from Maven Central into .cache/$2"
+    rm -rf "$dest"
+    if ! mvn -B -q -C -f "$dir/pom.xml" -Dmaven.repo.local="$CACHE/m2" \
+        dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$dest/lib" \
+        >"$CACHE/mvn-$2.log" 2>&1; then
+        say "mvn could not fetch $2: its output is in .cache/mvn-$2.log" >&2
+        exit 1
+    fi
+    if ! (cd "$dest/lib" && sha256sum --quiet --strict -c "$dir/jars.sha256") \
+        || [ "$(find "$dest/lib" -name '*.jar' | wc -l)" != "$(wc -l <"$dir/jars.sha256")" ]; then
+        say "$2's jars differ from reference/$1/jars.sha256" >&2
+        exit 1
+    fi
+    cut -d' ' -f3 "$dir/jars.sha256" | sed "s|^|$dest/lib/|" | paste -sd: >"$dest/classpath"
+    echo "$want_apps" >"$dest/.stamp"
+}
+if [ "$PROFILE" = test ]; then
+    jvm_apps jvm-apps-4.4 jvm-apps-4.4.0
+    jvm_apps connect-4.3 connect-4.3.1
+fi
+# --- END Kafka's JVM applications -------------------------------------------------------------
+
 # --- [7] the native bench driver ------------------------------------------------------------
 # bench/native/odradek_perf (git-ignored build/): `make bench`'s native rows; a no-op when built
 if [ "$PROFILE" = test ] && ! "$VENV/bin/python" -c 'import sys

@@ -1,0 +1,198 @@
+"""Kafka Streams 4.4 (compat_tests/reference/jvm/StreamsApp.java) on odradek and on Kafka 4.4.
+
+One application, two instances, exactly-once v2: a word count (a repartition topic, a RocksDB
+store and its changelog) and a stream-table join feeding a windowed aggregation (a second
+repartition topic, a windowed store), one standby replica, no record cache so every update
+reaches the output. Input arrives in three steps; after the second one instance is killed -9
+and restarted. The output topics, read with read_committed, must hold exactly one update per
+input record: every word's counts 1, 2, ..., n with no repeat or gap (a re-processed record
+whose transaction was not aborted shows as a repeat), every window's sums rising to the exact
+total, one update per order. The same test runs against Apache Kafka 4.4 (the reference), so a
+failure on odradek alone is odradek's.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+from compat_tests.reference.jvm_apps import STREAMS, JvmApps, OutputReader, produce
+
+WORDS = ("kafka", "streams", "odradek", "broker", "topic", "state", "window", "join")
+REGIONS = ("north", "south", "west")
+PARTITIONS = 3
+MINUTE_MS = 60_000
+
+
+@pytest.fixture(scope="module")
+def jvm_apps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JvmApps]:
+    apps = JvmApps(tmp_path_factory.mktemp("jvm-apps"), STREAMS, sources=["StreamsApp"])
+    apps.compile()
+    yield apps
+    apps.stop_all()
+
+
+@pytest.fixture(params=["odradek", "kafka-4.4"])
+def bootstrap(request: pytest.FixtureRequest) -> str:
+    if request.param == "odradek":
+        return str(request.getfixturevalue("odradek_broker").bootstrap)
+    return str(request.getfixturevalue("kafka44").bootstrap)
+
+
+@pytest.fixture(params=["classic", "streams"])
+def protocol(request: pytest.FixtureRequest) -> str:
+    """group.protocol: the classic rebalance protocol, or KIP-1071's streams protocol (the
+    topology and task assignment on the broker, StreamsGroupHeartbeat)."""
+    if request.param == "streams" and "odradek" in request.node.callspec.id:
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason="odradek does not serve KIP-1071 StreamsGroupHeartbeat/Describe (88/89)",
+            )
+        )
+    return str(request.param)
+
+
+def test_streams_exactly_once_with_a_killed_instance(
+    bootstrap: str, protocol: str, jvm_apps: JvmApps, tmp_path: Path
+) -> None:
+    rng = random.Random(25)
+    prefix = f"s{uuid.uuid4().hex[:8]}"
+    app_id = f"{prefix}-app"
+    topics = [f"{prefix}-{t}" for t in ("lines", "customers", "orders", "counts", "totals")]
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics(
+        [NewTopic(t, num_partitions=PARTITIONS, replication_factor=1) for t in topics]
+    ).values():
+        fut.result(30)
+
+    customers = {f"c{i}": REGIONS[i % len(REGIONS)] for i in range(12)}
+    base = (int(time.time() * 1000) // MINUTE_MS - 10) * MINUTE_MS
+    produce(bootstrap, f"{prefix}-customers", [(c, r, base - 1000) for c, r in customers.items()])
+
+    def lines(n: int, start: int) -> list[tuple[str, str, int | None]]:
+        return [
+            (f"l{start + i}", " ".join(rng.choice(WORDS) for _ in range(5)), None) for i in range(n)
+        ]
+
+    def orders(n: int, start: int) -> list[tuple[str, str, int | None]]:
+        return [
+            (f"c{rng.randrange(12)}", str(rng.randint(1, 100)), base + (start + i) * 7_000)
+            for i in range(n)
+        ]
+
+    steps = [(lines(40, 0), orders(20, 0)), (lines(40, 40), orders(20, 20)),
+             (lines(40, 80), orders(20, 40))]  # fmt: skip
+    want_counts: dict[str, int] = defaultdict(int)
+    want_totals: dict[str, int] = defaultdict(int)
+    want_updates: dict[str, int] = defaultdict(int)
+    for step_lines, step_orders in steps:
+        for _, text, _ in step_lines:
+            for word in text.split():
+                want_counts[word] += 1
+        for customer, amount, ts in step_orders:
+            assert ts is not None
+            key = f"{customers[customer]}@{ts // MINUTE_MS * MINUTE_MS}"
+            want_totals[key] += int(amount)
+            want_updates[key] += 1
+
+    reader = OutputReader(bootstrap, [f"{prefix}-counts", f"{prefix}-totals"], PARTITIONS)
+
+    def sent_so_far(n_steps: int) -> Callable[[], bool]:
+        counts: dict[str, int] = defaultdict(int)
+        for step_lines, _ in steps[:n_steps]:
+            for _, text, _ in step_lines:
+                for word in text.split():
+                    counts[word] += 1
+
+        def done() -> bool:
+            seen = reader.by_key(f"{prefix}-counts")
+            return all(seen.get(w, ["0"])[-1] == str(n) for w, n in counts.items())
+
+        return done
+
+    a = jvm_apps.start(
+        "StreamsApp", bootstrap, app_id, prefix, str(tmp_path / "a" / "state"), protocol,
+        directory=tmp_path / "a",
+    )  # fmt: skip
+    b = jvm_apps.start(
+        "StreamsApp", bootstrap, app_id, prefix, str(tmp_path / "b" / "state"), protocol,
+        directory=tmp_path / "b",
+    )  # fmt: skip
+    try:
+        a.wait_line("STATE RUNNING", timeout=120)
+        b.wait_line("STATE RUNNING", timeout=120)
+        produce(bootstrap, f"{prefix}-lines", steps[0][0])
+        produce(bootstrap, f"{prefix}-orders", steps[0][1])
+        reader.wait(sent_so_far(1), 120, "the first step's word counts")
+
+        # the second step, then instance b killed -9 while it may be mid-transaction
+        produce(bootstrap, f"{prefix}-lines", steps[1][0])
+        produce(bootstrap, f"{prefix}-orders", steps[1][1])
+        b.kill()
+        b = jvm_apps.start(
+            "StreamsApp", bootstrap, app_id, prefix, str(tmp_path / "b" / "state"), protocol,
+            directory=tmp_path / "b2",
+        )  # fmt: skip
+        produce(bootstrap, f"{prefix}-lines", steps[2][0])
+        produce(bootstrap, f"{prefix}-orders", steps[2][1])
+        b.wait_line("STATE RUNNING", timeout=120)
+
+        def all_done() -> bool:
+            if not sent_so_far(3)():
+                return False
+            totals = reader.by_key(f"{prefix}-totals")
+            return all(totals.get(k, ["0"])[-1] == str(v) for k, v in want_totals.items())
+
+        reader.wait(all_done, 180, "every word count and window total")
+        for proc in (a, b):
+            assert proc.running, proc.output_tail()
+            assert "FATAL" not in "\n".join(proc.lines), proc.output_tail()
+    except AssertionError as exc:
+        tails = f"--- a ---\n{a.output_tail()}\n--- b ---\n{b.output_tail()}"
+        raise AssertionError(f"{exc}\n{tails}") from None
+    finally:
+        a.stop()
+        b.stop()
+        reader.close()
+
+    counts = reader.by_key(f"{prefix}-counts")
+    assert set(counts) == set(want_counts)
+    for word, n in want_counts.items():
+        assert counts[word] == [str(i) for i in range(1, n + 1)], word
+    totals = reader.by_key(f"{prefix}-totals")
+    assert set(totals) == set(want_totals)
+    for key, total in want_totals.items():
+        sums = [int(v) for v in totals[key]]
+        assert len(sums) == want_updates[key] and sums[-1] == total, (key, sums)
+        assert sums == sorted(set(sums)), (key, sums)
+
+    # the internal topics the application created through the admin client
+    internal = {t for t in admin.list_topics(timeout=10).topics if t.startswith(app_id)}
+    for name in (
+        "words-by-word-repartition",
+        "orders-by-region-repartition",
+        "word-counts-changelog",
+        "region-totals-changelog",
+        "customers-changelog",
+    ):
+        assert f"{app_id}-{name}" in internal, sorted(internal)
+    resources = [
+        ConfigResource(ConfigResource.Type.TOPIC, f"{app_id}-{name}")
+        for name in ("word-counts-changelog", "region-totals-changelog")
+    ]
+    policies = {
+        res.name: fut.result(30)["cleanup.policy"].value
+        for res, fut in admin.describe_configs(resources).items()
+    }
+    assert policies == {
+        f"{app_id}-word-counts-changelog": "compact",
+        f"{app_id}-region-totals-changelog": "compact,delete",
+    }
