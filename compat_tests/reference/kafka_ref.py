@@ -87,7 +87,9 @@ def java_binary() -> str:
 
 
 def new_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, base64url without padding (Kafka's Uuid form)."""
+    """A KRaft cluster id: 16 random bytes, base64url without padding (Kafka's Uuid form). It may
+    start with '-', so it is passed to kafka-storage as `--cluster-id=ID`, never as a separate
+    argument (argparse took such an id for an option: one format in 64 failed)."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
@@ -217,7 +219,11 @@ class KafkaNode:
         config = self.write_config()
         out = open(self.dir / "format.log", "wb")  # noqa: SIM115 (closed by the caller's wait)
         cmd = self.java_command(
-            "kafka.tools.StorageTool", "format", "-t", self.cluster.cluster_id, "-c", str(config)
+            "kafka.tools.StorageTool",
+            "format",
+            f"--cluster-id={self.cluster.cluster_id}",
+            "-c",
+            str(config),
         )
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
         out.close()

@@ -17,8 +17,12 @@ reads odradek's and odradek Kafka's:
       int32 offset_delta (last - first of the last batch); int64 timestamp;
       int32 coordinator_epoch; int64 current_txn_first_offset (-1: none)
 
-As in Kafka, a snapshot keeps only each producer's last batch: after a restart from a snapshot,
-a retry of one of the four batches before it is no longer recognised as a duplicate.
+Kafka writes one entry per producer, its last batch; odradek writes one entry per remembered
+batch (up to five per producer, oldest first, each repeating the producer's epoch, coordinator
+epoch and open transaction). Kafka's loader keeps the last entry of a producer id, which is the
+newest batch, so Kafka reads these files as its own; odradek gathers the entries of one producer
+id back into its five-batch window, so a retry of any of the last five batches is still
+recognised as a duplicate after a restart (Kafka recognises only the last one).
 """
 
 from __future__ import annotations
@@ -176,19 +180,22 @@ class ProducerStateManager:
         return sorted(int(n[:-9]) for n in names if n.endswith(".snapshot") and n[:-9].isdigit())
 
     def write_snapshot(self, offset: int) -> None:
-        body = bytearray(struct.pack(">i", len(self.producers)))
+        body = bytearray()
+        count = 0
         for e in self.producers.values():
-            last = e.batches[-1] if e.batches else None
-            body += _ENTRY.pack(
-                e.producer_id,
-                e.epoch,
-                last.last_seq if last else -1,
-                last.last_offset if last else -1,
-                last.last_offset - last.first_offset if last else 0,
-                e.last_timestamp,
-                e.coordinator_epoch,
-                e.txn_first_offset,
-            )
+            for b in e.batches or (None,):
+                body += _ENTRY.pack(
+                    e.producer_id,
+                    e.epoch,
+                    b.last_seq if b else -1,
+                    b.last_offset if b else -1,
+                    b.last_offset - b.first_offset if b else 0,
+                    e.last_timestamp,
+                    e.coordinator_epoch,
+                    e.txn_first_offset,
+                )
+                count += 1
+        body = bytearray(struct.pack(">i", count)) + body
         data = struct.pack(">hI", 1, crc32c(bytes(body))) + body
         if self._last_snapshot == (offset, data) and os.path.exists(self._snapshot_path(offset)):
             return
@@ -237,7 +244,9 @@ class ProducerStateManager:
                 data, pos
             )
             pos += _ENTRY.size
-            entry = ProducerEntry(pid, epoch, cepoch, txn_first, ts)
+            entry = self.producers.get(pid) or ProducerEntry(pid)
+            entry.epoch, entry.coordinator_epoch = epoch, cepoch
+            entry.txn_first_offset, entry.last_timestamp = txn_first, ts
             if last_offset >= 0:
                 first_seq = last_seq - delta if last_seq >= delta else last_seq - delta + 2**31
                 entry.batches.append(

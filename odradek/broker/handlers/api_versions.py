@@ -16,7 +16,7 @@ import re
 
 from odradek.broker.features import SUPPORTED, features_of
 from odradek.broker.network.context import RequestContext
-from odradek.broker.network.registry import advertised, handles
+from odradek.broker.network.registry import handles, served
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
@@ -57,21 +57,7 @@ async def api_versions(
         }
     return Resp(
         error_code=ErrorCode.NONE,
-        api_keys=[(k, lo, hi) for k, lo, hi in advertised() if k not in _not_served(ctx)],
+        api_keys=served(ctx.broker),
         throttle_time_ms=0,
         **features,
     )
-
-
-def _not_served(ctx: RequestContext) -> tuple[int, ...]:
-    """DescribeQuorum is a KRaft API: a ZooKeeper-mode broker does not list it (as Kafka's,
-    whose zkBroker listener lacks it). The client-telemetry APIs (KIP-714) are listed only
-    when a client-metrics receiver is configured (the Prometheus endpoint), as Kafka lists
-    them only with a ClientTelemetry metrics reporter: otherwise clients such as librdkafka
-    would start telemetry (and log it) for metrics that go nowhere."""
-    hidden: tuple[int, ...] = ()
-    if ctx.broker.config.get("zookeeper.connect"):
-        hidden += (ApiKey.DESCRIBE_QUORUM,)
-    if not ctx.broker.telemetry.receiver_configured:
-        hidden += (ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY)
-    return hidden

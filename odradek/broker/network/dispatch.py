@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.quotas import REQUEST_QUOTA_EXEMPT, request_quota
-from odradek.broker.network.registry import REGISTRY, advertised
+from odradek.broker.network.registry import REGISTRY, served
 from odradek.broker.ops.faults import FaultInjector, error_response
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
@@ -42,10 +42,9 @@ class ProtocolError(Exception):
     """The client broke the protocol; its connection is closed."""
 
 
-def unsupported_api_versions(correlation_id: int) -> list[Piece]:
+def unsupported_api_versions(broker: Broker, correlation_id: int) -> list[Piece]:
     resp = protocol.ApiVersionsResponse(
-        error_code=ErrorCode.UNSUPPORTED_VERSION,
-        api_keys=[(k, lo, hi) for k, lo, hi in advertised()],
+        error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=served(broker)
     )
     return [protocol.encode_response(ApiKey.API_VERSIONS, 0, correlation_id, resp)]
 
@@ -92,7 +91,7 @@ async def dispatch(
     version = header.api_version
     if reg is None or not reg.min_version <= version <= reg.max_version:
         if header.api_key == ApiKey.API_VERSIONS:
-            return unsupported_api_versions(header.correlation_id)
+            return unsupported_api_versions(broker, header.correlation_id)
         raise ProtocolError(
             f"unsupported API key {header.api_key} version {version} "
             f"from client {header.client_id!r}"

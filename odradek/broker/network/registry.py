@@ -11,10 +11,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from odradek.wire.api_keys import ApiKey
 from odradek.wire.protocol import Message
 
 if TYPE_CHECKING:
     from odradek.broker.network.context import RequestContext
+    from odradek.broker.server import Broker
     from odradek.wire.regions import Piece
 
 # A handler takes the context and the decoded request and returns the response object (or, when
@@ -67,3 +69,19 @@ def handles(
 def advertised() -> list[tuple[int, int, int]]:
     """(api_key, min, max) for every registered API, sorted by key."""
     return sorted((r.api_key, r.advertise_min, r.max_version) for r in REGISTRY.values())
+
+
+def served(broker: Broker) -> list[tuple[int, int, int]]:
+    """What ApiVersions lists on this broker, in its normal answer and in the v0 answer to an
+    unsupported ApiVersions version alike: every registered API but the ones this broker's
+    set-up leaves out. DescribeQuorum is a KRaft API, so a ZooKeeper-mode broker does not list
+    it (as Kafka's zkBroker listener lacks it). The client-telemetry APIs (KIP-714) are listed
+    only when a client-metrics receiver is configured (the Prometheus endpoint), as Kafka lists
+    them only with a ClientTelemetry metrics reporter: otherwise clients such as librdkafka
+    would start telemetry (and log it) for metrics that go nowhere."""
+    hidden: set[int] = set()
+    if broker.config.get("zookeeper.connect"):
+        hidden.add(ApiKey.DESCRIBE_QUORUM)
+    if not broker.telemetry.receiver_configured:
+        hidden.update((ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY))
+    return [(k, lo, hi) for k, lo, hi in advertised() if k not in hidden]
