@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from odradek.testing.security import Security
+
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
@@ -64,3 +66,18 @@ def first_offset_at(i: int, p: int, count: int, partitions: int) -> int:
     in_partition = len(range(p, count, partitions))
     k = max(0, -(-(i - p) // partitions))
     return min(k, in_partition)
+
+
+def sasl_spec(bootstrap: str, sec: Security, topic: str, **extra: object) -> dict[str, object]:
+    """The spec of a scenario run as user alice over SASL_SSL (the broker's CA trusted)."""
+    assert sec.tls is not None
+    spec: dict[str, object] = {
+        "brokers": [bootstrap],
+        "topic": topic,
+        "mechanism": sec.mechanism,
+        "user": "alice",
+        "password": sec.password("alice"),
+        "ca_file": sec.tls.ca,
+    }
+    spec.update(extra)
+    return spec

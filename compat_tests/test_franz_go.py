@@ -26,7 +26,13 @@ from typing import Any
 import pytest
 
 from compat_tests.harness import BrokerProcess, unique_name
-from compat_tests.polyglot_checks import CODECS, check_records, expected, first_offset_at
+from compat_tests.polyglot_checks import (
+    CODECS,
+    check_records,
+    expected,
+    first_offset_at,
+    sasl_spec,
+)
 from compat_tests.polyglot_harness import GoPrograms, start_sasl_ssl_broker
 from compat_tests.test_cluster import ClusterProcess
 from odradek.testing.security import Security
@@ -199,17 +205,9 @@ def test_acl_denial_as_kafka_answers(
     go_clients: GoPrograms, sasl_ssl_broker: tuple[BrokerProcess, Security], topic_name: str
 ) -> None:
     broker, sec = sasl_ssl_broker
-    assert sec.tls is not None
-    spec = {
-        "brokers": [broker.bootstrap],
-        "topic": topic_name,
-        "mechanism": sec.mechanism,
-        "user": "alice",
-        "password": sec.password("alice"),
-        "admin_user": "admin",
-        "admin_password": sec.password("admin"),
-        "ca_file": sec.tls.ca,
-    }
+    spec = sasl_spec(
+        broker.bootstrap, sec, topic_name, admin_user="admin", admin_password=sec.password("admin")
+    )
     out = go_clients.run("franz", "acl", spec)
     assert out["produce_denied"] == "TOPIC_AUTHORIZATION_FAILED"
     assert out["create_denied"] == "TOPIC_AUTHORIZATION_FAILED"

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from compat_tests.harness import BrokerProcess, unique_name
-from compat_tests.polyglot_checks import check_records, expected, first_offset_at
+from compat_tests.polyglot_checks import check_records, expected, first_offset_at, sasl_spec
 from compat_tests.polyglot_harness import NodePrograms, start_sasl_ssl_broker
 from odradek.testing.security import Security
 
@@ -165,15 +165,7 @@ def test_sasl_plain_over_tls(
     node_clients: NodePrograms, sasl_ssl_broker: tuple[BrokerProcess, Security], topic_name: str
 ) -> None:
     broker, sec = sasl_ssl_broker
-    assert sec.tls is not None
-    spec = {
-        "brokers": [broker.bootstrap],
-        "topic": topic_name,
-        "mechanism": sec.mechanism,
-        "user": "alice",
-        "password": sec.password("alice"),
-        "ca_file": sec.tls.ca,
-    }
+    spec = sasl_spec(broker.bootstrap, sec, topic_name)
     out = node_clients.run(SCRIPT, "sasl", spec)
     assert [bytes.fromhex(r["value"]) for r in out["records"]] == [b"over-sasl"]
     assert out["wrong_password"] == "KafkaJSSASLAuthenticationError"

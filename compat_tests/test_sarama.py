@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from compat_tests.harness import BrokerProcess, unique_name
-from compat_tests.polyglot_checks import CODECS, check_records
+from compat_tests.polyglot_checks import CODECS, check_records, sasl_spec
 from compat_tests.polyglot_harness import GoPrograms, start_sasl_ssl_broker
 from odradek.testing.security import Security
 
@@ -170,16 +170,7 @@ def test_sasl_plain_over_tls(
     go_clients: GoPrograms, sasl_ssl_broker: tuple[BrokerProcess, Security], topic_name: str
 ) -> None:
     broker, sec = sasl_ssl_broker
-    assert sec.tls is not None
-    spec = {
-        "brokers": [broker.bootstrap],
-        "topic": topic_name,
-        "mechanism": sec.mechanism,
-        "user": "alice",
-        "password": sec.password("alice"),
-        "ca_file": sec.tls.ca,
-        "version": "max",
-    }
+    spec = sasl_spec(broker.bootstrap, sec, topic_name, version="max")
     out = go_clients.run("sarama", "sasl", spec)
     assert [bytes.fromhex(r["value"]) for r in out["records"]] == [b"over-sasl"]
     assert out["wrong_password"] == "SASL_AUTHENTICATION_FAILED"
