@@ -13,10 +13,11 @@
 
 The jars come from `scripts/setup.sh test` (.cache/kafka-<version>/); without them the tests
 fail, naming the command, rather than skip. When a test fails, the tail of every reference
-node's log it used is attached to the report. Memory: 384 MB heap per Kafka node
-(ODRADEK_REFERENCE_HEAP); the session keeps `kafka44`, `kafka39` and `kafka44_cluster` (five
-JVMs, about 2.5 GB resident at most), while a module's special set-up (fast retention, SASL) is
-module-scoped through `reference_pool.get(...)` and `reference_pool.release(...)`.
+node's log it used is attached to the report. Memory: at most 1 GB heap per Kafka node
+(ODRADEK_REFERENCE_HEAP, Kafka's default); the session keeps `kafka44`, `kafka39` and
+`kafka44_cluster` (five JVMs, each growing its heap only as used), while a module's special
+set-up (fast retention, SASL) is module-scoped through `reference_pool.get(...)` and
+`reference_pool.release(...)`.
 """
 
 from __future__ import annotations
