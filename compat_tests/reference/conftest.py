@@ -81,6 +81,14 @@ class ReferencePool:
                 pytest.fail(str(exc), pytrace=False)
             self.clusters[key] = cluster
             cluster.start()
+        dead = [node for node in cluster.nodes if not node.running]
+        if dead:
+            # a node of a shared set-up exited under an earlier test (no test stops them): say
+            # so with its output, rather than let every later test meet a refused connection
+            logs = "\n".join(
+                (node.dir / "stdout.log").read_text("utf-8", "replace")[-3000:] for node in dead
+            )
+            pytest.fail(f"{cluster!r}: node(s) {[n.node_id for n in dead]} exited\n{logs}")
         return cluster
 
     def release(self, cluster: KafkaReference) -> None:
