@@ -24,6 +24,10 @@ function log(...args) {
   process.stderr.write(new Date().toISOString() + ' ' + args.join(' ') + '\n')
 }
 
+// consumers' fetch max wait: disconnect() waits for the fetch in flight, and KafkaJS's default
+// of 5 s made every short-lived reader cost seconds of idle waiting
+const FETCH_WAIT_MS = 250
+
 function kafka(spec, clientId, auth) {
   const cfg = {
     clientId,
@@ -79,7 +83,7 @@ async function waitUntil(cond, deadline, what) {
 
 // every record of `topic` through a consumer group, from the beginning
 async function consumeAll(client, spec, topic, group, want, opts = {}) {
-  const consumer = client.consumer({ groupId: group, ...opts })
+  const consumer = client.consumer({ groupId: group, maxWaitTimeInMs: FETCH_WAIT_MS, ...opts })
   const out = []
   await consumer.connect()
   await consumer.subscribe({ topic, fromBeginning: true })
@@ -154,7 +158,7 @@ async function group(spec) {
   const members = {}
   const union = new Map()
   const start = async (name, batch) => {
-    const m = { consumer: client.consumer({ groupId: spec.group }), assigned: [], read: 0 }
+    const m = { consumer: client.consumer({ groupId: spec.group, maxWaitTimeInMs: FETCH_WAIT_MS }), assigned: [], read: 0 }
     members[name] = m
     m.consumer.on(m.consumer.events.GROUP_JOIN, (e) => {
       m.assigned = (e.payload.memberAssignment[spec.topic] || []).slice().sort()
