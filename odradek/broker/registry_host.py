@@ -5,13 +5,19 @@ registered) and the replica manager's acks=-1 wait, the same parts the coordinat
 
 from __future__ import annotations
 
+import hmac
+import ssl
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from odradek.broker.config import ConfigValue
+from odradek.broker.network.tls import client_context, server_context
 from odradek.broker.partitions.internal_topics import creator
 from odradek.broker.partitions.partition import Partition
+from odradek.log.config import ConfigError
 from odradek.registry.host import SchemasPartition
-from odradek.registry.service import SchemaRegistry
+from odradek.registry.service import BasicCheck, SchemaRegistry
+from odradek.security.scram import ScramMechanism
 
 if TYPE_CHECKING:
     from odradek.broker.server import Broker
@@ -57,9 +63,52 @@ class BrokerRegistryHost:
         return int(await self.broker.replicas.wait_for_isr(own, timeout_ms))
 
 
+def _tls(broker: Broker) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """The https listener's server context and the forwarding client's, from the ssl.* settings
+    of the broker's first TLS listener (its ssl.client.auth decides mTLS), else the top-level
+    ssl.* keys."""
+    config = broker.config
+    served = next((x for x in broker.security.listeners if x.uses_tls), None)
+    name = served.name if served is not None else "SCHEMA_REGISTRY"
+
+    def value(key: str) -> ConfigValue:
+        return config.listener_value(name, key) if served is not None else config.get(key)
+
+    return server_context(value, name), client_context(value, name)
+
+
+def _basic(broker: Broker) -> BasicCheck:
+    """HTTP Basic against the broker's users: the SASL/PLAIN users of its listeners, then the
+    SCRAM credentials of the metadata store (the password salted and hashed as the stored key
+    was)."""
+    plains = [x.sasl.plain for x in broker.security.listeners if x.sasl and x.sasl.plain]
+
+    def check(user: str, password: str) -> bool:
+        if any(plain(user, password) for plain in plains):
+            return True
+        for mechanism in ScramMechanism:
+            cred = broker.scram_credential(user, mechanism)
+            if cred is None:
+                continue
+            salted = mechanism.salted_password(password, cred.salt, cred.iterations)
+            stored = mechanism.stored_key(mechanism.client_key(salted))
+            return hmac.compare_digest(stored, cred.stored_key)
+        return False
+
+    return check
+
+
 def schema_registry(broker: Broker) -> SchemaRegistry | None:
     """The registry when `schema.registry.listeners` is set (added to the broker's services)."""
     listeners = broker.config.get("schema.registry.listeners")
     if not listeners:
         return None
-    return SchemaRegistry(BrokerRegistryHost(broker), str(listeners))
+    text = str(listeners)
+    tls = client_tls = None
+    if text.strip().lower().startswith("https:"):
+        tls, client_tls = _tls(broker)
+    method = str(broker.config.get("schema.registry.authentication.method") or "NONE").upper()
+    if method not in ("NONE", "BASIC"):
+        raise ConfigError(f"schema.registry.authentication.method {method} is not NONE or BASIC")
+    basic = _basic(broker) if method == "BASIC" else None
+    return SchemaRegistry(BrokerRegistryHost(broker), text, tls, client_tls, basic)

@@ -25,6 +25,7 @@ REASONS = {
     409: "Conflict",
     411: "Length Required",
     413: "Payload Too Large",
+    401: "Unauthorized",
     422: "Unprocessable Entity",
     500: "Internal Server Error",
 }
@@ -105,10 +106,11 @@ async def _send(writer: asyncio.StreamWriter, status: int, body: object, keep: b
 
 
 async def _send_bytes(writer: asyncio.StreamWriter, status: int, data: bytes, keep: bool) -> None:
+    challenge = 'WWW-Authenticate: Basic realm="SchemaRegistry"\r\n' if status == 401 else ""
     head = (
         f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}\r\n"
         "Content-Type: application/vnd.schemaregistry.v1+json\r\n"
-        f"Content-Length: {len(data)}\r\n"
+        f"Content-Length: {len(data)}\r\n{challenge}"
         f"Connection: {'keep-alive' if keep else 'close'}\r\n\r\n"
     )
     writer.write(head.encode() + data)

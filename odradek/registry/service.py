@@ -13,8 +13,12 @@ any other."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import json
 import logging
+import ssl
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from odradek.registry import http
@@ -30,13 +34,30 @@ NOT_FOUND_CODES = (40401, 40402, 40403)
 FORWARDED = "x-odradek-forwarded"  # a forwarded request is never forwarded again
 
 
-def parse_listener(text: str) -> tuple[str, int]:
-    """(host, port) of the first `http://host:port` listener; ValueError for anything else."""
+def parse_listener(text: str) -> tuple[str, str, int]:
+    """(scheme, host, port) of the first `http(s)://host:port` listener; ValueError else."""
     first = text.split(",")[0].strip()
     url = urlsplit(first)
-    if url.scheme != "http" or url.port is None:
-        raise ValueError(f"schema.registry.listeners: {first!r} is not http://host:port")
-    return url.hostname or "0.0.0.0", url.port
+    if url.scheme not in ("http", "https") or url.port is None:
+        raise ValueError(f"schema.registry.listeners: {first!r} is not http(s)://host:port")
+    return url.scheme, url.hostname or "0.0.0.0", url.port
+
+
+# HTTP Basic (Confluent's authentication.method=BASIC): user, password -> accepted
+BasicCheck = Callable[[str, str], bool]
+UNAUTHORIZED = json.dumps({"error_code": 401, "message": "Unauthorized"}).encode()
+
+
+def basic_credentials(header: str) -> tuple[str, str] | None:
+    """(user, password) of an `Authorization: Basic ...` header; None when it is not one."""
+    kind, _, token = header.strip().partition(" ")
+    if kind.lower() != "basic":
+        return None
+    try:
+        user, sep, password = base64.b64decode(token.strip(), validate=True).decode().partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    return (user, password) if sep else None
 
 
 def is_write(method: str, target: str) -> bool:
@@ -48,8 +69,24 @@ def is_write(method: str, target: str) -> bool:
 
 
 class SchemaRegistry:
-    def __init__(self, host: RegistryHost, listeners: str) -> None:
-        self.address = parse_listener(listeners)
+    def __init__(
+        self,
+        host: RegistryHost,
+        listeners: str,
+        tls: ssl.SSLContext | None = None,
+        client_tls: ssl.SSLContext | None = None,
+        basic: BasicCheck | None = None,
+    ) -> None:
+        """`tls`: the https listener's context (client certificates as it requires them);
+        `client_tls`: the context writes are forwarded with; `basic`: HTTP Basic users."""
+        scheme, host_name, port = parse_listener(listeners)
+        if scheme == "https" and tls is None:
+            raise ValueError("schema.registry.listeners is https but no TLS settings are given")
+        self.scheme = scheme
+        self.address = (host_name, port)
+        self.tls = tls if scheme == "https" else None
+        self.client_tls = client_tls
+        self.basic = basic
         self.store = SchemaStore(host)
         self.api = RegistryApi(self.store)
         self.server: asyncio.Server | None = None
@@ -65,14 +102,14 @@ class SchemaRegistry:
         background (the broker must be listening for `_schemas` to be created in a cluster)."""
         try:
             self.server = await asyncio.start_server(
-                self._serve, self.address[0], self.address[1], reuse_address=True
+                self._serve, self.address[0], self.address[1], reuse_address=True, ssl=self.tls
             )
         except OSError as exc:
             log.error("schema registry cannot listen on %s:%d: %s", *self.address, exc)
             return
         self.port = self.server.sockets[0].getsockname()[1]
         host = self.address[0] if self.address[0] not in ("0.0.0.0", "::", "") else "127.0.0.1"
-        self.url = f"http://{host}:{self.port}"
+        self.url = f"{self.scheme}://{host}:{self.port}"
         self._task = asyncio.get_running_loop().create_task(self._run(), name="schema-registry")
 
     async def _run(self) -> None:
@@ -97,6 +134,9 @@ class SchemaRegistry:
     async def respond(
         self, method: str, target: str, headers: dict[str, str], raw: bytes
     ) -> tuple[int, bytes]:
+        if self.basic is not None and not self._authenticated(headers):
+            log.debug("schema registry: %s %s refused: no valid Basic credentials", method, target)
+            return 401, UNAUTHORIZED
         store = self.store
         store.catch_up()
         forwarded = FORWARDED in headers
@@ -114,6 +154,11 @@ class SchemaRegistry:
             return await self._forward(method, target, headers, raw)
         return status, json.dumps(body).encode()
 
+    def _authenticated(self, headers: dict[str, str]) -> bool:
+        assert self.basic is not None
+        found = basic_credentials(headers.get("authorization", ""))
+        return found is not None and self.basic(*found)
+
     async def _handle(self, req: http.Request) -> object:
         answer = await self.api.handle(req)
         await self.store.replicated()
@@ -127,7 +172,9 @@ class SchemaRegistry:
             err = RegistryError(500, 50004, "Unknown leader: no broker leads _schemas")
             return err.status, json.dumps({"error_code": err.code, "message": err.message}).encode()
         try:
-            return await forward(url, method, target, {**headers, FORWARDED: "1"}, raw)
+            return await forward(
+                url, method, target, {**headers, FORWARDED: "1"}, raw, self.client_tls
+            )
         except RegistryError as err:
             return err.status, json.dumps({"error_code": err.code, "message": err.message}).encode()
 
