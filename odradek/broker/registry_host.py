@@ -38,6 +38,15 @@ class BrokerRegistryHost:
             rf = min(3, int(self.broker.config.get("offsets.topic.replication.factor")))
         return creator(self.broker).ensure(name, partitions, rf, dict(configs), internal=False)
 
+    def is_replica(self, topic: str, index: int) -> bool:
+        replication = self.broker.replication
+        if replication is None:
+            return True
+        info = replication.store.topics.get(topic)
+        if info is None or index >= len(info.partitions):
+            return False
+        return replication.node_id in info.partitions[index].replicas
+
     def leader_of(self, topic: str, index: int) -> int:
         replication = self.broker.replication
         if replication is None:

@@ -38,6 +38,9 @@ class RegistryHost(Protocol):
         """True when the topic exists; else its creation starts (replication factor: 1 on
         one broker, else the internal topics' `offsets.topic.replication.factor`)."""
 
+    def is_replica(self, topic: str, index: int) -> bool:
+        """This broker is assigned a replica of the partition (it may not hold it yet)."""
+
     def leader_of(self, topic: str, index: int) -> int:
         """The broker leading the partition per the cluster metadata (-1: none)."""
 

@@ -140,7 +140,11 @@ class SchemaRegistry:
         store = self.store
         store.catch_up()
         forwarded = FORWARDED in headers
-        if not forwarded and not store.is_writer and is_write(method.upper(), target):
+        if (
+            not forwarded
+            and not store.is_writer
+            and (is_write(method.upper(), target) or not store.has_replica)
+        ):
             return await self._forward(method, target, headers, raw)
         status, body = await http.dispatch(self._handle, method, target, raw)
         if (

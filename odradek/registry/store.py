@@ -39,12 +39,16 @@ class SchemaStore:
         self._unreplicated = False
 
     async def load(self) -> None:
-        """Wait for `_schemas` (creating it) and a replica of it here, then replay it."""
+        """Wait for `_schemas` (creating it) and its replica here, then replay it. A broker
+        without a replica (a cluster larger than the replication factor) serves by forwarding
+        everything to the writer (`has_replica`)."""
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             if self.host.ensure_topic(TOPIC, 1, TOPIC_CONFIGS):
                 part = self.host.partition(TOPIC, 0)
                 if part is not None and (part.is_leader or self.host.leader_of(TOPIC, 0) >= 0):
+                    break
+                if not self.host.is_replica(TOPIC, 0) and self.host.leader_of(TOPIC, 0) >= 0:
                     break
             if time.monotonic() > deadline:
                 raise RuntimeError("the _schemas topic did not become available here")
@@ -54,6 +58,10 @@ class SchemaStore:
 
     def _part(self) -> SchemasPartition | None:
         return self.host.partition(TOPIC, 0)
+
+    @property
+    def has_replica(self) -> bool:
+        return self._part() is not None
 
     @property
     def is_writer(self) -> bool:

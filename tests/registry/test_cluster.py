@@ -1,5 +1,6 @@
-"""The registry on a three-broker cluster: every broker serves the API, the broker leading
-`_schemas`-0 writes and the others forward to it; ids stay unique when that broker stops."""
+"""The registry on a cluster: every broker serves the API, the broker leading `_schemas`-0
+writes and the others forward to it (a broker without a replica forwards everything); ids stay
+unique when that broker stops and another takes over."""
 
 from __future__ import annotations
 
@@ -30,24 +31,30 @@ def avro(name: str) -> Schema:
 
 def test_writes_forwarded_ids_kept_across_failover() -> None:
     config = {**FAST_FAILOVER, "schema.registry.listeners": "http://127.0.0.1:0"}
-    with Cluster(brokers=3, config=config) as cluster:
-        urls = {n: cluster.schema_registry_url(n) for n in range(3)}
+    with Cluster(brokers=4, config=config) as cluster:
+        urls = {n: cluster.schema_registry_url(n) for n in range(4)}
+        replicas = cluster.partition("_schemas").replicas
+        assert len(replicas) == 3  # as the internal topics: min(3, brokers)
         writer = cluster.leader("_schemas", 0)
-        followers = [n for n in range(3) if n != writer]
-        assert len(cluster.partition("_schemas").replicas) == 3
+        followers = [n for n in replicas if n != writer]
+        outsider = next(n for n in range(4) if n not in replicas)
         via_follower = SchemaRegistryClient({"url": urls[followers[0]]})
         other = SchemaRegistryClient({"url": urls[followers[1]]})
         at_writer = SchemaRegistryClient({"url": urls[writer]})
+        via_outsider = SchemaRegistryClient({"url": urls[outsider]})
 
         first = via_follower.register_schema("a-value", avro("A"))
         second = at_writer.register_schema("b-value", avro("B"))
-        assert first != second
-        # read through another follower: found, the same id
+        third = via_outsider.register_schema("c-value", avro("C"))
+        assert len({first, second, third}) == 3
+        # read through another follower and the outsider: found, the same ids
         assert other.get_schema(first).schema_str == avro("A").schema_str
         assert other.lookup_schema("a-value", avro("A")).schema_id == first
-        assert other.get_latest_version("b-value").schema_id == second
+        assert other.get_latest_version("c-value").schema_id == third
+        assert via_outsider.get_schema(second).schema_str == avro("B").schema_str
         # a list is the follower's own view: up to its replica's high watermark
-        assert eventually(lambda: sorted(other.get_subjects()) == ["a-value", "b-value"])
+        subjects = ["a-value", "b-value", "c-value"]
+        assert eventually(lambda: sorted(other.get_subjects()) == subjects)
         via_follower.set_compatibility("a-value", "NONE")
         assert at_writer.get_compatibility("a-value") == "NONE"
 
@@ -56,14 +63,21 @@ def test_writes_forwarded_ids_kept_across_failover() -> None:
         survivor = SchemaRegistryClient(
             {"url": urls[next(n for n in followers if n != new_writer)]}
         )
-        third = survivor.register_schema("c-value", avro("C"))
-        assert third not in (first, second)
+        fourth = survivor.register_schema("d-value", avro("D"))
+        fifth = via_outsider.register_schema("e-value", avro("E"))
+        assert len({first, second, third, fourth, fifth}) == 5
         assert survivor.register_schema("a-value", avro("A")) == first
         at_new = SchemaRegistryClient({"url": urls[new_writer]})
-        assert at_new.get_schema(third).schema_str == avro("C").schema_str
-        assert sorted(at_new.get_subjects()) == ["a-value", "b-value", "c-value"]  # the writer
+        assert at_new.get_schema(fourth).schema_str == avro("D").schema_str
+        assert sorted(at_new.get_subjects()) == [*subjects, "d-value", "e-value"]
 
         cluster.start_broker(writer)  # back as a follower: its own replica, the same ids
         back = SchemaRegistryClient({"url": cluster.schema_registry_url(writer)})
-        assert back.get_latest_version("c-value").schema_id == third
-        assert back.register_schema("d-value", avro("D")) not in (first, second, third)
+        assert back.get_latest_version("e-value").schema_id == fifth
+        assert back.register_schema("f-value", avro("F")) not in (
+            first,
+            second,
+            third,
+            fourth,
+            fifth,
+        )
