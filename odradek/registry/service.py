@@ -118,6 +118,10 @@ class SchemaRegistry:
         except RuntimeError as exc:
             log.error("schema registry not started: %s", exc)
             self.failed = True
+            if self.server is not None:  # nothing will be served: waiting clients are closed
+                self.server.close()
+                for writer in list(self._clients):
+                    writer.close()
             return
         log.info("schema registry listening on %s", self.url)
         self.ready.set()

@@ -36,7 +36,6 @@ class SchemaStore:
         self.applied = 0  # the next offset to apply
         self._epoch = -1
         self._led = False
-        self._unreplicated = False
 
     async def load(self) -> None:
         """Wait for `_schemas` (creating it) and its replica here, then replay it. A broker
@@ -115,16 +114,13 @@ class SchemaStore:
             )
         self.state.apply(key, value)
         self.applied = part.log.log_end_offset
-        self._unreplicated = True
 
     async def replicated(self) -> None:
-        """Wait until the ISR holds every record written so far (Kafka's acks=-1)."""
-        if not self._unreplicated:
-            return
-        self._unreplicated = False
+        """As the writer, wait until the ISR holds every record applied so far (Kafka's
+        acks=-1), so that no answer, to a write or a read, shows what a failover could lose."""
         part = self._part()
-        if part is None:
-            raise RegistryError(500, 50001, "Error while storing the schema: _schemas is gone")
+        if part is None or not part.is_leader or part.high_watermark >= self.applied:
+            return
         error = await self.host.wait_replicated(part, WRITE_TIMEOUT_MS)
         if error:
             raise RegistryError(
