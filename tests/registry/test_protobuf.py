@@ -5,12 +5,13 @@ Confluent's Protobuf rules, and `normalize=true`."""
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
@@ -174,3 +175,26 @@ def test_normalize_on_register_and_lookup(broker: Broker) -> None:
         sr.lookup_schema("norm-avro", Schema(avro_b, "AVRO"), normalize_schemas=True).schema_id
         == aid
     )
+
+
+def test_text_imports_through_references(broker: Broker) -> None:
+    sr = SchemaRegistryClient({"url": broker.schema_registry_url})
+    common = 'syntax = "proto3";\npackage common;\nmessage Money { int64 cents = 1; }\n'
+    sr.register_schema("common-money", Schema(common, "PROTOBUF"))
+    order = (
+        'syntax = "proto3";\npackage shop;\nimport "common/money.proto";\n'
+        "message Bill { common.Money total = 1; }\n"
+    )
+    refs = [SchemaReference("common/money.proto", "common-money", 1)]
+    with pytest.raises(SchemaRegistryError) as missing:  # the import needs its reference
+        sr.register_schema("bill", Schema(order, "PROTOBUF"))
+    assert missing.value.error_code == 42201
+    bill_id = sr.register_schema("bill", Schema(order, "PROTOBUF", refs))
+    # format=serialized: the descriptor, as the Protobuf deserializer reads a writer schema
+    serialized = sr.get_schema(bill_id, fmt="serialized")
+    fd = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(serialized.schema_str))
+    assert fd.package == "shop" and list(fd.dependency) == ["common/money.proto"]
+    assert fd.message_type[0].field[0].type_name == ".common.Money"
+    with pytest.raises(SchemaRegistryError) as referenced:
+        sr.delete_version("common-money", 1)
+    assert referenced.value.error_code == 42206
