@@ -370,5 +370,7 @@ def parse(text: str, name: str) -> pb.FileDescriptorProto:
     """The file's descriptor, named types unresolved; ProtoSyntaxError for bad text."""
     try:
         return Parser(text).file(name)
-    except IndexError:
-        raise ProtoSyntaxError("unexpected end of the schema") from None
+    except ProtoSyntaxError:
+        raise
+    except (IndexError, ValueError, TypeError) as exc:  # e.g. a field number out of range
+        raise ProtoSyntaxError(str(exc) or "unexpected end of the schema") from None

@@ -3,7 +3,11 @@ incompatible changes), one documented case a row: `can_read(new, old)` is BACKWA
 
 from __future__ import annotations
 
+import base64
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from odradek.registry.errors import RegistryError
 from odradek.registry.protobuf_compat import can_read
@@ -73,8 +77,6 @@ def test_required_fields_proto2() -> None:
 
 
 def test_text_and_descriptor_are_one_schema() -> None:
-    import base64
-
     fd = build(BASE, {})
     encoded = base64.b64encode(fd.SerializeToString()).decode()
     assert canonical(build(encoded, {})) == canonical(fd)
@@ -94,3 +96,24 @@ def test_invalid_schemas_are_42201(bad: str) -> None:
     with pytest.raises(RegistryError) as exc:
         build(bad, {})
     assert exc.value.code == 42201
+
+
+PIECES = ["", "{", "}", ";", "=", "<", '"', " 99999999999 ", " to ", " max ", "[default="]
+PIECES += [" oneof ", " map<", " required ", "0x", "-"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_arbitrary_text_only_ever_gives_42201(data: st.DataObject) -> None:
+    """Damaged .proto text, or any base64, is refused as an invalid schema, never a crash."""
+    chars = list(BASE)
+    for _ in range(data.draw(st.integers(1, 4))):
+        pos = data.draw(st.integers(0, len(chars) - 1))
+        piece = data.draw(st.sampled_from(PIECES))
+        chars[pos : pos + data.draw(st.integers(0, 2))] = list(piece)
+    raw = data.draw(st.binary(max_size=64))
+    for text in ("".join(chars), base64.b64encode(raw).decode()):
+        try:
+            build(text, {})
+        except RegistryError as exc:
+            assert exc.code == 42201
