@@ -73,6 +73,9 @@ class BrokerRegistration:
     broker_epoch: int = -1  # set by the store at registration: tells a restart from a blip
     # every advertised listener: (name, host, port, security protocol)
     endpoints: tuple[tuple[str, str, int, str], ...] = ()
+    # the built-in Schema Registry's URL (schema.registry.listeners), as Confluent's registry
+    # members publish theirs in their group metadata: where the others forward writes
+    registry_url: str | None = None
 
     def endpoint(self, listener: str | None) -> tuple[str, int]:
         """(host, port) of `listener` on this broker; the inter-broker address when it does
