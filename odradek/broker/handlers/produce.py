@@ -234,6 +234,11 @@ _RETRY_AS_NOT_ENOUGH_REPLICAS = frozenset(
 )
 
 
+def _in_open_transaction(part: Partition | None, producer_id: int, epoch: int) -> bool:
+    entry = None if part is None else part.log.producer_state.producers.get(producer_id)
+    return entry is not None and entry.epoch == epoch and entry.txn_first_offset >= 0
+
+
 async def _add_to_transaction(
     ctx: RequestContext, req: protocol.ProduceRequest
 ) -> tuple[ErrorCode, set[tuple[str, int]]]:
@@ -254,6 +259,12 @@ async def _add_to_transaction(
                 producer = _PRODUCER.unpack_from(records, _PRODUCER_OFFSET)
             wanted.append((name, pd.index))
     if producer is None or not wanted:
+        return ErrorCode.NONE, set()
+    # a partition already holding this producer epoch's open transaction needs no coordinator
+    # (Kafka skips verification then): one round trip per partition and transaction, not per
+    # produce request
+    wanted = [tp for tp in wanted if not _in_open_transaction(topics.get(*tp), *producer)]
+    if not wanted:
         return ErrorCode.NONE, set()
     error, remote = await ctx.txn_coordinator.add_partitions_anywhere(
         req.transactional_id, producer[0], producer[1], wanted
