@@ -327,8 +327,8 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         _k(
             "transaction.version",
             "int",
-            0,
-            "finalized level of the transaction.version feature at start-up (2: KIP-890 part 2)",
+            2,
+            "level of the transaction.version feature a new cluster finalizes (KIP-890 part 2)",
             minimum=0,
         ),
         _k(
