@@ -10,12 +10,12 @@
 #                             kcat, java/javac, zookeeper and librdkafka-dev from Debian (only
 #                             when missing), bench/native/build/odradek_perf (the C bench
 #                             driver, compiled when missing or older than its source),
-#                             the `pipelines` extra (pyspark, apache-flink: about 75 s and 1.3 GB
-#                             on a cold pip cache; ODRADEK_PIPELINES=0 leaves it out and the
-#                             Spark and Flink tests report themselves as skipped),
-#                             .cache/java-classpath (the Java kafka-clients jar and its
-#                             compression jars, ':'-separated, from the
-#                             shigawire-apache-flink-libraries wheel),
+#                             the `pipelines` extra (pyspark, apache-flink: about 80 s and 1.3 GB
+#                             on a cold pip cache) with Spark's and Flink's Kafka connectors
+#                             from Maven Central into .cache/m2 (ODRADEK_PIPELINES=0 leaves them
+#                             out and the Spark and Flink tests report themselves as skipped),
+#                             .cache/java-classpath (the Java kafka-clients 3.9.1 and its
+#                             compression jars, ':'-separated, from Maven Central),
 #                             .cache/kafka-4.4.0 and .cache/kafka-3.9.2 (Apache Kafka's
 #                             jars from Maven Central, sha256-pinned: the reference broker
 #                             of compat_tests/reference/)
@@ -210,8 +210,8 @@ fi
 
 # --- BEGIN pipelines extra (issue 5: spark_examples/, PyFlink) ---------------------------
 # [4] pyspark and apache-flink for spark_examples/ and its tests: `pip install -e '.[pipelines]'`.
-# About 75 s and 1.3 GB in .venv on a cold pip cache (two large sdists: pyspark and
-# apache-flink-libraries); a no-op afterwards. ODRADEK_PIPELINES=0 leaves it out (make test
+# About 80 s and 1.3 GB in .venv on a cold pip cache (pyspark's 450 MB sdist and the 313 MB
+# apache-flink-libraries wheel); a no-op afterwards. ODRADEK_PIPELINES=0 leaves it out (make test
 # ODRADEK_PIPELINES=0): the Spark and Flink tests then report themselves as skipped.
 PIPELINES_STAMP=$VENV/.odradek-pipelines-stamp
 if [ "$PIPELINES" != 0 ]; then
@@ -219,7 +219,7 @@ if [ "$PIPELINES" != 0 ]; then
         | sha256sum | cut -d' ' -f1)
     if [ "$want_pipelines" != "$(cat "$PIPELINES_STAMP" 2>/dev/null || true)" ] \
         || [ ! -f "$VENV/bin/pyspark" ]; then
-        step 4 "pip install -e '.[test,pipelines]' (pyspark, apache-flink: about 75 s and" \
+        step 4 "pip install -e '.[test,pipelines]' (pyspark, apache-flink: about 80 s and" \
             "1.3 GB on a cold cache; ODRADEK_PIPELINES=0 skips it)"
         pip_install -e ".[test,pipelines]"
         echo "$want_pipelines" >"$PIPELINES_STAMP"
