@@ -221,6 +221,11 @@ if [ "$PIPELINES" != 0 ]; then
         || [ ! -f "$VENV/bin/pyspark" ]; then
         step 4 "pip install -e '.[test,pipelines]' (pyspark, apache-flink: about 80 s and" \
             "1.3 GB on a cold cache; ODRADEK_PIPELINES=0 skips it)"
+        # shigawire-apache-flink-libraries (the test extra until Flink 2.2) put Flink 2.0 jars
+        # into pyflink/lib, where they would clash with apache-flink 2.2's: pip keeps it otherwise
+        if "$VENV/bin/python" -m pip show -q shigawire-apache-flink-libraries >/dev/null 2>&1; then
+            "$VENV/bin/python" -m pip uninstall -y -q shigawire-apache-flink-libraries
+        fi
         pip_install -e ".[test,pipelines]"
         echo "$want_pipelines" >"$PIPELINES_STAMP"
     fi
