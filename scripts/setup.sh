@@ -241,7 +241,7 @@ maven_jars() {
     local dir=$ROOT/$1 dest=$CACHE/$2 want_mvn
     want_mvn=$(cat "$dir/pom.xml" "$dir/jars.sha256" | sha256sum | cut -d' ' -f1)
     if [ "$want_mvn" = "$(cat "$dest/.stamp" 2>/dev/null || true)" ] && [ -s "$dest/classpath" ] \
-        && (cd "$dest/lib" 2>/dev/null && sha256sum --quiet --strict -c SHA256SUMS >/dev/null 2>&1); then
+        && (cd "$dest/lib" 2>/dev/null && cut -d' ' -f3 SHA256SUMS | xargs ls >/dev/null 2>&1); then
         return 0
     fi
     step "$3" "fetch $2 ($1/pom.xml) from Maven Central into .cache/$2"
@@ -277,7 +277,9 @@ if [ "$PIPELINES" != 0 ]; then
     maven_jars spark_examples/maven/spark-4.2 spark-kafka-4.2.0 6
     maven_jars spark_examples/maven/flink-2.2 flink-kafka-5.0.0-2.2 6
     spark_jars=".cache/m2 (spark.jars.packages)"
-    if [ -z "${ODRADEK_SPARK_JARS:-}" ] && [ -d "$ROOT/../shared/sparkjars" ]; then
+    if [ -z "${ODRADEK_SPARK_JARS:-}" ] && [ -d "$ROOT/../shared/sparkjars" ] \
+        && ! cmp -s "$PIPELINES_STAMP" "$VENV/.odradek-sparkjars-checked"; then
+        cp "$PIPELINES_STAMP" "$VENV/.odradek-sparkjars-checked"
         "$VENV/bin/python" -c 'import sys
 from pathlib import Path
 from spark_examples import session
