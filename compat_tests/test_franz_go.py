@@ -11,6 +11,9 @@ checks here (and in polyglot_checks.py) decide whether it is right:
   input's end.
 - group: two members of one group, classic (cooperative-sticky, range) and KIP-848 (the
   broker assigns); the partitions are split and every record is read.
+- share: two members of a KIP-932 share group (kgo.ShareGroup) with
+  share.auto.offset.reset=earliest set as a GROUP config; every record accepted exactly once,
+  a released record delivered again with delivery count 2; DescribeShareGroups/ListGroups.
 - admin: kadm topics, partitions, configs (incremental alter, a bad value), offsets, groups.
 - acl: on a SASL_SSL PLAIN listener with StandardAuthorizer, a user without ACLs is denied
   produce and CreateTopics as Kafka answers them; after CreateACLs the produce succeeds.
@@ -42,6 +45,7 @@ pytestmark = pytest.mark.compat
 PARTITIONS = 3
 COUNT = 45
 CASES = [(codec, "all") for codec in CODECS] + [("gzip", "1"), ("lz4", "0")]
+SHARE_COUNT = 30
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
@@ -167,6 +171,40 @@ def test_consumer_group_split(
     out = run_group(go_clients, broker.bootstrap, topic_name, protocol, balancer)
     check_group(out)
     assert out["group_type"] == protocol  # ListGroups: "classic" or "consumer" (KIP-848)
+
+
+def run_share(go: GoPrograms, bootstrap: str, name: str) -> dict[str, Any]:
+    base_ts = int(time.time() * 1000) - 60_000
+    spec = {
+        "brokers": [bootstrap],
+        "topic": name,
+        "group": f"{name}-share",
+        "count": SHARE_COUNT,
+        "partitions": PARTITIONS,
+        "base_ts": base_ts,
+    }
+    out = go.run("franz", "share", spec, timeout=90)
+    out["base_ts"] = base_ts
+    return out
+
+
+def check_share(out: dict[str, Any]) -> None:
+    accepted = out["a_accepted"] + out["b_accepted"]
+    accepted.sort(key=lambda r: (r["p"], r["o"]))
+    check_records(accepted, "share", SHARE_COUNT, PARTITIONS, out["base_ts"])
+    ((released,),) = [out["a_released"]]
+    assert [released["p"], released["o"]] in [[r["p"], r["o"]] for r in accepted]
+    assert 2 in out["a_redelivered"] + out["b_redelivered"], "the released record came back"
+    assert out["described_err"] == ""
+    assert out["members"] == 2
+    assert out["state"] == "Stable"
+    assert out["listed_as_share"] is True
+
+
+def test_share_group_consumption(
+    go_clients: GoPrograms, broker: BrokerProcess, topic_name: str
+) -> None:
+    check_share(run_share(go_clients, broker.bootstrap, topic_name))
 
 
 def test_kadm_admin(go_clients: GoPrograms, broker: BrokerProcess, topic_name: str) -> None:

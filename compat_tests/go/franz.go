@@ -26,6 +26,7 @@ var franzScenarios = map[string]func(*Spec) (any, error){
 	"group":   franzGroup,
 	"admin":   franzAdmin,
 	"acl":     franzACL,
+	"share":   franzShare,
 }
 
 func errName(err error) string {

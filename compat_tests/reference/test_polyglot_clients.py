@@ -14,9 +14,11 @@ from compat_tests.reference.kafka_ref import KafkaReference
 from compat_tests.test_franz_go import (
     check_group,
     check_produce_case,
+    check_share,
     check_txn,
     run_group,
     run_produce,
+    run_share,
     run_txn,
 )
 
@@ -36,6 +38,10 @@ def test_franz_go_produce_txn_group(go_clients: GoPrograms, bootstrap: str) -> N
     for codec, acks in [("zstd", "all"), ("gzip", "1")]:
         check_produce_case(produced, codec, acks)
     check_txn(run_txn(go_clients, bootstrap, f"{name}-txn"))
+
+
+def test_franz_go_share_group(go_clients: GoPrograms, bootstrap: str) -> None:
+    check_share(run_share(go_clients, bootstrap, unique_name("franz-share-ref")))
 
 
 def test_kafkajs_produce_txn_group(node_clients: NodePrograms, bootstrap: str) -> None:
