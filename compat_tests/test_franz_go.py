@@ -15,7 +15,9 @@ checks here (and in polyglot_checks.py) decide whether it is right:
   share.auto.offset.reset=earliest set as a GROUP config; every record accepted exactly once,
   a released record delivered again with delivery count 2; DescribeShareGroups/ListGroups.
 - admin: kadm topics, partitions, configs (incremental alter, a bad value), offsets, groups.
-- acl: on a SASL_SSL PLAIN listener with StandardAuthorizer, a user without ACLs is denied
+- tls: every record back over an SSL listener (no SASL), the broker's CA trusted.
+- acl: on a SASL_SSL listener (PLAIN, SCRAM-SHA-512, OAUTHBEARER with unsecured JWS tokens as
+  Kafka's default validator takes them) with StandardAuthorizer, a user without ACLs is denied
   produce and CreateTopics as Kafka answers them; after CreateACLs the produce succeeds.
 """
 
@@ -28,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from compat_tests.harness import BrokerProcess, unique_name
+from compat_tests.harness import HOST, BrokerProcess, free_port, unique_name
 from compat_tests.polyglot_checks import (
     CODECS,
     check_records,
@@ -230,7 +232,7 @@ def test_kadm_admin(go_clients: GoPrograms, broker: BrokerProcess, topic_name: s
     assert out["delete_missing"] == "UNKNOWN_TOPIC_OR_PARTITION"
 
 
-@pytest.fixture(params=["PLAIN", "SCRAM-SHA-512"])
+@pytest.fixture(params=["PLAIN", "SCRAM-SHA-512", "OAUTHBEARER"])
 def sasl_ssl_broker(
     request: pytest.FixtureRequest, fresh_broker: Callable[..., BrokerProcess], tmp_path: Path
 ) -> tuple[BrokerProcess, Security]:
@@ -251,6 +253,29 @@ def test_acl_denial_as_kafka_answers(
     assert out["create_denied"] == "TOPIC_AUTHORIZATION_FAILED"
     assert out["acls_described"] == 2
     assert out["produce_allowed"] == ""
+
+
+def test_tls_without_sasl(
+    go_clients: GoPrograms, fresh_broker: Callable[..., BrokerProcess], tmp_path: Path
+) -> None:
+    sec = Security("ssl", directory=str(tmp_path / "security"))
+    assert sec.tls is not None
+    port = free_port()
+    settings = {**sec.broker_config(), "listeners": sec.listeners(HOST, {sec.listener: port})}
+    broker = fresh_broker(settings, port=port)
+    base_ts = int(time.time() * 1000)
+    name = unique_name("franz-tls")
+    spec = {
+        "brokers": [broker.bootstrap],
+        "ca_file": sec.tls.ca,
+        "cases": [{"codec": "zstd", "acks": "all", "topic": name}],
+        "count": COUNT,
+        "partitions": PARTITIONS,
+        "base_ts": base_ts,
+    }
+    out = go_clients.run("franz", "produce", spec)
+    out["base_ts"] = base_ts
+    check_produce_case(out, "zstd", "all")
 
 
 @pytest.mark.cluster
