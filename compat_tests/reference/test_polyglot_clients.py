@@ -12,10 +12,12 @@ from compat_tests.harness import BrokerProcess, unique_name
 from compat_tests.polyglot_harness import GoPrograms, NodePrograms
 from compat_tests.reference.kafka_ref import KafkaReference
 from compat_tests.test_franz_go import (
+    check_admin_ops,
     check_group,
     check_produce_case,
     check_share,
     check_txn,
+    run_admin_ops,
     run_group,
     run_produce,
     run_share,
@@ -42,6 +44,11 @@ def test_franz_go_produce_txn_group(go_clients: GoPrograms, bootstrap: str) -> N
 
 def test_franz_go_share_group(go_clients: GoPrograms, bootstrap: str) -> None:
     check_share(run_share(go_clients, bootstrap, unique_name("franz-share-ref")))
+
+
+def test_kadm_admin_ops(go_clients: GoPrograms, bootstrap: str) -> None:
+    name = unique_name("kadm-ops-ref")
+    check_admin_ops(run_admin_ops(go_clients, bootstrap, name), name)
 
 
 def test_kafkajs_produce_txn_group(node_clients: NodePrograms, bootstrap: str) -> None:
