@@ -12,7 +12,8 @@ sarama.MinVersion, 0.8.2, would send) and "max" (sarama.MaxVersion):
 - txn: an aborted transaction, then a committed one with AddOffsetsToTxn; read_committed and
   read_uncommitted consumers.
 - admin: ClusterAdmin topics, partitions, configs (incremental alter), and the offset manager.
-- sasl: SASL_SSL with PLAIN, and a wrong password refused.
+- sasl: SASL_SSL with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 (sarama's framing around a
+  SCRAMClient; sarama.go wraps franz-go's SCRAM exchange), and a wrong password refused.
 """
 
 from __future__ import annotations
@@ -159,14 +160,14 @@ def test_cluster_admin_and_offset_manager(
     assert out["delete_missing"] == "3"  # UNKNOWN_TOPIC_OR_PARTITION
 
 
-@pytest.fixture(params=["PLAIN"])
+@pytest.fixture(params=["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
 def sasl_ssl_broker(
     request: pytest.FixtureRequest, fresh_broker: Callable[..., BrokerProcess], tmp_path: Path
 ) -> tuple[BrokerProcess, Security]:
     return start_sasl_ssl_broker(fresh_broker, tmp_path / "security", request.param, None)
 
 
-def test_sasl_plain_over_tls(
+def test_sasl_over_tls(
     go_clients: GoPrograms, sasl_ssl_broker: tuple[BrokerProcess, Security], topic_name: str
 ) -> None:
     broker, sec = sasl_ssl_broker

@@ -48,7 +48,7 @@ func saramaConfig(spec *Spec) (*sarama.Config, error) {
 	}
 	if spec.Mechanism != "" {
 		cfg.Net.SASL.Enable = true
-		cfg.Net.SASL.Mechanism = sarama.SASLTypePlaintext
+		saramaSASLMechanism(cfg, spec.Mechanism)
 		cfg.Net.SASL.User = spec.User
 		cfg.Net.SASL.Password = spec.Password
 	}
