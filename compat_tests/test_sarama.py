@@ -28,6 +28,7 @@ import pytest
 from compat_tests.harness import BrokerProcess, unique_name
 from compat_tests.polyglot_checks import CODECS, check_records, sasl_spec
 from compat_tests.polyglot_harness import GoPrograms, start_sasl_ssl_broker
+from compat_tests.test_cluster import ClusterProcess
 from odradek.testing.security import Security
 
 pytestmark = pytest.mark.compat
@@ -38,10 +39,18 @@ CASES = [(codec, "all") for codec in CODECS] + [("gzip", "1"), ("lz4", "async")]
 VERSIONS = ["min", "max"]
 
 
-def run_produce(go: GoPrograms, bootstrap: str, prefix: str, version: str) -> dict[str, Any]:
+def run_produce(
+    go: GoPrograms,
+    bootstrap: str,
+    prefix: str,
+    version: str,
+    which: list[tuple[str, str]] | None = None,
+    replicas: int = 1,
+) -> dict[str, Any]:
     base_ts = int(time.time() * 1000) - 3_600_000
-    cases = [{"codec": c, "acks": a, "topic": f"{prefix}-{c}-{a}"} for c, a in CASES]
+    cases = [{"codec": c, "acks": a, "topic": f"{prefix}-{c}-{a}"} for c, a in which or CASES]
     spec = {
+        "replicas": replicas,
         "brokers": [bootstrap],
         "cases": cases,
         "count": COUNT,
@@ -64,8 +73,11 @@ def check_produce_case(run: dict[str, Any], codec: str, acks: str) -> None:
     check_records(case["records"], f"{codec}-{acks}", COUNT, PARTITIONS, run["base_ts"])
 
 
-def run_group(go: GoPrograms, bootstrap: str, name: str, balancer: str, version: str) -> Any:
+def run_group(
+    go: GoPrograms, bootstrap: str, name: str, balancer: str, version: str, replicas: int = 1
+) -> Any:
     spec = {
+        "replicas": replicas,
         "brokers": [bootstrap],
         "topic": name,
         "group": f"{name}-g",
@@ -86,8 +98,11 @@ def check_group(out: dict[str, Any], count: int = 40, partitions: int = 4) -> No
     assert out["committed"] == per_partition
 
 
-def run_txn(go: GoPrograms, bootstrap: str, name: str, version: str) -> dict[str, Any]:
+def run_txn(
+    go: GoPrograms, bootstrap: str, name: str, version: str, replicas: int = 1
+) -> dict[str, Any]:
     spec = {
+        "replicas": replicas,
         "brokers": [bootstrap],
         "output": f"{name}-out",
         "group": f"{name}-g",
@@ -175,3 +190,22 @@ def test_sasl_over_tls(
     out = go_clients.run("sarama", "sasl", spec)
     assert [bytes.fromhex(r["value"]) for r in out["records"]] == [b"over-sasl"]
     assert out["wrong_password"] == "SASL_AUTHENTICATION_FAILED"
+
+
+@pytest.mark.cluster
+def test_three_broker_cluster(go_clients: GoPrograms, tmp_path: Path) -> None:
+    """Replication factor 3 topics on `odradek cluster --brokers 3` at sarama's highest
+    version: the sync and async producers, a sticky group split, a transaction."""
+    proc = ClusterProcess(tmp_path, 3)
+    proc.start()
+    try:
+        name = unique_name("sarama-cluster")
+        cases = [("zstd", "all"), ("gzip", "1"), ("lz4", "async")]
+        produced = run_produce(go_clients, proc.bootstrap, name, "max", cases, replicas=3)
+        for codec, acks in cases:
+            check_produce_case(produced, codec, acks)
+        check_group(run_group(go_clients, proc.bootstrap, f"{name}-g", "sticky", "max", 3))
+        check_txn(run_txn(go_clients, proc.bootstrap, f"{name}-txn", "max", replicas=3))
+    finally:
+        status = proc.stop()
+    assert status == 0, proc.log_tail()

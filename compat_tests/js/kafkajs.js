@@ -123,7 +123,7 @@ async function produce(spec) {
   for (const c of spec.cases) {
     await admin.createTopics({
       waitForLeaders: true,
-      topics: [{ topic: c.topic, numPartitions: spec.partitions, replicationFactor: 1 }],
+      topics: [{ topic: c.topic, numPartitions: spec.partitions, replicationFactor: spec.replicas || 1 }],
     })
     const idempotent = c.acks === 'all'
     const producer = client.producer({ idempotent, maxInFlightRequests: idempotent ? 1 : undefined })
@@ -167,7 +167,7 @@ async function group(spec) {
   await admin.connect()
   await admin.createTopics({
     waitForLeaders: true,
-    topics: [{ topic: spec.topic, numPartitions: spec.partitions, replicationFactor: 1 }],
+    topics: [{ topic: spec.topic, numPartitions: spec.partitions, replicationFactor: spec.replicas || 1 }],
   })
   const deadline = deadlineAfter(spec)
   const members = {}
@@ -234,7 +234,7 @@ async function txn(spec) {
   await admin.connect()
   await admin.createTopics({
     waitForLeaders: true,
-    topics: [{ topic: spec.output, numPartitions: spec.partitions, replicationFactor: 1 }],
+    topics: [{ topic: spec.output, numPartitions: spec.partitions, replicationFactor: spec.replicas || 1 }],
   })
   const producer = client.producer({ transactionalId: spec.txn_id, idempotent: true, maxInFlightRequests: 1 })
   await producer.connect()
