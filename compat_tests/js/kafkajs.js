@@ -11,13 +11,32 @@
 const fs = require('fs')
 const { Kafka, CompressionTypes, CompressionCodecs, logLevel } = require('kafkajs')
 const SnappyCodec = require('kafkajs-snappy')
+const LZ4Codec = require('@2l/kafkajs-lz4')
+const { ZstdCodec } = require('zstd-codec')
+
+// ZSTD through zstd-codec (WebAssembly; @kafkajs/zstd's native addon does not build on
+// Node 20). Streaming.decompress reads frames without a content size too (zstd-jni's and
+// franz-go's streaming writers leave it out), where Simple.decompress gives up.
+const zstd = new Promise((resolve) => ZstdCodec.run((z) => resolve(z)))
+const ZstdKafkaCodec = () => ({
+  async compress(encoder) {
+    return Buffer.from(new (await zstd).Simple().compress(encoder.buffer, 3))
+  },
+  async decompress(buffer) {
+    return Buffer.from(new (await zstd).Streaming().decompress(buffer))
+  },
+})
 
 CompressionCodecs[CompressionTypes.Snappy] = SnappyCodec
+CompressionCodecs[CompressionTypes.LZ4] = new LZ4Codec().codec
+CompressionCodecs[CompressionTypes.ZSTD] = ZstdKafkaCodec
 
 const CODECS = {
   none: CompressionTypes.None,
   gzip: CompressionTypes.GZIP,
   snappy: CompressionTypes.Snappy,
+  lz4: CompressionTypes.LZ4,
+  zstd: CompressionTypes.ZSTD,
 }
 
 function log(...args) {
@@ -108,7 +127,7 @@ async function produce(spec) {
   for (const c of spec.cases) {
     await admin.createTopics({
       waitForLeaders: true,
-      topics: [{ topic: c.topic, numPartitions: spec.partitions, replicationFactor: 1 }],
+      topics: [{ topic: c.topic, numPartitions: spec.partitions, replicationFactor: spec.replicas || 1 }],
     })
     const idempotent = c.acks === 'all'
     const producer = client.producer({ idempotent, maxInFlightRequests: idempotent ? 1 : undefined })
@@ -152,7 +171,7 @@ async function group(spec) {
   await admin.connect()
   await admin.createTopics({
     waitForLeaders: true,
-    topics: [{ topic: spec.topic, numPartitions: spec.partitions, replicationFactor: 1 }],
+    topics: [{ topic: spec.topic, numPartitions: spec.partitions, replicationFactor: spec.replicas || 1 }],
   })
   const deadline = deadlineAfter(spec)
   const members = {}
@@ -219,7 +238,7 @@ async function txn(spec) {
   await admin.connect()
   await admin.createTopics({
     waitForLeaders: true,
-    topics: [{ topic: spec.output, numPartitions: spec.partitions, replicationFactor: 1 }],
+    topics: [{ topic: spec.output, numPartitions: spec.partitions, replicationFactor: spec.replicas || 1 }],
   })
   const producer = client.producer({ transactionalId: spec.txn_id, idempotent: true, maxInFlightRequests: 1 })
   await producer.connect()
@@ -324,7 +343,59 @@ async function sasl(spec) {
   return { records, wrong_password: wrong }
 }
 
-const SCENARIOS = { produce, group, txn, admin: adminScenario, sasl }
+// ACLs: as user alice (no ACLs) produce is denied; the super user admin creates ACLs for
+// alice (describeAcls lists them), then alice's produce succeeds; deleteAcls removes them.
+async function acl(spec) {
+  const { AclResourceTypes, AclOperationTypes, AclPermissionTypes, ResourcePatternTypes } = require('kafkajs')
+  const out = {}
+  const admin = kafka(spec, 'odradek-kafkajs-acl-admin', [spec.admin_user, spec.admin_password]).admin()
+  await admin.connect()
+  await admin.createTopics({ waitForLeaders: true, topics: [{ topic: spec.topic, numPartitions: 1, replicationFactor: 1 }] })
+  const send = async () => {
+    const client = kafka({ ...spec }, 'odradek-kafkajs-acl-user', [spec.user, spec.password])
+    const producer = client.producer({ retry: { retries: 0 }, idempotent: false })
+    await producer.connect()
+    try {
+      await producer.send({ topic: spec.topic, acks: 1, messages: [{ value: 'acl' }] })
+      return ''
+    } catch (e) {
+      log(`produce as ${spec.user}: ${e.name} ${e.message}`)
+      return (e.cause && e.cause.type) || e.type || e.name // retries: 0 wraps the broker's error
+    } finally {
+      await producer.disconnect()
+    }
+  }
+  out.produce_denied = await send()
+  const entry = (operation) => ({
+    resourceType: AclResourceTypes.TOPIC,
+    resourceName: spec.topic,
+    resourcePatternType: ResourcePatternTypes.LITERAL,
+    principal: `User:${spec.user}`,
+    host: '*',
+    operation,
+    permissionType: AclPermissionTypes.ALLOW,
+  })
+  await admin.createAcls({ acl: [entry(AclOperationTypes.WRITE), entry(AclOperationTypes.DESCRIBE)] })
+  const filter = {
+    resourceType: AclResourceTypes.TOPIC,
+    resourceName: spec.topic,
+    resourcePatternType: ResourcePatternTypes.LITERAL,
+    principal: `User:${spec.user}`,
+    host: '*',
+    operation: AclOperationTypes.ANY,
+    permissionType: AclPermissionTypes.ANY,
+  }
+  const described = await admin.describeAcls(filter)
+  out.described = described.resources.flatMap((r) => r.acls.map((a) => `${r.resourceName}:${a.principal}:${a.operation}:${a.permissionType}`)).sort()
+  out.produce_allowed = await send()
+  const deleted = await admin.deleteAcls({ filters: [filter] })
+  out.deleted = deleted.filterResponses.reduce((n, f) => n + f.matchingAcls.length, 0)
+  out.described_after = (await admin.describeAcls(filter)).resources.length
+  await admin.disconnect()
+  return out
+}
+
+const SCENARIOS = { produce, group, txn, admin: adminScenario, sasl, acl }
 
 async function main() {
   const [scenario, json] = process.argv.slice(2)
