@@ -112,6 +112,14 @@ public class ProduceConsume {
         for (int p = 0; p < PARTITIONS; p++) {
             tps.add(new TopicPartition(topic, p));
         }
+        // Every partition answers ListOffsets (the admin client retries NOT_LEADER_OR_FOLLOWER)
+        // before the first write: Kafka's metadata may name the new leader a moment before that
+        // broker has created the partition, and an acks=0 record sent then is dropped.
+        Map<TopicPartition, OffsetSpec> ready = new HashMap<>();
+        for (TopicPartition tp : tps) {
+            ready.put(tp, OffsetSpec.latest());
+        }
+        admin.listOffsets(ready).all().get(WAIT_S, TimeUnit.SECONDS);
 
         Properties pp = new Properties();
         pp.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);

@@ -72,9 +72,17 @@ class ToolBatch:
     version: str = "4.4"
     commands: list[tuple[str, tuple[str, ...], str | None]] = field(default_factory=list)
 
-    def add(self, tool: str, *args: str, stdin: str | None = None) -> int:
-        """Queue `tool args...` (stdin: text fed to it); returns its index in `run()`'s list."""
+    until: dict[int, str] = field(default_factory=dict)
+
+    def add(self, tool: str, *args: str, stdin: str | None = None, until: str | None = None) -> int:
+        """Queue `tool args...` (stdin: text fed to it); returns its index in `run()`'s list.
+        With `until`, the command is run again (up to 50 times, 100 ms apart) until its stdout
+        holds that text: for state a broker applies a moment after it answered the write."""
         self.commands.append((tool, tuple(args), stdin))
+        if until is not None:
+            if "\t" in until or "\n" in until:
+                raise ValueError(f"until {until!r} holds a tab or newline")
+            self.until[len(self.commands) - 1] = until
         return len(self.commands) - 1
 
     def run(self, timeout: float = 240.0) -> list[ToolRun]:
@@ -90,7 +98,8 @@ class ToolBatch:
                     path = work / f"{i}.stdin"
                     path.write_text(stdin, encoding="utf-8")
                     stdin_path = str(path)
-                lines.append("\t".join([str(i), stdin_path, TOOLS.get(tool, tool), *args]))
+                ident = str(i) if i not in self.until else f"{i}~{self.until[i]}"
+                lines.append("\t".join([ident, stdin_path, TOOLS.get(tool, tool), *args]))
             script = work / "script.tsv"
             script.write_text("\n".join(lines) + "\n", encoding="utf-8")
             cmd = [

@@ -424,6 +424,25 @@ def _without_trace(err: str) -> str:
     )
 
 
+def _quota_read_after_write(
+    script: list[tuple[str, tuple[str, ...], str | None]], i: int
+) -> str | None:
+    """For a describe of client or user quotas that follows their alter, the first key the
+    alter added: Kafka's broker answers the alter, then applies the quota when the controller's
+    record reaches its metadata cache, so a describe at once may print nothing yet."""
+    tool, args, _ = script[i]
+    if tool != "kafka-configs" or "--describe" not in args:
+        return None
+    kind = args[args.index("--entity-type") + 1]
+    if kind not in ("clients", "users"):
+        return None
+    for prev_tool, prev, _ in reversed(script[:i]):
+        if prev_tool == "kafka-configs" and "--alter" in prev and "--add-config" in prev:
+            if prev[prev.index("--entity-name") + 1] == args[args.index("--entity-name") + 1]:
+                return prev[prev.index("--add-config") + 1].split("=", 1)[0] + "="
+    return None
+
+
 @pytest.fixture(scope="module")
 def tool_runs(
     reference_pool: ReferencePool, odradek_broker: BrokerProcess, tmp_path_factory
@@ -435,7 +454,7 @@ def tool_runs(
     batch = ToolBatch()
     bootstraps = {"odradek": odradek_broker.bootstrap, "kafka": kafka.bootstrap}
     for side in SIDES:
-        for tool, args, stdin in script:
+        for i, (tool, args, stdin) in enumerate(script):
             if tool == "kafka-producer-perf-test":
                 batch.add(
                     tool,
@@ -445,7 +464,10 @@ def tool_runs(
                     stdin=stdin,
                 )
             else:
-                batch.add(tool, "--bootstrap-server", bootstraps[side], *args, stdin=stdin)
+                until = _quota_read_after_write(script, i)
+                batch.add(
+                    tool, "--bootstrap-server", bootstraps[side], *args, stdin=stdin, until=until
+                )
     runs = batch.run()
     yield script, {"odradek": runs[: len(script)], "kafka": runs[len(script) :]}
 

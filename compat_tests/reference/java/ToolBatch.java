@@ -18,7 +18,10 @@ import org.apache.kafka.common.utils.internals.Exit;
  * for one JVM start instead of one per command.
  *
  * Usage: ToolBatch SCRIPT OUT_DIR. Each line of SCRIPT is one command, tab-separated:
- * id, stdin file ("-" for none), main class, arguments. For each command, OUT_DIR gets
+ * id, stdin file ("-" for none), main class, arguments. An id of the form ID~TEXT reruns the
+ * command (up to 50 times, 100 ms apart) until its System.out holds TEXT: for a read of state a
+ * broker applies a moment after it answered the write (a KRaft broker applies a client quota
+ * when the controller's record reaches its metadata cache). For each command, OUT_DIR gets
  * id.out (its System.out), id.err (its System.err) and id.rc (its exit status: the argument of
  * its first Exit.exit, 0 when main returns, 99 with the stack trace in id.err when main throws).
  * Kafka's tools exit through org.apache.kafka.common.utils.Exit, whose procedures are replaced
@@ -52,13 +55,28 @@ public final class ToolBatch {
             throw trap(status);
         });
         Exit.setShutdownHookAdder((name, hook) -> { });
-        PrintStream realOut = System.out;
-        PrintStream realErr = System.err;
-        InputStream realIn = System.in;
         for (String line : lines) {
             if (line.isEmpty()) continue;
             String[] parts = line.split("\t", -1);
-            String id = parts[0];
+            String[] idAndUntil = parts[0].split("~", 2);
+            String id = idAndUntil[0];
+            String until = idAndUntil.length > 1 ? idAndUntil[1] : null;
+            for (int attempt = 1; ; attempt++) {
+                byte[] out = runOne(parts, outDir, id);
+                if (until == null || attempt >= 50
+                        || new String(out, StandardCharsets.UTF_8).contains(until)) break;
+                Thread.sleep(100);
+            }
+        }
+        Runtime.getRuntime().halt(0);
+    }
+
+    /** Runs one command of the script, writes its id.out, id.err and id.rc; returns its out. */
+    static byte[] runOne(String[] parts, Path outDir, String id) throws Exception {
+        PrintStream realOut = System.out;
+        PrintStream realErr = System.err;
+        InputStream realIn = System.in;
+        {
             String[] args = Arrays.copyOfRange(parts, 3, parts.length);
             ByteArrayOutputStream out = new ByteArrayOutputStream();
             ByteArrayOutputStream err = new ByteArrayOutputStream();
@@ -95,7 +113,7 @@ public final class ToolBatch {
             Files.write(outDir.resolve(id + ".out"), out.toByteArray());
             Files.write(outDir.resolve(id + ".err"), err.toByteArray());
             Files.write(outDir.resolve(id + ".rc"), Integer.toString(status).getBytes(StandardCharsets.UTF_8));
+            return out.toByteArray();
         }
-        Runtime.getRuntime().halt(0);
     }
 }
