@@ -38,6 +38,13 @@ stop = threading.Event()
 POLL_MS = 3000
 
 
+def heartbeat_ms(session_ms: int) -> int:
+    """A sixth of the session, at most 1 s: a member hears of a rebalance at its next heartbeat,
+    and a long session (a test that must tell a LeaveGroup from a session timeout) would
+    otherwise make every rebalance wait seconds for it."""
+    return max(min(session_ms // 6, 1000), 100)
+
+
 def emit(**event: Any) -> None:
     sys.stdout.write(json.dumps(event) + "\n")
     sys.stdout.flush()
@@ -101,7 +108,7 @@ def run_kafka_python(args: argparse.Namespace) -> None:
         enable_auto_commit=args.commit == "auto",
         auto_commit_interval_ms=200,
         session_timeout_ms=args.session_ms,
-        heartbeat_interval_ms=max(args.session_ms // 6, 100),
+        heartbeat_interval_ms=heartbeat_ms(args.session_ms),
         max_poll_interval_ms=args.session_ms * 5,
         partition_assignment_strategy=[assignor],
         group_instance_id=args.instance_id,
@@ -154,7 +161,7 @@ def run_confluent(args: argparse.Namespace) -> None:
         "enable.auto.commit": args.commit == "auto",
         "auto.commit.interval.ms": 200,
         "session.timeout.ms": args.session_ms,
-        "heartbeat.interval.ms": max(args.session_ms // 6, 100),
+        "heartbeat.interval.ms": heartbeat_ms(args.session_ms),
         "max.poll.interval.ms": max(args.session_ms * 5, 10000),
         "partition.assignment.strategy": args.assignor,
         "topic.metadata.refresh.interval.ms": 1000,
@@ -252,7 +259,7 @@ async def _run_aiokafka(args: argparse.Namespace) -> None:
         enable_auto_commit=args.commit == "auto",
         auto_commit_interval_ms=200,
         session_timeout_ms=args.session_ms,
-        heartbeat_interval_ms=max(args.session_ms // 6, 100),
+        heartbeat_interval_ms=heartbeat_ms(args.session_ms),
         max_poll_interval_ms=args.session_ms * 5,
         partition_assignment_strategy=(assignor,),
         group_instance_id=args.instance_id,

@@ -121,8 +121,8 @@ def test_member_joins_and_leaves_mid_stream(
     create_topic(broker, topic_name)
     group = make_group(broker, topic_name)
     # a session far longer than the wait for the takeover below: only a LeaveGroup the broker
-    # honours can hand the leaver's partitions over in that time (members heartbeat every
-    # session / 6, so the survivor hears of the rebalance within LEAVE_SESSION_MS / 6)
+    # honours can hand the leaver's partitions over in that time (members heartbeat at least
+    # every second, group_member.heartbeat_ms, so the survivor hears of the rebalance at once)
     first = group.start(client, session_ms=LEAVE_SESSION_MS)
     group.settled([first])
     writer = BackgroundProducer(broker, topic_name, "mid")

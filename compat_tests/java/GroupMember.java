@@ -97,7 +97,7 @@ public final class GroupMember {
             }
         } else {
             props.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, String.valueOf(session));
-            props.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, String.valueOf(Math.max(session / 6, 100)));
+            props.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, String.valueOf(Math.max(Math.min(session / 6, 1000), 100)));
             props.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, assignor);
         }
         props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
