@@ -295,11 +295,10 @@ def run(opts: argparse.Namespace, out: Callable[[str], None] = print) -> list[Ta
         results: dict[Spec, dict[str, list[Measurement]]] = {
             s: {b: [] for b in BROKERS} for s in all_specs
         }
-        n = 0
         for rnd in range(opts.repeat):
-            for spec in all_specs:
-                order = BROKERS if (n + rnd) % 2 == 0 else BROKERS[::-1]
-                n += 1
+            for i, spec in enumerate(all_specs):
+                # who goes first alternates from row to row and, for a row, from round to round
+                order = BROKERS if (i + rnd) % 2 == 0 else BROKERS[::-1]
                 for broker in order:
                     m = measure(sides[broker], spec, opts)
                     results[spec][broker].append(m)
