@@ -79,9 +79,7 @@ def series(bootstrap: str, pid: int, runs: int, records: int, size: int) -> list
 
 
 def render(name: str, runs: list[Run]) -> str:
-    lines = [
-        f"{name}: run | s | MB/s | broker user ticks | system ticks | Dirty MB | Writeback MB"
-    ]
+    lines = [f"{name}: run | s | MB/s | broker user ticks | system ticks | Dirty MB | Writeback MB"]
     for i, r in enumerate(runs, 1):
         lines.append(
             f"  {i} | {r.seconds:.2f} | {r.mb_per_s:,.0f} | {r.utime} | {r.stime} "
