@@ -26,10 +26,12 @@ run: setup-run
 test: setup
 	$(VENV_PYTHON) -m pytest $(PYTEST_ARGS)
 
-# make bench: the native and Python-client rows with the machine's ceilings, then the scale rows;
+# make bench: the native and Python-client rows with the machine's ceilings, then odradek and
+# Kafka 4.4 side by side (bench/against.py, ~25 minutes), then the scale rows;
 # the scale part alone takes 5-8 minutes: make bench-scale
 bench: setup
 	$(VENV_PYTHON) -m bench $(ARGS)
+	$(VENV_PYTHON) -m bench --against kafka $(AGAINST_ARGS)
 	$(VENV_PYTHON) -m bench.scale $(SCALE_ARGS)
 
 bench-scale: setup  # 10,000 partitions, 2,000 connections + 1,000 groups, idle fetch

@@ -820,6 +820,16 @@ def run(opts: Options) -> Report:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    if "--against" in args:  # `--against kafka`: odradek and Kafka side by side (bench.against)
+        at = args.index("--against")
+        target = args[at + 1] if at + 1 < len(args) else ""
+        if target != "kafka":
+            print(f"bench: --against {target!r}: only 'kafka' is known", file=sys.stderr)
+            return 2
+        from bench import against
+
+        return against.main(args[:at] + args[at + 2 :])
     opts = parse_options(argv)
     try:
         report = run(opts)
