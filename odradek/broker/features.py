@@ -2,12 +2,14 @@
 reported in ApiVersions v3+ (the Admin client's describeFeatures reads them there) and changed by
 UpdateFeatures (`kafka-features upgrade / downgrade`).
 
-`group.version` 1 (KIP-848 consumer groups) is always finalized. `transaction.version` starts at
-the broker config of that name (0 by default; Kafka's `kafka-storage format --feature`); at 2 the
-4.x producer switches to transactions v2 (KIP-890 part 2: EndTxn v5 bumps the epoch of every
-transaction, partitions and the offsets partition join a transaction when the transactional
-produce or TxnOffsetCommit v5 arrives). Finalized levels live in memory: a restart goes back to the
-configured ones.
+`group.version` 1 (KIP-848 consumer groups) is always finalized. `streams.version` 1 (KIP-1071
+streams groups, StreamsGroupHeartbeat/Describe) is finalized as on a new Kafka 4.4 cluster;
+downgraded to 0, ApiVersions stops listing keys 88 and 89 (as Kafka gates them on it).
+`transaction.version` starts at the broker config of that name (0 by default; Kafka's
+`kafka-storage format --feature`); at 2 the 4.x producer switches to transactions v2 (KIP-890
+part 2: EndTxn v5 bumps the epoch of every transaction, partitions and the offsets partition join
+a transaction when the transactional produce or TxnOffsetCommit v5 arrives). Finalized levels live
+in memory: a restart goes back to the configured ones.
 
 A multi-broker cluster keeps transaction.version at 0: there the partition leader would have to
 ask another broker's transaction coordinator to add a partition (Kafka's AddPartitionsToTxn from
@@ -26,8 +28,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SUPPORTED: dict[str, tuple[int, int]] = {"group.version": (0, 1), "transaction.version": (0, 2)}
+SUPPORTED: dict[str, tuple[int, int]] = {
+    "group.version": (0, 1),
+    "streams.version": (0, 1),
+    "transaction.version": (0, 2),
+}
 TRANSACTION_VERSION = "transaction.version"
+STREAMS_VERSION = "streams.version"
 
 
 class Features:
@@ -35,7 +42,11 @@ class Features:
 
     def __init__(self, transaction_version: int, clustered: bool = False) -> None:
         self.clustered = clustered
-        self.levels: dict[str, int] = {"group.version": 1, TRANSACTION_VERSION: transaction_version}
+        self.levels: dict[str, int] = {
+            "group.version": 1,
+            STREAMS_VERSION: 1,
+            TRANSACTION_VERSION: transaction_version,
+        }
         self.epoch = 1
 
     def level(self, name: str) -> int:
