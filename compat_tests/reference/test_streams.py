@@ -50,13 +50,6 @@ def bootstrap(request: pytest.FixtureRequest) -> str:
 def protocol(request: pytest.FixtureRequest) -> str:
     """group.protocol: the classic rebalance protocol, or KIP-1071's streams protocol (the
     topology and task assignment on the broker, StreamsGroupHeartbeat)."""
-    if request.param == "streams" and "odradek" in request.node.callspec.id:
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="odradek does not serve KIP-1071 StreamsGroupHeartbeat/Describe (88/89)",
-            )
-        )
     return str(request.param)
 
 

@@ -4,7 +4,7 @@ StreamsGroup and the streams CurrentAssignmentBuilder model them.
 The first member to join brings the application's topology (its subtopologies with their source,
 repartition and changelog topics); the broker keeps it with its epoch. The group is *configured*
 when every source topic exists and every internal topic (repartition, changelog) exists; until
-then the group is NOT_READY, members get no tasks and every heartbeat answers a status
+then the group is NOT_READY, members get no tasks (but do get the group epoch) and every heartbeat answers a status
 (MISSING_SOURCE_TOPICS, MISSING_INTERNAL_TOPICS with the topics it is creating,
 INCORRECTLY_PARTITIONED_TOPICS). The internal topics to create, with the partition counts the
 topology asks for (or its subtopology's, for a changelog or an unsized repartition topic), are
@@ -312,7 +312,7 @@ class StreamsGroupManager:
             self.rebalances += 1
 
         # 3. the target assignment, when the group epoch moved past it
-        if group.partitions is not None and group.assignment_epoch != group.group_epoch:
+        if group.assignment_epoch != group.group_epoch:
             self._compute_target(group)
 
         # 4. the member's reconciliation towards its target
@@ -321,8 +321,7 @@ class StreamsGroupManager:
             still = flatten(req.active) & flatten(member.revoking)
             if not still:
                 member.revoking = {}
-        if group.partitions is not None:
-            self._reconcile(group, member)
+        self._reconcile(group, member)
         changed = before != (member.member_epoch, member.active, member.standby)
         self.scheduler.schedule(
             ("sg-session", group.group_id, member.member_id),
@@ -428,9 +427,8 @@ class StreamsGroupManager:
         return create or []
 
     def _compute_target(self, group: StreamsGroup) -> None:
-        assert group.partitions is not None
         planned = assign(
-            group.partitions,
+            group.partitions or {},  # a group that is not ready has no tasks
             [
                 AssignorMember(
                     m.member_id,
