@@ -176,7 +176,9 @@ class GroupCoordinator:
             config.consumer, self.scheduler, topics or dict, self._append
         )
         # KIP-1071 streams groups; their offsets live in the classic machine's (empty) group too
-        self.streams = StreamsGroupManager(config.streams, self.scheduler, topics or dict)
+        self.streams = StreamsGroupManager(
+            config.streams, self.scheduler, topics or dict, self._append
+        )
         self.loaded: set[int] = set()
         self.loading: set[int] = set()
         self.active = False
@@ -356,6 +358,7 @@ class GroupCoordinator:
             part.log.log_end_offset,
             f"{OFFSETS_TOPIC}-{index}",
             self.consumer,
+            self.streams,
         )
         self.loading.discard(index)
         self.loaded.add(index)
@@ -861,7 +864,7 @@ class GroupCoordinator:
                 if sgroup.members:
                     out[group_id] = ErrorCode.NON_EMPTY_GROUP
                     continue
-                self.streams.drop(group_id)
+                self.streams.delete(group_id)  # tombstones, then forgotten
                 if self.machine.get(group_id) is None:
                     out[group_id] = ErrorCode.NONE
                     continue

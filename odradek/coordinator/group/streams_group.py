@@ -4,11 +4,11 @@ StreamsGroup and the streams CurrentAssignmentBuilder model them.
 The first member to join brings the application's topology (its subtopologies with their source,
 repartition and changelog topics); the broker keeps it with its epoch. The group is *configured*
 when every source topic exists and every internal topic (repartition, changelog) exists; until
-then the group is NOT_READY, members get no tasks (but do get the group epoch) and every heartbeat answers a status
-(MISSING_SOURCE_TOPICS, MISSING_INTERNAL_TOPICS with the topics it is creating,
-INCORRECTLY_PARTITIONED_TOPICS). The internal topics to create, with the partition counts the
-topology asks for (or its subtopology's, for a changelog or an unsized repartition topic), are
-handed to the broker (`StreamsHeartbeatResult.create_topics`).
+then the group is NOT_READY, members get no tasks (but do get the group epoch) and every
+heartbeat answers a status (MISSING_SOURCE_TOPICS, MISSING_INTERNAL_TOPICS with the topics it is
+creating, INCORRECTLY_PARTITIONED_TOPICS). The internal topics to create, with the partition
+counts the topology asks for (or its subtopology's, for a changelog or an unsized repartition
+topic), are handed to the broker (`StreamsHeartbeatResult.create_topics`).
 
 Like a consumer group, a group epoch is bumped by a member joining or leaving or the topics
 changing; the sticky task assignor (streams_assignor.py) computes the target at the assignment
@@ -27,9 +27,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
+from odradek.coordinator.group import streams_records as srec
 from odradek.coordinator.group.consumer_group import (
     LEAVE_EPOCH,
     LEAVE_STATIC_EPOCH,
+    Appender,
     HeartbeatError,
     TopicsView,
 )
@@ -191,8 +193,15 @@ class StreamsHeartbeatResult:
 class StreamsGroupManager:
     """Streams groups of one coordinator (all its offsets partitions)."""
 
-    def __init__(self, config: StreamsGroupConfig, scheduler: Scheduler, topics: TopicsView):
+    def __init__(
+        self,
+        config: StreamsGroupConfig,
+        scheduler: Scheduler,
+        topics: TopicsView,
+        append: Appender | None = None,
+    ) -> None:
         self.config = config
+        self.append = append
         self.scheduler = scheduler
         self.topics = topics
         # a group's own configs (streams.session.timeout.ms, streams.num.standby.replicas, ...)
@@ -223,6 +232,14 @@ class StreamsGroupManager:
     def is_streams_group(self, group_id: str) -> bool:
         return group_id in self.groups
 
+    def delete(self, group_id: str) -> None:
+        """DeleteGroups of an empty streams group: tombstones, then forgotten."""
+        group = self.groups.get(group_id)
+        if group is not None:
+            records = [r for m in group.members for r in srec.member_tombstones(group_id, m)]
+            self._write(group_id, records + srec.group_tombstones(group_id))
+        self.drop(group_id)
+
     def drop(self, group_id: str) -> None:
         group = self.groups.pop(group_id, None)
         if group is not None:
@@ -250,6 +267,10 @@ class StreamsGroupManager:
             group = self.groups[req.group_id] = StreamsGroup(req.group_id)
         member = group.members.get(req.member_id)
         joining = member is None
+        epoch_before, topology_before = group.group_epoch, group.topology
+        target_epoch_before = group.assignment_epoch
+        meta_before = None if member is None else _metadata_of(member)
+        current_before = None if member is None else _current_of(member)
         if member is None:
             if req.member_epoch != 0:
                 raise HeartbeatError(
@@ -323,11 +344,11 @@ class StreamsGroupManager:
                 member.revoking = {}
         self._reconcile(group, member)
         changed = before != (member.member_epoch, member.active, member.standby)
-        self.scheduler.schedule(
-            ("sg-session", group.group_id, member.member_id),
-            self.session_timeout_ms(group.group_id),
-            lambda: self._expire(group.group_id, member.member_id),
-        )
+        self._persist(
+            group, member, epoch_before, topology_before, target_epoch_before, meta_before,
+            current_before,
+        )  # fmt: skip
+        self._arm_session(group.group_id, member.member_id)
         if req.shutdown_application:
             group.status.append((SHUTDOWN_APPLICATION, f"Member {member.member_id} asked the "
                                  "application to shut down."))  # fmt: skip
@@ -344,6 +365,39 @@ class StreamsGroupManager:
             else None,
             create,
         )
+
+    def _persist(
+        self,
+        group: StreamsGroup,
+        member: StreamsMember,
+        epoch_before: int,
+        topology_before: Topology | None,
+        target_epoch_before: int,
+        meta_before: tuple[object, ...] | None,
+        current_before: tuple[object, ...] | None,
+    ) -> None:
+        """The records of what a heartbeat changed, in Kafka's order."""
+        gid = group.group_id
+        records = []
+        if group.topology is not None and group.topology is not topology_before:
+            records.append(srec.topology(gid, group.topology))
+        if _metadata_of(member) != meta_before:
+            records.append(srec.member_metadata(gid, member))
+        if group.group_epoch != epoch_before:
+            records.append(srec.group_metadata(gid, group.group_epoch))
+        if group.assignment_epoch != target_epoch_before:
+            for mid, (active, standby) in sorted(group.target.items()):
+                records.append(srec.target_member(gid, mid, active, standby))
+            records.append(srec.target_metadata(gid, group.assignment_epoch))
+        if _current_of(member) != current_before:
+            records.append(srec.current_assignment(gid, member))
+        self._write(gid, records)
+
+    def _write(self, group_id: str, records: list[srec.Record]) -> None:
+        if self.append is not None and records:
+            error = self.append(group_id, records)
+            if error != ErrorCode.NONE:
+                log.warning("[GroupId %s] records not written: %s", group_id, error.name)
 
     def _configure(self, group: StreamsGroup) -> list[TopicInfo]:
         """Check the topology's topics against the cluster's: sets `partitions` (None while
@@ -495,7 +549,17 @@ class StreamsGroupManager:
         group.target.pop(member_id, None)
         self.scheduler.cancel(("sg-session", group.group_id, member_id))
         group.group_epoch += 1
+        records = srec.member_tombstones(group.group_id, member_id)
+        records.append(srec.group_metadata(group.group_id, group.group_epoch))
+        self._write(group.group_id, records)
         self.rebalances += 1
+
+    def _arm_session(self, group_id: str, member_id: str) -> None:
+        self.scheduler.schedule(
+            ("sg-session", group_id, member_id),
+            self.session_timeout_ms(group_id),
+            lambda: self._expire(group_id, member_id),
+        )
 
     def _expire(self, group_id: str, member_id: str) -> None:
         group = self.groups.get(group_id)
@@ -506,6 +570,59 @@ class StreamsGroupManager:
                 member_id,
             )
             self.remove_member(group, member_id)
+
+    # -- loading (replay of __consumer_offsets) ----------------------------------------------------
+
+    def replay_record(self, key: srec.StreamsKey, value: bytes | None) -> None:
+        """Apply one streams-group record of a loading offsets partition, in log order."""
+        gid = key.group_id
+        if key.kind == srec.GROUP_METADATA and value is None:
+            self.groups.pop(gid, None)
+            return
+        group = self.groups.get(gid)
+        if group is None:
+            if value is None:
+                return
+            group = self.groups[gid] = StreamsGroup(gid)
+        if key.kind == srec.GROUP_METADATA and value is not None:
+            group.group_epoch = srec.read_epoch(value)
+        elif key.kind == srec.TOPOLOGY:
+            group.topology = None if value is None else srec.read_topology(value)
+        elif key.kind == srec.TARGET_METADATA:
+            group.assignment_epoch = 0 if value is None else srec.read_epoch(value)
+        elif key.member_id is None:
+            return
+        elif key.kind == srec.TARGET_MEMBER:
+            if value is None:
+                group.target.pop(key.member_id, None)
+            else:
+                group.target[key.member_id] = srec.read_target(value)
+        elif key.kind == srec.MEMBER_METADATA:
+            if value is None:
+                group.members.pop(key.member_id, None)
+            else:
+                group.members[key.member_id] = srec.read_member(
+                    key.member_id, value, group.members.get(key.member_id)
+                )
+        elif key.kind == srec.CURRENT_ASSIGNMENT and value is not None:
+            member = group.members.setdefault(key.member_id, StreamsMember(key.member_id))
+            srec.read_current(value, member)
+
+    def on_loaded(self, group_ids: set[str]) -> None:
+        """After a partition's replay: every member gets a fresh session (one that does not
+        heartbeat to this coordinator is removed) and the topics are checked again."""
+        for gid in group_ids:
+            group = self.groups.get(gid)
+            if group is None:
+                continue
+            epoch = group.group_epoch
+            self._configure(group)  # the topics as they are now, without a new epoch
+            group.group_epoch = epoch
+            for mid in group.members:
+                self._arm_session(gid, mid)
+            log.info("[GroupId %s] loaded streams group: epoch %d, assignment epoch %d, "
+                     "%d members", gid, group.group_epoch, group.assignment_epoch,
+                     len(group.members))  # fmt: skip
 
     # -- offsets and administration ----------------------------------------------------------------
 
@@ -607,6 +724,18 @@ def _repartition_counts(
                 if n > 0 and counts.get(sink, 0) == 0:
                     counts[sink] = n
     return counts
+
+
+def _metadata_of(m: StreamsMember) -> tuple[object, ...]:
+    return (
+        (m.instance_id, m.rack_id, m.client_id, m.client_host, m.rebalance_timeout_ms),
+        (m.topology_epoch, m.process_id, m.user_endpoint, sorted(m.client_tags.items())),
+    )
+
+
+def _current_of(m: StreamsMember) -> tuple[object, ...]:
+    return (m.member_epoch, m.previous_member_epoch, m.state, _copy(m.active), _copy(m.standby),
+            _copy(m.revoking))  # fmt: skip
 
 
 def _copy(tasks: Tasks) -> Tasks:
