@@ -204,3 +204,22 @@ def test_group_survives_a_reload_from_its_records() -> None:
         assert skey is not None
         gone.replay_record(skey, value)
     assert "app" not in gone.groups
+
+
+def test_a_member_that_does_not_revoke_in_time_is_removed() -> None:
+    m, sched = _manager(_ready())
+    a = _join(m, "a", "p1")
+    assert a.tasks is not None
+    _join(m, "b", "p2")
+    # a is told to give up half its tasks and never confirms: its rebalance timeout fences it
+    a2 = m.heartbeat(sg.StreamsHeartbeatRequest("app", "a", a.member_epoch, active=a.tasks[0]))
+    assert m.groups["app"].members["a"].state == sg.StreamsMemberState.UNREVOKED_TASKS
+    sched.advance(20000)
+    m.heartbeat(sg.StreamsHeartbeatRequest("app", "a", a2.member_epoch, active=a.tasks[0]))
+    assert "a" in m.groups["app"].members  # heartbeats that still own the tasks do not re-arm it
+    sched.advance(10001)
+    assert "a" not in m.groups["app"].members
+    b = m.heartbeat(
+        sg.StreamsHeartbeatRequest("app", "b", m.groups["app"].members["b"].member_epoch)
+    )
+    assert b.error == ErrorCode.NONE

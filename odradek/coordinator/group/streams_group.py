@@ -208,6 +208,8 @@ class StreamsGroupManager:
         self.group_configs: Callable[[str], Mapping[str, str]] = lambda _group_id: {}
         self.groups: dict[str, StreamsGroup] = {}
         self.rebalances = 0
+        # (group, member) -> the member epoch its revocation timer was armed at
+        self._revoking: dict[tuple[str, str], int] = {}
 
     def _group_config(self, group_id: str, name: str, default: int) -> int:
         raw = self.group_configs(group_id).get(f"streams.{name}")
@@ -245,6 +247,7 @@ class StreamsGroupManager:
         if group is not None:
             for member_id in group.members:
                 self.scheduler.cancel(("sg-session", group_id, member_id))
+                self.scheduler.cancel(("sg-rebalance", group_id, member_id))
 
     # -- the heartbeat ---------------------------------------------------------------------------
 
@@ -343,6 +346,7 @@ class StreamsGroupManager:
             if not still:
                 member.revoking = {}
         self._reconcile(group, member)
+        self._arm_revocation(group.group_id, member)
         changed = before != (member.member_epoch, member.active, member.standby)
         self._persist(
             group, member, epoch_before, topology_before, target_epoch_before, meta_before,
@@ -548,6 +552,7 @@ class StreamsGroupManager:
             return
         group.target.pop(member_id, None)
         self.scheduler.cancel(("sg-session", group.group_id, member_id))
+        self.scheduler.cancel(("sg-rebalance", group.group_id, member_id))
         group.group_epoch += 1
         records = srec.member_tombstones(group.group_id, member_id)
         records.append(srec.group_metadata(group.group_id, group.group_epoch))
@@ -560,6 +565,32 @@ class StreamsGroupManager:
             self.session_timeout_ms(group_id),
             lambda: self._expire(group_id, member_id),
         )
+
+    def _arm_revocation(self, group_id: str, member: StreamsMember) -> None:
+        """Kafka's rebalance timeout: a member that has not given up the tasks it must revoke
+        within its rebalance timeout (armed once per epoch) is removed from the group."""
+        key = ("sg-rebalance", group_id, member.member_id)
+        if not member.revoking:
+            self._revoking.pop((group_id, member.member_id), None)
+            self.scheduler.cancel(key)
+            return
+        epoch = member.member_epoch
+        if self._revoking.get((group_id, member.member_id)) == epoch:
+            return
+        self._revoking[(group_id, member.member_id)] = epoch
+
+        def expire() -> None:
+            self._revoking.pop((group_id, member.member_id), None)
+            group = self.groups.get(group_id)
+            current = None if group is None else group.members.get(member.member_id)
+            if group is not None and current is not None and current.revoking:
+                if current.member_epoch == epoch:
+                    log.info("[GroupId %s] Member %s fenced from the streams group because it "
+                             "failed to revoke tasks within its rebalance timeout of %d ms.",
+                             group_id, member.member_id, member.rebalance_timeout_ms)  # fmt: skip
+                    self.remove_member(group, member.member_id)
+
+        self.scheduler.schedule(key, member.rebalance_timeout_ms, expire)
 
     def _expire(self, group_id: str, member_id: str) -> None:
         group = self.groups.get(group_id)
@@ -618,8 +649,9 @@ class StreamsGroupManager:
             epoch = group.group_epoch
             self._configure(group)  # the topics as they are now, without a new epoch
             group.group_epoch = epoch
-            for mid in group.members:
+            for mid, member in group.members.items():
                 self._arm_session(gid, mid)
+                self._arm_revocation(gid, member)
             log.info("[GroupId %s] loaded streams group: epoch %d, assignment epoch %d, "
                      "%d members", gid, group.group_epoch, group.assignment_epoch,
                      len(group.members))  # fmt: skip
