@@ -62,17 +62,17 @@ def join(bootstrap: str, member: str) -> Any:
     )  # fmt: skip
 
 
-def heartbeat(bootstrap: str, member: str, epoch: int) -> Any:
+def heartbeat(bootstrap: str, member: str, epoch: int, version: int = 0) -> Any:
     return call(
-        bootstrap, ApiKey.STREAMS_GROUP_HEARTBEAT, 0, group_id="app", member_id=member,
+        bootstrap, ApiKey.STREAMS_GROUP_HEARTBEAT, version, group_id="app", member_id=member,
         member_epoch=epoch, endpoint_information_epoch=0, shutdown_application=False,
     )  # fmt: skip
 
 
 def describe(bootstrap: str) -> Any:
     resp = call(
-        bootstrap, ApiKey.STREAMS_GROUP_DESCRIBE, 0, group_ids=["app"],
-        include_authorized_operations=False,
+        bootstrap, ApiKey.STREAMS_GROUP_DESCRIBE, 1, group_ids=["app"],
+        include_authorized_operations=False, include_topology_description=False,
     )  # fmt: skip
     return resp.groups[0]
 
@@ -126,6 +126,7 @@ def test_streams_group_topics_tasks_and_restart(tmp_path: Path) -> None:
             time.sleep(0.2)
             g = describe(b.bootstrap)
         assert g.group_state == "Stable" and g.group_epoch == epoch
+        assert g.assignor_name == "sticky"
         assert [m.member_id for m in g.members] == ["m1"]
         member = g.members[0]
         assert member.member_epoch == epoch
@@ -134,5 +135,6 @@ def test_streams_group_topics_tasks_and_restart(tmp_path: Path) -> None:
         ]
         assert g.topology.subtopologies[0].source_topics == ["in"]
         # the member heartbeats on at its epoch after the restart
-        r = heartbeat(b.bootstrap, "m1", epoch)
+        r = heartbeat(b.bootstrap, "m1", epoch, version=1)
         assert r.error_code == 0 and r.member_epoch == epoch, r
+        assert not r.topology_description_required

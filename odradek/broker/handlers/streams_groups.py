@@ -1,13 +1,15 @@
 """KIP-1071 streams groups, answered by the group coordinator's StreamsGroupManager.
 
-StreamsGroupHeartbeat (key 88), v0: joins (epoch 0, with the topology and process id),
+StreamsGroupHeartbeat (key 88), v0-1: joins (epoch 0, with the topology and process id),
 heartbeats, leaves (-1, static -2); the response carries the member epoch, the heartbeat
 interval, the group's status codes and, when they changed or the member (re)joined, its active
-and standby tasks. The internal topics the topology declares and the cluster lacks are created
-here, off the request path (Kafka's group coordinator does it through its
-AutoTopicCreationManager); meanwhile the status says MISSING_INTERNAL_TOPICS.
-StreamsGroupDescribe (key 89), v0: the group epoch, assignment epoch, topology and every member's
-current and target tasks. Both are listed by ApiVersions only while `streams.version` >= 1.
+and standby tasks (v1 makes AcceptableRecoveryLag an int64 and adds KIP-1331's
+TopologyDescriptionRequired, always false here). The internal topics the topology declares and
+the cluster lacks are created here, off the request path (Kafka's group coordinator does it
+through its AutoTopicCreationManager); meanwhile the status says MISSING_INTERNAL_TOPICS.
+StreamsGroupDescribe (key 89), v0-1: the group epoch, assignment epoch, topology and every member's
+current and target tasks; v1 adds the assignor name and KIP-1331's topology description (null:
+odradek does not keep one). Both are listed by ApiVersions only while `streams.version` >= 1.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NOT_REQUESTED = -2147483648  # AuthorizedOperations when the request did not ask for them
+STICKY = "sticky"  # the assignor's name, as Kafka's StickyTaskAssignor
 
 # topics being created per broker, so heartbeats arriving meanwhile do not start them again
 _CREATING: weakref.WeakKeyDictionary[Broker, dict[str, asyncio.Task[None]]] = (
@@ -108,7 +111,7 @@ def _create_internal_topics(broker: Broker, topics: list[sg.TopicInfo]) -> None:
         creating[t.name] = asyncio.get_running_loop().create_task(create())
 
 
-@handles(ApiKey.STREAMS_GROUP_HEARTBEAT, versions=(0, 0))
+@handles(ApiKey.STREAMS_GROUP_HEARTBEAT, versions=(0, 1))
 async def streams_group_heartbeat(
     ctx: RequestContext, req: protocol.StreamsGroupHeartbeatRequest
 ) -> protocol.StreamsGroupHeartbeatResponse:
@@ -123,8 +126,10 @@ async def streams_group_heartbeat(
             member_id=req.member_id or "",
             member_epoch=0,
             heartbeat_interval_ms=0,
+            acceptable_recovery_lag_legacy=0,
             acceptable_recovery_lag=0,
             task_offset_interval_ms=0,
+            topology_description_required=False,
             status=None,
             active_tasks=None,
             standby_tasks=None,
@@ -201,8 +206,10 @@ async def streams_group_heartbeat(
         member_id=result.member_id,
         member_epoch=result.member_epoch,
         heartbeat_interval_ms=result.heartbeat_interval_ms,
-        acceptable_recovery_lag=10000,
+        acceptable_recovery_lag_legacy=10000,  # v0
+        acceptable_recovery_lag=10000,  # v1 (int64)
         task_offset_interval_ms=60000,
+        topology_description_required=False,  # KIP-1331: odradek keeps no description
         status=[Resp.Status(status_code=c, status_detail=d) for c, d in result.status or []],
         active_tasks=active,
         standby_tasks=standby,
@@ -212,7 +219,7 @@ async def streams_group_heartbeat(
     )
 
 
-@handles(ApiKey.STREAMS_GROUP_DESCRIBE, versions=(0, 0))
+@handles(ApiKey.STREAMS_GROUP_DESCRIBE, versions=(0, 1))
 async def streams_group_describe(
     ctx: RequestContext, req: protocol.StreamsGroupDescribeRequest
 ) -> protocol.StreamsGroupDescribeResponse:
@@ -260,7 +267,10 @@ async def streams_group_describe(
                     topology=None,
                     members=[],
                     authorized_operations=NOT_REQUESTED,
-                )  # fmt: skip
+                    topology_description=None,
+                    topology_description_status=0,
+                    assignor_name=None,
+                )
             )
             continue
         topology = None
@@ -325,6 +335,9 @@ async def streams_group_describe(
                 authorized_operations=ctx.authorized_operations_bits(ResourceType.GROUP, group_id)
                 if req.include_authorized_operations
                 else NOT_REQUESTED,
+                topology_description=None,  # KIP-1331 (v1): not kept by odradek
+                topology_description_status=0,
+                assignor_name=STICKY,
             )
         )
     return Resp(throttle_time_ms=0, groups=out)
