@@ -1,9 +1,9 @@
 """Small Java programs using the real kafka-clients jar, compiled once per test session.
 
 Sources live in `compat_tests/java/<Name>.java` (default package, class `Name` with a `main`).
-The classpath is the kafka-clients jar with lz4-java, snappy-java, zstd-jni and slf4j-api from
-the `shigawire-apache-flink-libraries` wheel: scripts/setup.sh writes it to
-`.cache/java-classpath`; without that file it is found in this interpreter's site-packages.
+The classpath is kafka-clients 3.9.1 with lz4-java, snappy-java, zstd-jni and slf4j-api, which
+scripts/setup.sh fetches from Maven Central (reference/kafka-clients-3.9/pom.xml) into
+`.cache/kafka-clients-3.9.1/lib` and lists in `.cache/java-classpath`.
 
     rc, out, err = java.run("Smoke")                 # the session fixture `java`
     rc, out, err = java.run("Produce", broker.bootstrap, topic, "100", timeout=60)
@@ -14,17 +14,15 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import threading
 from collections.abc import Mapping, Sequence
-from importlib.metadata import PackageNotFoundError, files
 from pathlib import Path
 from typing import NamedTuple
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 JAVA_DIR = Path(__file__).resolve().parent / "java"
 CLASSPATH_FILE = REPO_ROOT / ".cache" / "java-classpath"
-WHEEL = "shigawire-apache-flink-libraries"
+MAVEN_LIB = REPO_ROOT / ".cache" / "kafka-clients-3.9.1" / "lib"
 REQUIRED_JARS = ("kafka-clients", "lz4-java", "snappy-java", "zstd-jni")
 OPTIONAL_JARS = ("slf4j-api",)
 # Short-lived client programs on a 2-core machine: fast start-up beats peak throughput.
@@ -56,45 +54,28 @@ def _from_file(path: Path) -> list[Path] | None:
     except OSError:
         return None
     jars = [Path(p) for p in text.split(os.pathsep) if p]
-    names = {jar.stem for jar in jars}
-    if all(jar.is_file() for jar in jars) and all(n in names for n in REQUIRED_JARS):
-        return jars
-    return None
+    return jars if all(jar.is_file() for jar in jars) and _complete(jars) else None
 
 
-def _from_installed_wheel() -> list[Path] | None:
-    try:
-        entries = files(WHEEL) or []
-    except PackageNotFoundError:
-        return None
-    found = {
-        e.stem: Path(str(e.locate())).resolve()
-        for e in entries
-        if e.parent.as_posix() == "pyflink/lib" and e.suffix == ".jar"
-    }
-    if not all(name in found for name in REQUIRED_JARS):
-        return None
-    return [found[name] for name in REQUIRED_JARS + OPTIONAL_JARS if name in found]
+def _complete(jars: Sequence[Path]) -> bool:
+    """Whether every required artifact is there (Maven's `<artifact>-<version>.jar` names)."""
+    return all(any(j.stem.startswith(f"{n}-") for j in jars) for n in REQUIRED_JARS)
 
 
-def _from_sys_path() -> list[Path] | None:
-    for entry in sys.path:
-        lib = Path(entry or ".") / "pyflink" / "lib"
-        if (lib / "kafka-clients.jar").is_file():
-            names = REQUIRED_JARS + OPTIONAL_JARS
-            return [lib / f"{n}.jar" for n in names if (lib / f"{n}.jar").is_file()]
-    return None
+def _from_maven_lib() -> list[Path] | None:
+    jars = sorted(MAVEN_LIB.glob("*.jar")) if MAVEN_LIB.is_dir() else []
+    return jars if _complete(jars) else None
 
 
 def find_classpath() -> list[Path]:
     """The kafka-clients jar and the jars it needs at run time, as paths."""
-    for finder in (lambda: _from_file(CLASSPATH_FILE), _from_installed_wheel, _from_sys_path):
+    for finder in (lambda: _from_file(CLASSPATH_FILE), _from_maven_lib):
         jars = finder()
         if jars:
             return jars
     raise JavaError(
-        f"kafka-clients jar not found: no usable {CLASSPATH_FILE} and {WHEEL} is not "
-        f"installed for {sys.executable}; run `bash scripts/setup.sh`"
+        f"kafka-clients jar not found: no usable {CLASSPATH_FILE} or {MAVEN_LIB}; "
+        "run `bash scripts/setup.sh`"
     )
 
 

@@ -32,7 +32,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 GO_DIR = Path(__file__).resolve().parent / "go"
 JS_DIR = Path(__file__).resolve().parent / "js"
 CACHE = REPO_ROOT / ".cache"
-GO_BINARY = CACHE / "go" / "bin" / "odradek-compat"
+# ODRADEK_GO_BINARY builds and runs the program elsewhere (a worktree sharing .cache/go).
+GO_BINARY = Path(os.environ.get("ODRADEK_GO_BINARY") or CACHE / "go" / "bin" / "odradek-compat")
 NODE_MODULES = CACHE / "js" / "node_modules"
 GO_CANDIDATES = ("go", "/usr/local/go/bin/go", "/usr/lib/go/bin/go")
 

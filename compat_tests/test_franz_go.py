@@ -11,8 +11,17 @@ checks here (and in polyglot_checks.py) decide whether it is right:
   input's end.
 - group: two members of one group, classic (cooperative-sticky, range) and KIP-848 (the
   broker assigns); the partitions are split and every record is read.
+- share: two members of a KIP-932 share group (kgo.ShareGroup) with
+  share.auto.offset.reset=earliest set as a GROUP config; every record accepted exactly once,
+  a released record delivered again with delivery count 2; DescribeShareGroups/ListGroups.
 - admin: kadm topics, partitions, configs (incremental alter, a bad value), offsets, groups.
-- acl: on a SASL_SSL PLAIN listener with StandardAuthorizer, a user without ACLs is denied
+- admin_ops: kadm client quotas (alter, describe, remove, an unknown key), DescribeProducers,
+  DescribeTransactions and ListTransactions around an open and a committed transaction,
+  DescribeLogDirs and AlterReplicaLogDirs to an unknown dir; on the three-broker cluster a
+  partition reassignment (AlterPartitionAssignments, ListPartitionReassignments).
+- tls: every record back over an SSL listener (no SASL), the broker's CA trusted.
+- acl: on a SASL_SSL listener (PLAIN, SCRAM-SHA-512, OAUTHBEARER with unsecured JWS tokens as
+  Kafka's default validator takes them) with StandardAuthorizer, a user without ACLs is denied
   produce and CreateTopics as Kafka answers them; after CreateACLs the produce succeeds.
 """
 
@@ -25,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from compat_tests.harness import BrokerProcess, unique_name
+from compat_tests.harness import HOST, BrokerProcess, free_port, unique_name
 from compat_tests.polyglot_checks import (
     CODECS,
     check_records,
@@ -42,6 +51,7 @@ pytestmark = pytest.mark.compat
 PARTITIONS = 3
 COUNT = 45
 CASES = [(codec, "all") for codec in CODECS] + [("gzip", "1"), ("lz4", "0")]
+SHARE_COUNT = 30
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
@@ -169,6 +179,40 @@ def test_consumer_group_split(
     assert out["group_type"] == protocol  # ListGroups: "classic" or "consumer" (KIP-848)
 
 
+def run_share(go: GoPrograms, bootstrap: str, name: str) -> dict[str, Any]:
+    base_ts = int(time.time() * 1000) - 60_000
+    spec = {
+        "brokers": [bootstrap],
+        "topic": name,
+        "group": f"{name}-share",
+        "count": SHARE_COUNT,
+        "partitions": PARTITIONS,
+        "base_ts": base_ts,
+    }
+    out = go.run("franz", "share", spec, timeout=90)
+    out["base_ts"] = base_ts
+    return out
+
+
+def check_share(out: dict[str, Any]) -> None:
+    accepted = out["a_accepted"] + out["b_accepted"]
+    accepted.sort(key=lambda r: (r["p"], r["o"]))
+    check_records(accepted, "share", SHARE_COUNT, PARTITIONS, out["base_ts"])
+    ((released,),) = [out["a_released"]]
+    assert [released["p"], released["o"]] in [[r["p"], r["o"]] for r in accepted]
+    assert 2 in out["a_redelivered"] + out["b_redelivered"], "the released record came back"
+    assert out["described_err"] == ""
+    assert out["members"] == 2
+    assert out["state"] == "Stable"
+    assert out["listed_as_share"] is True
+
+
+def test_share_group_consumption(
+    go_clients: GoPrograms, broker: BrokerProcess, topic_name: str
+) -> None:
+    check_share(run_share(go_clients, broker.bootstrap, topic_name))
+
+
 def test_kadm_admin(go_clients: GoPrograms, broker: BrokerProcess, topic_name: str) -> None:
     out = go_clients.run(
         "franz", "admin", {"brokers": [broker.bootstrap], "topic": topic_name, "group": topic_name}
@@ -192,7 +236,55 @@ def test_kadm_admin(go_clients: GoPrograms, broker: BrokerProcess, topic_name: s
     assert out["delete_missing"] == "UNKNOWN_TOPIC_OR_PARTITION"
 
 
-@pytest.fixture(params=["PLAIN", "SCRAM-SHA-512"])
+def run_admin_ops(go: GoPrograms, bootstrap: str, name: str) -> dict[str, Any]:
+    spec = {
+        "brokers": [bootstrap],
+        "topic": name,
+        "txn_id": f"{name}-txn",
+        "count": 6,
+        "partitions": PARTITIONS,
+        "base_ts": int(time.time() * 1000),
+    }
+    return go.run("franz", "admin_ops", spec)
+
+
+def check_admin_ops(out: dict[str, Any], name: str) -> None:
+    user, client = f"user={name}-user", f"client-id={name}-client"
+    assert out["quota_alter"] == ""
+    assert out["quotas"] == {
+        f"{client};{user};producer_byte_rate": 1024,
+        f"{user};consumer_byte_rate": 2048,
+    }
+    assert out["quota_remove"] == ""
+    assert out["quotas_after"] == {f"{user};consumer_byte_rate": 2048}
+    assert out["quota_bad_key"] == "INVALID_REQUEST"
+    opened, committed = out["txn_open"], out["txn_committed"]
+    assert (opened["state"], opened["partitions"], opened["err"]) == ("Ongoing", [0, 1, 2], "")
+    assert out["listed_ongoing"] is True
+    assert (committed["state"], committed["partitions"]) == ("CompleteCommit", [])
+    assert out["listed_ongoing_after"] is False
+    pid = opened["pid"]
+    # two records per partition (sequences 0, 1), the transaction opened at offset 0
+    want = [{"p": p, "pid": pid, "epoch": 0, "last_seq": 1, "txn_start": 0} for p in range(3)]
+    assert out["producers_open"] == want
+    if out["transaction_version"] >= 2:
+        # KIP-890 part 2: every EndTxn bumps the epoch and the marker carries the new one,
+        # which restarts the producer's sequences
+        done = [{**w, "epoch": 1, "last_seq": -1, "txn_start": -1} for w in want]
+    else:
+        done = [{**w, "txn_start": -1} for w in want]
+    assert out["producers_committed"] == done
+    assert out["log_dirs"] >= 1
+    assert sorted(out["log_dir_sizes"]) == ["0", "1", "2"]
+    assert all(size > 0 for size in out["log_dir_sizes"].values())
+    assert out["move_unknown_dir"] == "LOG_DIR_NOT_FOUND"
+
+
+def test_kadm_admin_ops(go_clients: GoPrograms, broker: BrokerProcess, topic_name: str) -> None:
+    check_admin_ops(run_admin_ops(go_clients, broker.bootstrap, topic_name), topic_name)
+
+
+@pytest.fixture(params=["PLAIN", "SCRAM-SHA-512", "OAUTHBEARER"])
 def sasl_ssl_broker(
     request: pytest.FixtureRequest, fresh_broker: Callable[..., BrokerProcess], tmp_path: Path
 ) -> tuple[BrokerProcess, Security]:
@@ -215,6 +307,29 @@ def test_acl_denial_as_kafka_answers(
     assert out["produce_allowed"] == ""
 
 
+def test_tls_without_sasl(
+    go_clients: GoPrograms, fresh_broker: Callable[..., BrokerProcess], tmp_path: Path
+) -> None:
+    sec = Security("ssl", directory=str(tmp_path / "security"))
+    assert sec.tls is not None
+    port = free_port()
+    settings = {**sec.broker_config(), "listeners": sec.listeners(HOST, {sec.listener: port})}
+    broker = fresh_broker(settings, port=port)
+    base_ts = int(time.time() * 1000)
+    name = unique_name("franz-tls")
+    spec = {
+        "brokers": [broker.bootstrap],
+        "ca_file": sec.tls.ca,
+        "cases": [{"codec": "zstd", "acks": "all", "topic": name}],
+        "count": COUNT,
+        "partitions": PARTITIONS,
+        "base_ts": base_ts,
+    }
+    out = go_clients.run("franz", "produce", spec)
+    out["base_ts"] = base_ts
+    check_produce_case(out, "zstd", "all")
+
+
 @pytest.mark.cluster
 def test_three_broker_cluster(go_clients: GoPrograms, tmp_path: Path) -> None:
     """Replication factor 3 topics on `odradek cluster --brokers 3`: every codec at acks=all
@@ -231,6 +346,18 @@ def test_three_broker_cluster(go_clients: GoPrograms, tmp_path: Path) -> None:
         check_txn(run_txn(go_clients, proc.bootstrap, f"{name}-txn", replicas=3))
         out = run_group(go_clients, proc.bootstrap, f"{name}-g", "consumer", "range", replicas=3)
         check_group(out)
+        base_ts = int(time.time() * 1000)
+        spec = {
+            "brokers": [proc.bootstrap],
+            "topic": f"{name}-move",
+            "count": 20,
+            "base_ts": base_ts,
+        }
+        moved = go_clients.run("franz", "reassign", spec)
+        assert moved["brokers"] == 3 and moved["alter"] == ""
+        assert moved["after"] == sorted(moved["target"]) == moved["isr_after"]
+        assert moved["after"] != moved["before"]
+        check_records(moved["records"], "move", 20, 1, base_ts)
     finally:
         status = proc.stop()
     assert status == 0, proc.log_tail()

@@ -12,7 +12,8 @@ sarama.MinVersion, 0.8.2, would send) and "max" (sarama.MaxVersion):
 - txn: an aborted transaction, then a committed one with AddOffsetsToTxn; read_committed and
   read_uncommitted consumers.
 - admin: ClusterAdmin topics, partitions, configs (incremental alter), and the offset manager.
-- sasl: SASL_SSL with PLAIN, and a wrong password refused.
+- sasl: SASL_SSL with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 (sarama's framing around a
+  SCRAMClient; sarama.go wraps franz-go's SCRAM exchange), and a wrong password refused.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import pytest
 from compat_tests.harness import BrokerProcess, unique_name
 from compat_tests.polyglot_checks import CODECS, check_records, sasl_spec
 from compat_tests.polyglot_harness import GoPrograms, start_sasl_ssl_broker
+from compat_tests.test_cluster import ClusterProcess
 from odradek.testing.security import Security
 
 pytestmark = pytest.mark.compat
@@ -37,10 +39,18 @@ CASES = [(codec, "all") for codec in CODECS] + [("gzip", "1"), ("lz4", "async")]
 VERSIONS = ["min", "max"]
 
 
-def run_produce(go: GoPrograms, bootstrap: str, prefix: str, version: str) -> dict[str, Any]:
+def run_produce(
+    go: GoPrograms,
+    bootstrap: str,
+    prefix: str,
+    version: str,
+    which: list[tuple[str, str]] | None = None,
+    replicas: int = 1,
+) -> dict[str, Any]:
     base_ts = int(time.time() * 1000) - 3_600_000
-    cases = [{"codec": c, "acks": a, "topic": f"{prefix}-{c}-{a}"} for c, a in CASES]
+    cases = [{"codec": c, "acks": a, "topic": f"{prefix}-{c}-{a}"} for c, a in which or CASES]
     spec = {
+        "replicas": replicas,
         "brokers": [bootstrap],
         "cases": cases,
         "count": COUNT,
@@ -63,8 +73,11 @@ def check_produce_case(run: dict[str, Any], codec: str, acks: str) -> None:
     check_records(case["records"], f"{codec}-{acks}", COUNT, PARTITIONS, run["base_ts"])
 
 
-def run_group(go: GoPrograms, bootstrap: str, name: str, balancer: str, version: str) -> Any:
+def run_group(
+    go: GoPrograms, bootstrap: str, name: str, balancer: str, version: str, replicas: int = 1
+) -> Any:
     spec = {
+        "replicas": replicas,
         "brokers": [bootstrap],
         "topic": name,
         "group": f"{name}-g",
@@ -85,8 +98,11 @@ def check_group(out: dict[str, Any], count: int = 40, partitions: int = 4) -> No
     assert out["committed"] == per_partition
 
 
-def run_txn(go: GoPrograms, bootstrap: str, name: str, version: str) -> dict[str, Any]:
+def run_txn(
+    go: GoPrograms, bootstrap: str, name: str, version: str, replicas: int = 1
+) -> dict[str, Any]:
     spec = {
+        "replicas": replicas,
         "brokers": [bootstrap],
         "output": f"{name}-out",
         "group": f"{name}-g",
@@ -159,14 +175,14 @@ def test_cluster_admin_and_offset_manager(
     assert out["delete_missing"] == "3"  # UNKNOWN_TOPIC_OR_PARTITION
 
 
-@pytest.fixture(params=["PLAIN"])
+@pytest.fixture(params=["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
 def sasl_ssl_broker(
     request: pytest.FixtureRequest, fresh_broker: Callable[..., BrokerProcess], tmp_path: Path
 ) -> tuple[BrokerProcess, Security]:
     return start_sasl_ssl_broker(fresh_broker, tmp_path / "security", request.param, None)
 
 
-def test_sasl_plain_over_tls(
+def test_sasl_over_tls(
     go_clients: GoPrograms, sasl_ssl_broker: tuple[BrokerProcess, Security], topic_name: str
 ) -> None:
     broker, sec = sasl_ssl_broker
@@ -174,3 +190,22 @@ def test_sasl_plain_over_tls(
     out = go_clients.run("sarama", "sasl", spec)
     assert [bytes.fromhex(r["value"]) for r in out["records"]] == [b"over-sasl"]
     assert out["wrong_password"] == "SASL_AUTHENTICATION_FAILED"
+
+
+@pytest.mark.cluster
+def test_three_broker_cluster(go_clients: GoPrograms, tmp_path: Path) -> None:
+    """Replication factor 3 topics on `odradek cluster --brokers 3` at sarama's highest
+    version: the sync and async producers, a sticky group split, a transaction."""
+    proc = ClusterProcess(tmp_path, 3)
+    proc.start()
+    try:
+        name = unique_name("sarama-cluster")
+        cases = [("zstd", "all"), ("gzip", "1"), ("lz4", "async")]
+        produced = run_produce(go_clients, proc.bootstrap, name, "max", cases, replicas=3)
+        for codec, acks in cases:
+            check_produce_case(produced, codec, acks)
+        check_group(run_group(go_clients, proc.bootstrap, f"{name}-g", "sticky", "max", 3))
+        check_txn(run_txn(go_clients, proc.bootstrap, f"{name}-txn", "max", replicas=3))
+    finally:
+        status = proc.stop()
+    assert status == 0, proc.log_tail()

@@ -448,3 +448,39 @@ def test_a_topic_written_to_zookeeper_by_kafkas_tools_is_served(cluster, zookeep
         producer.produce(topic, b"legacy-%d" % i, partition=0)
     assert producer.flush(WAIT_S) == 0
     assert consume_all(cluster.bootstrap, topic, 10) == [b"legacy-%d" % i for i in range(10)]
+
+
+def test_transactions_v2_finalized_across_the_processes(cluster, tmp_path: Path) -> None:
+    """transaction.version lives in ZooKeeper's /feature node: every broker reports level 2, a
+    downgrade through one broker reaches the others, an upgrade through another brings v2 back;
+    then the kafka-clients 4.4.0 producer (compat_tests/java4/TxnV2.java) runs transactions v2
+    with its partitions and its coordinator on different processes."""
+    from compat_tests.java_harness import JavaPrograms, kafka_lib_classpath
+    from compat_tests.reference.test_transactions_v2 import check_outcome, epochs_of
+    from compat_tests.test_transactions_v2_cluster import finalized, update_transaction_version
+
+    addresses = [p.bootstrap for p in cluster.brokers]
+
+    def levels() -> list[dict[str, int]]:
+        return [finalized(a)[0] for a in addresses]
+
+    v2 = {"group.version": 1, "transaction.version": 2}
+    assert levels() == [v2] * 3
+    assert update_transaction_version(addresses[2], 0) == 0
+    cluster.wait_until(lambda: levels() == [{"group.version": 1}] * 3)
+    assert update_transaction_version(addresses[0], 2) == 0
+    cluster.wait_until(lambda: levels() == [v2] * 3)
+    assert len({finalized(a)[1] for a in addresses}) == 1  # one epoch everywhere
+
+    java4 = JavaPrograms(
+        tmp_path / "java4", kafka_lib_classpath("4.4.0"), source_dir=Path(__file__).parent / "java4"
+    )
+    name = unique_name("tv2zk")
+    result = java4.run("TxnV2", cluster.bootstrap, name, name, f"{name}-g", timeout=240)
+    explain = f"stdout:\n{result.stdout}\nstderr:\n{result.stderr[-6000:]}"
+    lines = result.stdout.splitlines()
+    assert result.returncode == 0 and lines[-1:] == ["DONE"], explain
+    assert "FEATURE transaction.version 2" in lines, explain
+    epochs = [epoch for epoch, _state in epochs_of(lines).values()]
+    assert epochs == [epochs[0] + i for i in range(4)], explain
+    check_outcome(lines, explain)

@@ -10,12 +10,12 @@
 #                             kcat, java/javac, zookeeper and librdkafka-dev from Debian (only
 #                             when missing), bench/native/build/odradek_perf (the C bench
 #                             driver, compiled when missing or older than its source),
-#                             the `pipelines` extra (pyspark, apache-flink: about 75 s and 1.3 GB
-#                             on a cold pip cache; ODRADEK_PIPELINES=0 leaves it out and the
-#                             Spark and Flink tests report themselves as skipped),
-#                             .cache/java-classpath (the Java kafka-clients jar and its
-#                             compression jars, ':'-separated, from the
-#                             shigawire-apache-flink-libraries wheel),
+#                             the `pipelines` extra (pyspark, apache-flink: about 80 s and 1.3 GB
+#                             on a cold pip cache) with Spark's and Flink's Kafka connectors
+#                             from Maven Central into .cache/m2 (ODRADEK_PIPELINES=0 leaves them
+#                             out and the Spark and Flink tests report themselves as skipped),
+#                             .cache/java-classpath (the Java kafka-clients 3.9.1 and its
+#                             compression jars, ':'-separated, from Maven Central),
 #                             .cache/kafka-4.4.0 and .cache/kafka-3.9.2 (Apache Kafka's
 #                             jars from Maven Central, sha256-pinned: the reference broker
 #                             of compat_tests/reference/)
@@ -210,8 +210,8 @@ fi
 
 # --- BEGIN pipelines extra (issue 5: spark_examples/, PyFlink) ---------------------------
 # [4] pyspark and apache-flink for spark_examples/ and its tests: `pip install -e '.[pipelines]'`.
-# About 75 s and 1.3 GB in .venv on a cold pip cache (two large sdists: pyspark and
-# apache-flink-libraries); a no-op afterwards. ODRADEK_PIPELINES=0 leaves it out (make test
+# About 80 s and 1.3 GB in .venv on a cold pip cache (pyspark's 450 MB sdist and the 313 MB
+# apache-flink-libraries wheel); a no-op afterwards. ODRADEK_PIPELINES=0 leaves it out (make test
 # ODRADEK_PIPELINES=0): the Spark and Flink tests then report themselves as skipped.
 PIPELINES_STAMP=$VENV/.odradek-pipelines-stamp
 if [ "$PIPELINES" != 0 ]; then
@@ -219,69 +219,78 @@ if [ "$PIPELINES" != 0 ]; then
         | sha256sum | cut -d' ' -f1)
     if [ "$want_pipelines" != "$(cat "$PIPELINES_STAMP" 2>/dev/null || true)" ] \
         || [ ! -f "$VENV/bin/pyspark" ]; then
-        step 4 "pip install -e '.[test,pipelines]' (pyspark, apache-flink: about 75 s and" \
+        step 4 "pip install -e '.[test,pipelines]' (pyspark, apache-flink: about 80 s and" \
             "1.3 GB on a cold cache; ODRADEK_PIPELINES=0 skips it)"
+        # shigawire-apache-flink-libraries (the test extra until Flink 2.2) put Flink 2.0 jars
+        # into pyflink/lib, where they would clash with apache-flink 2.2's: pip keeps it otherwise
+        if "$VENV/bin/python" -m pip show -q shigawire-apache-flink-libraries >/dev/null 2>&1; then
+            "$VENV/bin/python" -m pip uninstall -y -q shigawire-apache-flink-libraries
+        fi
         pip_install -e ".[test,pipelines]"
         echo "$want_pipelines" >"$PIPELINES_STAMP"
     fi
 fi
 # --- END pipelines extra -------------------------------------------------------------------
 
-# --- [5] Java client classpath -----------------------------------------------------------------
-classpath_ok() {
-    [ -s "$CLASSPATH_FILE" ] || return 1
-    local cp jar
-    cp=$(cat "$CLASSPATH_FILE")
-    IFS=: read -r -a jars <<<"$cp"
-    for jar in "${jars[@]}"; do
-        [ -f "$jar" ] || return 1
-    done
+# --- [5] Java client classpath and [6] the Spark and Flink Kafka connectors, from Maven ----------
+# maven_jars POM_DIR NAME: the runtime jars of POM_DIR/pom.xml from Maven Central into
+# .cache/NAME/lib (Maven's repository in .cache/m2), each checked against POM_DIR/jars.sha256
+# (copied beside them as SHA256SUMS) and .cache/NAME/classpath written; a no-op while the stamp
+# matches the pom, the hash list and the jars present.
+maven_jars() {
+    local dir=$ROOT/$1 dest=$CACHE/$2 want_mvn
+    want_mvn=$(cat "$dir/pom.xml" "$dir/jars.sha256" | sha256sum | cut -d' ' -f1)
+    if [ "$want_mvn" = "$(cat "$dest/.stamp" 2>/dev/null || true)" ] && [ -s "$dest/classpath" ] \
+        && (cd "$dest/lib" 2>/dev/null && cut -d' ' -f3 SHA256SUMS | xargs ls >/dev/null 2>&1); then
+        return 0
+    fi
+    step "$3" "fetch $2 ($1/pom.xml) from Maven Central into .cache/$2"
+    rm -rf "$dest"
+    if ! mvn -B -q -C -f "$dir/pom.xml" -Dmaven.repo.local="$CACHE/m2" \
+        dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$dest/lib" \
+        >"$CACHE/mvn-$2.log" 2>&1; then
+        say "mvn could not fetch $2: its output is in .cache/mvn-$2.log" >&2
+        exit 1
+    fi
+    if ! (cd "$dest/lib" && sha256sum --quiet --strict -c "$dir/jars.sha256") \
+        || [ "$(find "$dest/lib" -name '*.jar' | wc -l)" != "$(wc -l <"$dir/jars.sha256")" ]; then
+        say "$2's jars differ from $1/jars.sha256" >&2
+        exit 1
+    fi
+    cp "$dir/jars.sha256" "$dest/lib/SHA256SUMS"
+    cut -d' ' -f3 "$dir/jars.sha256" | sed "s|^|$dest/lib/|" | paste -sd: >"$dest/classpath"
+    echo "$want_mvn" >"$dest/.stamp"
 }
-if ! classpath_ok; then
-    step 5 "write .cache/java-classpath (kafka-clients 3.9.1 and its compression jars)"
-    "$VENV/bin/python" - "$CLASSPATH_FILE" <<'PY'
-"""Write the kafka-clients classpath found in the installed shigawire wheel."""
-import sys
-from importlib.metadata import PackageNotFoundError, files
+# [5] kafka-clients 3.9.1 with its compression jars and slf4j-api: compat_tests/java_harness.py
+maven_jars reference/kafka-clients-3.9 kafka-clients-3.9.1 5
+cmp -s "$CACHE/kafka-clients-3.9.1/classpath" "$CLASSPATH_FILE" \
+    || cp "$CACHE/kafka-clients-3.9.1/classpath" "$CLASSPATH_FILE"
 
-WANTED = ("kafka-clients", "lz4-java", "snappy-java", "zstd-jni", "slf4j-api")
-REQUIRED = ("kafka-clients", "lz4-java", "snappy-java", "zstd-jni")
-try:
-    entries = files("shigawire-apache-flink-libraries") or []
-except PackageNotFoundError:
-    sys.exit("setup: shigawire-apache-flink-libraries is not installed in .venv")
-found = {}
-for entry in entries:
-    if entry.parent.as_posix() == "pyflink/lib" and entry.suffix == ".jar":
-        found[entry.stem] = str(entry.locate().resolve())
-missing = [name for name in REQUIRED if name not in found]
-if missing:
-    sys.exit(f"setup: jars missing from shigawire-apache-flink-libraries: {missing}")
-with open(sys.argv[1], "w", encoding="utf-8") as f:
-    f.write(":".join(found[name] for name in WANTED if name in found) + "\n")
-PY
-fi
-
-# --- [6] Spark's Kafka connector jars ------------------------------------------------------
-# ../shared/sparkjars beside the checkout (CI has ../shared next to the clone): the Spark tests
-# use it as ODRADEK_SPARK_JARS (spark_examples/tests/conftest.py) and check the jars against
-# the hashes listed there; elsewhere they skip unless ODRADEK_SPARK_JARS or
-# ODRADEK_SPARK_ONLINE=1 (Maven coordinates) says where the jars come from.
+# [6] Spark's connector (spark-sql-kafka-0-10 of the pinned pyspark; the Spark tests resolve its
+# coordinates from .cache/m2 through Spark's Ivy, offline, and .cache/spark-kafka-*/lib is an
+# ODRADEK_SPARK_JARS directory) and Flink's (flink-connector-kafka with kafka-clients 4.x, given
+# to Flink as pipeline.jars): about 60 MB and 20 s on a cold cache.
+# ../shared/sparkjars beside the checkout (CI) is used only when its connector fits the pinned
+# pyspark (checked against the hashes listed there); otherwise it is left aside, not an error.
 spark_jars=none
-if [ "$PIPELINES" != 0 ] && [ -z "${ODRADEK_SPARK_JARS:-}" ] && [ -d "$ROOT/../shared/sparkjars" ]; then
-    if [ ! -f "$VENV/.odradek-sparkjars-checked" ]; then
-        step 6 "check ../shared/sparkjars (Spark's Kafka connector, sha256 as listed there)"
+if [ "$PIPELINES" != 0 ]; then
+    maven_jars spark_examples/maven/spark-4.2 spark-kafka-4.2.0 6
+    maven_jars spark_examples/maven/flink-2.2 flink-kafka-5.0.0-2.2 6
+    spark_jars=".cache/m2 (spark.jars.packages)"
+    if [ -z "${ODRADEK_SPARK_JARS:-}" ] && [ -d "$ROOT/../shared/sparkjars" ] \
+        && ! cmp -s "$PIPELINES_STAMP" "$VENV/.odradek-sparkjars-checked"; then
+        cp "$PIPELINES_STAMP" "$VENV/.odradek-sparkjars-checked"
         "$VENV/bin/python" -c 'import sys
 from pathlib import Path
 from spark_examples import session
 try:
     jars = session.jars_from_dir(Path(sys.argv[1]).resolve())
 except session.ConnectorJarsError as exc:
-    sys.exit(f"setup: {exc}")
-print("setup: Spark tests use " + ", ".join(j.name for j in jars))' "$ROOT/../shared/sparkjars"
-        touch "$VENV/.odradek-sparkjars-checked"
+    print(f"setup: ../shared/sparkjars left aside (pyspark {session.spark_version()}): {exc}")
+else:
+    print("setup: ../shared/sparkjars fits: " + ", ".join(j.name for j in jars))' \
+            "$ROOT/../shared/sparkjars"
     fi
-    spark_jars=../shared/sparkjars
 fi
 
 # --- BEGIN reference Kafka (compat_tests/reference/: Apache Kafka itself as the oracle) ------
@@ -416,5 +425,5 @@ sys.exit(not (BINARY.exists() and BINARY.stat().st_mtime >= SOURCE.stat().st_mti
 fi
 
 say "ready (.venv with the test extra$([ "$PIPELINES" != 0 ] && echo ' and pipelines'), kcat, java," \
-    "zookeeper, .cache/java-classpath, reference Kafka 4.4.0 and 3.9.2, Spark connector jars:" \
+    "zookeeper, .cache/java-classpath, reference Kafka 4.4.0 and 3.9.2, Spark connector:" \
     "$spark_jars)"

@@ -12,20 +12,54 @@ By default the source is bounded (`scan.bounded.mode=latest-offset`): the job re
 the topic when it starts, closes every window at the end of input and exits. `--unbounded`
 keeps it running on new records until interrupted.
 
-Jars: the `apache-flink` 2.0.0 wheel brings Flink itself (pyflink/lib/flink-dist-2.0.0.jar and
-the table planner); `shigawire-apache-flink-libraries` 2.0.0.post1 adds flink-connector-kafka
-4.0.1-2.0 and kafka-clients 3.9.1 to the same pyflink/lib directory, which PyFlink puts on
-the classpath. Nothing is downloaded at run time.
+Jars: the `apache-flink` 2.2.1 wheel brings Flink itself (pyflink/lib/flink-dist-2.2.1.jar and
+the table planner) but not the Kafka connector. As a Flink user adds it, the job gives Flink the
+connector's jars from Maven Central as `pipeline.jars`: `org.apache.flink:flink-connector-kafka:
+5.0.0-2.2` (the release for Flink 2.2) with what it depends on (kafka-clients 4.2.0, ...), which
+scripts/setup.sh fetches into .cache/flink-kafka-5.0.0-2.2/lib (spark_examples/maven/flink-2.2/
+pom.xml). `--jars DIR` or `ODRADEK_FLINK_JARS=DIR` names another directory of them. Nothing is
+downloaded at run time.
 """
 
 from __future__ import annotations
 
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
-from spark_examples.session import base_parser
+from spark_examples.session import ConnectorJarsError, base_parser, run_main
 
 JOB_TIMEOUT_S = 240
+JARS_ENV = "ODRADEK_FLINK_JARS"
+CONNECTOR = "flink-connector-kafka"
+CONNECTOR_VERSION = "5.0.0-2.2"
+# Where scripts/setup.sh puts the connector and its dependencies (spark_examples/maven/flink-2.2)
+DEFAULT_JARS_DIR = (
+    Path(__file__).resolve().parents[1] / ".cache" / f"flink-kafka-{CONNECTOR_VERSION}" / "lib"
+)
+
+
+def connector_jars(
+    directory: str | None = None, env: Mapping[str, str] | None = None
+) -> list[Path]:
+    """The jars of `directory` (else $ODRADEK_FLINK_JARS, else setup.sh's Maven-fetched set):
+    flink-connector-kafka and kafka-clients must be there; ConnectorJarsError says what lacks."""
+    env = os.environ if env is None else env
+    where = Path(directory or env.get(JARS_ENV) or DEFAULT_JARS_DIR)
+    jars = sorted(where.glob("*.jar")) if where.is_dir() else []
+    missing = [
+        name
+        for name in (CONNECTOR, "kafka-clients")
+        if not any(j.name.startswith(f"{name}-") for j in jars)
+    ]
+    if missing:
+        raise ConnectorJarsError(
+            f"Flink's Kafka connector jars are missing from {where} ({', '.join(missing)}): run "
+            f"scripts/setup.sh (Maven: org.apache.flink:{CONNECTOR}:{CONNECTOR_VERSION}), or "
+            f"set {JARS_ENV} to a directory with them"
+        )
+    return jars
 
 
 def _quote(value: str) -> str:
@@ -85,12 +119,16 @@ def run(
     *,
     bounded: bool = True,
     timeout_s: float | None = JOB_TIMEOUT_S,
+    jars: Sequence[Path] = (),
 ) -> None:
     """Submit the job to a local Flink mini-cluster and wait for it (bounded: until it ends)."""
     from pyflink.table import EnvironmentSettings, TableEnvironment
 
+    jars = list(jars) or connector_jars()
     env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
     config = env.get_config()
+    # pipeline.jars: file URLs, `;`-separated, as Flink's docs have PyFlink users add connectors
+    config.set("pipeline.jars", ";".join(j.resolve().as_uri() for j in jars))
     config.set("parallelism.default", "1")
     config.set("table.local-time-zone", "UTC")
     config.set("pipeline.name", f"odradek page views {source_topic} -> {sink_topic}")
@@ -118,17 +156,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--source", default="page-views", help="input topic")
     parser.add_argument("--sink", default="flink-views-per-minute", help="output topic")
     parser.add_argument("--unbounded", action="store_true", help="keep running on new records")
+    parser.add_argument(
+        "--jars",
+        help=f"directory with {CONNECTOR} and kafka-clients (default: ${JARS_ENV} or "
+        "what scripts/setup.sh fetched from Maven Central)",
+    )
     args = parser.parse_args(argv)
+    jars = connector_jars(args.jars)
     run(
         args.bootstrap,
         args.source,
         args.sink,
         bounded=not args.unbounded,
         timeout_s=None if args.unbounded else JOB_TIMEOUT_S,
+        jars=jars,
     )
     print(f"flink job done: {args.source} -> {args.sink}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(lambda: main()))

@@ -4,16 +4,16 @@ Spark's Kafka source and sink (`spark-sql-kafka-0-10`, Spark's stock "kafka" for
 the pyspark wheel. They come from one of two places, in this order:
 
 1. `ODRADEK_SPARK_JARS=/some/dir` (offline): the jars in that directory, given to Spark as
-   `spark.jars`. It must hold, for pyspark 4.0.x with Scala 2.13 (versions as in Spark's POM;
+   `spark.jars`. It must hold, for pyspark 4.2.x with Scala 2.13 (versions as in Spark's POM;
    the connector may be any patch release of the installed pyspark's minor line, the exact
-   one preferred: Spark keeps a minor line's patch releases compatible, and the 4.0.0
-   connector runs on pyspark 4.0.5):
+   one preferred: Spark keeps a minor line's patch releases compatible):
 
-       spark-sql-kafka-0-10_2.13-<spark 4.0.x>.jar
-       spark-token-provider-kafka-0-10_2.13-<spark 4.0.x>.jar
-       kafka-clients-3.9.x.jar      (optional: else the kafka-clients 3.9.1 jar shipped in
-                                     shigawire-apache-flink-libraries, a test dependency)
-       commons-pool2-2.12.x.jar
+       spark-sql-kafka-0-10_2.13-<spark 4.2.x>.jar
+       spark-token-provider-kafka-0-10_2.13-<spark 4.2.x>.jar
+       kafka-clients-3.9.x.jar
+       commons-pool2-2.13.x.jar     (2.12.x for pyspark 4.0)
+
+   scripts/setup.sh makes one from Maven Central: .cache/spark-kafka-<spark>/lib.
 
    lz4-java, snappy-java, zstd-jni and slf4j, which kafka-clients needs, are already in pyspark.
    When the directory has a `SHA256SUMS` file (`sha256sum` format) or a README.md with a
@@ -22,17 +22,21 @@ the pyspark wheel. They come from one of two places, in this order:
    (`org.apache.spark:spark-sql-kafka-0-10_2.13:<spark version>`); Spark's Ivy fetches it and
    its dependencies above from Maven Central, or from the repositories listed in
    `ODRADEK_SPARK_REPOSITORIES` (comma-separated URLs, passed as `spark.jars.repositories`).
+   `ODRADEK_SPARK_IVY` sets Ivy's directory (`spark.jars.ivy`), `ODRADEK_SPARK_IVY_SETTINGS`
+   an Ivy settings file (`spark.jars.ivySettings`: Spark's way to resolve behind a firewall,
+   without Maven Central).
 
 Offline (neither Maven Central nor a repository of `ODRADEK_SPARK_REPOSITORIES` takes a
 connection, and no proxy is set) and without `ODRADEK_SPARK_JARS`, the jars Spark's Ivy fetched
 on an earlier run (`~/.ivy2.5.2/jars`) are used when they are all there; otherwise the example
 stops with one line naming what is missing and how to provide it.
 
-Tests cannot know whether Maven Central answers without asking it, so they use the jars only
-from `ODRADEK_SPARK_JARS`, or by coordinates when `ODRADEK_SPARK_ONLINE=1`; otherwise they skip
-and say why (`unavailable_reason`). When `ODRADEK_SPARK_JARS` is unset and the folder
-`../shared/sparkjars` exists beside the checkout (as in this project's CI), the tests use it
-(`shared_jars_dir`, spark_examples/tests/conftest.py).
+Tests stay on 127.0.0.1: they resolve the coordinates from the local Maven repository that
+scripts/setup.sh filled (.cache/m2, spark_examples/maven/), through an Ivy settings file naming
+only that repository (`local_maven_conf`); or use `ODRADEK_SPARK_JARS`; or Maven Central when
+`ODRADEK_SPARK_ONLINE=1`. `../shared/sparkjars` beside the checkout (this project's CI) is used
+only when its connector fits the installed pyspark (`jars_source_for_tests`,
+spark_examples/tests/conftest.py); otherwise they skip and say why (`unavailable_reason`).
 
 A wrong `ODRADEK_SPARK_JARS` stops an example with one line naming what is missing
 (`run_main`), not a traceback.
@@ -48,7 +52,7 @@ import socket
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError, files, version
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -59,17 +63,23 @@ if TYPE_CHECKING:
 JARS_ENV = "ODRADEK_SPARK_JARS"
 ONLINE_ENV = "ODRADEK_SPARK_ONLINE"
 REPOSITORIES_ENV = "ODRADEK_SPARK_REPOSITORIES"
+IVY_ENV = "ODRADEK_SPARK_IVY"
+IVY_SETTINGS_ENV = "ODRADEK_SPARK_IVY_SETTINGS"
 # Spark's Ivy looks in Maven Central (and the local caches) for spark.jars.packages
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2/"
 REACH_TIMEOUT_S = 3.0
 IVY_DIR = ".ivy2.5.2"  # spark.jars.ivy's default in Spark 4
 SCALA_BINARY = "2.13"
-# What spark-sql-kafka-0-10 4.0.x depends on; any patch release of these lines works.
-KAFKA_CLIENTS_LINE = "3.9"
-COMMONS_POOL2_LINE = "2.12"
-FLINK_LIBS_WHEEL = "shigawire-apache-flink-libraries"
+# What spark-sql-kafka-0-10 depends on, by Spark minor line (Spark's POM: kafka.version,
+# commons-pool2.version); any patch release of these lines works.
+DEPENDENCY_LINES: dict[str, tuple[str, str]] = {"4.0": ("3.9", "2.12"), "4.2": ("3.9", "2.13")}
+NEWEST_LINE = "4.2"
+REPO_ROOT = Path(__file__).resolve().parents[1]
 # Beside the checkout (CI has ../shared next to the clone): the connector jars, for offline runs.
-SHARED_JARS_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "sparkjars"
+SHARED_JARS_DIR = REPO_ROOT.parent / "shared" / "sparkjars"
+# The Maven repository scripts/setup.sh fills from spark_examples/maven/*/pom.xml
+LOCAL_MAVEN_REPO = REPO_ROOT / ".cache" / "m2"
+TEST_IVY_DIR = REPO_ROOT / ".cache" / "spark-ivy"
 
 # Small, quick local runs: few shuffle partitions (the default of 200 makes every windowed
 # aggregation write 200 state stores per micro-batch), no UI, UTC windows.
@@ -109,8 +119,14 @@ def minor_line(spark: str) -> str:
     return ".".join(spark.split(".")[:2])
 
 
+def dependency_lines(spark: str) -> tuple[str, str]:
+    """(kafka-clients line, commons-pool2 line) the connector of `spark`'s minor line needs."""
+    return DEPENDENCY_LINES.get(minor_line(spark), DEPENDENCY_LINES[NEWEST_LINE])
+
+
 def required_jars(spark: str | None = None) -> dict[str, re.Pattern[str]]:
     """File-name patterns of the jars a directory must hold, by artifact."""
+    clients_line, pool_line = dependency_lines(spark or spark_version())
     spark = re.escape(minor_line(spark or spark_version())) + r"\.\d+"
     scala = re.escape(SCALA_BINARY)
     # Maven names files <artifact>-<version>.jar; Spark's Ivy cache (~/.ivy2.5.2/jars) puts
@@ -121,26 +137,9 @@ def required_jars(spark: str | None = None) -> dict[str, re.Pattern[str]]:
         "spark-token-provider-kafka-0-10": re.compile(
             rf"{group}spark-token-provider-kafka-0-10_{scala}-{spark}\.jar"
         ),
-        "kafka-clients": re.compile(
-            rf"{group}kafka-clients-{re.escape(KAFKA_CLIENTS_LINE)}\.\d+\.jar"
-        ),
-        "commons-pool2": re.compile(
-            rf"{group}commons-pool2-{re.escape(COMMONS_POOL2_LINE)}\.\d+\.jar"
-        ),
+        "kafka-clients": re.compile(rf"{group}kafka-clients-{re.escape(clients_line)}\.\d+\.jar"),
+        "commons-pool2": re.compile(rf"{group}commons-pool2-{re.escape(pool_line)}\.\d+\.jar"),
     }
-
-
-def _bundled_kafka_clients() -> Path | None:
-    """kafka-clients 3.9.1 from the shigawire-apache-flink-libraries wheel, if installed."""
-    try:
-        entries = files(FLINK_LIBS_WHEEL) or []
-    except PackageNotFoundError:
-        return None
-    for entry in entries:
-        if entry.as_posix() == "pyflink/lib/kafka-clients.jar":
-            path = Path(str(entry.locate())).resolve()
-            return path if path.is_file() else None
-    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +150,8 @@ class ConnectorJars:
     jars: tuple[Path, ...] = ()
     packages: tuple[str, ...] = ()
     repositories: tuple[str, ...] = field(default=())
+    ivy: str = ""
+    ivy_settings: str = ""
 
     def spark_conf(self) -> dict[str, str]:
         conf: dict[str, str] = {}
@@ -160,6 +161,10 @@ class ConnectorJars:
             conf["spark.jars.packages"] = ",".join(self.packages)
         if self.repositories:
             conf["spark.jars.repositories"] = ",".join(self.repositories)
+        if self.packages and self.ivy:
+            conf["spark.jars.ivy"] = self.ivy
+        if self.packages and self.ivy_settings:
+            conf["spark.jars.ivySettings"] = self.ivy_settings
         return conf
 
     def describe(self) -> str:
@@ -170,10 +175,8 @@ class ConnectorJars:
 
 def _expected_name(artifact: str, spark: str) -> str:
     """The file a missing artifact is looked for as, for people: `commons-pool2-2.12.x.jar`."""
-    line = {
-        "kafka-clients": KAFKA_CLIENTS_LINE,
-        "commons-pool2": COMMONS_POOL2_LINE,
-    }.get(artifact)
+    clients_line, pool_line = dependency_lines(spark)
+    line = {"kafka-clients": clients_line, "commons-pool2": pool_line}.get(artifact)
     if line is None:
         return f"{artifact}_{SCALA_BINARY}-{minor_line(spark)}.x.jar"
     return f"{artifact}-{line}.x.jar"
@@ -231,8 +234,6 @@ def jars_from_dir(directory: Path, spark: str | None = None) -> tuple[Path, ...]
         if matches:
             exact = [n for n in matches if n.endswith(f"-{installed}.jar")]
             chosen.append(directory / (exact or sorted(matches, key=_version_key))[-1])
-        elif artifact == "kafka-clients" and (bundled := _bundled_kafka_clients()):
-            chosen.append(bundled)
         else:
             missing.append(_expected_name(artifact, installed))
     if missing:
@@ -248,17 +249,27 @@ def shared_jars_dir() -> Path | None:
 
 def jar_list(spark: str | None = None) -> str:
     """The jars a directory must hold, for a message."""
-    line = minor_line(spark or spark_version())
+    spark = spark or spark_version()
+    line = minor_line(spark)
+    clients_line, pool_line = dependency_lines(spark)
     return (
         f"spark-sql-kafka-0-10_{SCALA_BINARY}-{line}.x.jar, "
         f"spark-token-provider-kafka-0-10_{SCALA_BINARY}-{line}.x.jar, "
-        f"commons-pool2-{COMMONS_POOL2_LINE}.x.jar (kafka-clients-{KAFKA_CLIENTS_LINE}.x.jar "
-        "optional)"
+        f"kafka-clients-{clients_line}.x.jar, commons-pool2-{pool_line}.x.jar"
     )
 
 
+def _local_path(url: str) -> Path | None:
+    """The directory of a file:// repository URL, else None."""
+    parsed = urlsplit(url)
+    return Path(parsed.path) if parsed.scheme == "file" else None
+
+
 def _reachable(url: str, timeout_s: float = REACH_TIMEOUT_S) -> bool:
-    """Whether a TCP connection to the host of repository `url` opens (DNS included)."""
+    """Whether repository `url` answers: a file:// one exists, else a TCP connection to its
+    host opens (DNS included)."""
+    if (local := _local_path(url)) is not None:
+        return local.is_dir()
     parsed = urlsplit(url if "://" in url else f"https://{url}")
     port = parsed.port or (80 if parsed.scheme == "http" else 443)
     try:
@@ -287,7 +298,9 @@ def find_connector_jars(
     repos = tuple(r for r in env.get(REPOSITORIES_ENV, "").split(",") if r)
     proxied = any(env.get(k) for k in ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY"))
     reachable = reachable or _reachable
-    if not proxied and not any(reachable(url) for url in (MAVEN_CENTRAL, *repos)):
+    # An Ivy settings file names its own resolvers: Maven Central need not answer.
+    searched = repos if env.get(IVY_SETTINGS_ENV) else (MAVEN_CENTRAL, *repos)
+    if not proxied and not any(reachable(url) for url in searched):
         try:
             return ConnectorJars("Ivy's cache", jars=jars_from_dir(ivy_jars_dir(env)))
         except ConnectorJarsError:
@@ -298,7 +311,72 @@ def find_connector_jars(
             f"repository can be reached ({where}) to fetch them; set {JARS_ENV} to a "
             f"directory with {jar_list()}, or {REPOSITORIES_ENV} to a reachable repository"
         )
-    return ConnectorJars("maven", packages=tuple(maven_coordinates()), repositories=repos)
+    return ConnectorJars(
+        "maven",
+        packages=tuple(maven_coordinates()),
+        repositories=repos,
+        ivy=env.get(IVY_ENV, ""),
+        ivy_settings=env.get(IVY_SETTINGS_ENV, ""),
+    )
+
+
+def has_connector(repo: Path, spark: str | None = None) -> bool:
+    """Whether Maven repository `repo` holds the connector of the installed pyspark."""
+    spark = spark or spark_version()
+    artifact = f"spark-sql-kafka-0-10_{SCALA_BINARY}"
+    return (repo / "org/apache/spark" / artifact / spark / f"{artifact}-{spark}.jar").is_file()
+
+
+_IVY_SETTINGS = """<ivysettings>
+  <!-- Written by spark_examples/session.py: Spark's Ivy resolves spark.jars.packages from
+       this Maven repository only (scripts/setup.sh filled it), never from the network. -->
+  <settings defaultResolver="local-maven"/>
+  <resolvers>
+    <ibiblio name="local-maven" m2compatible="true" usepoms="true" root="{root}"/>
+  </resolvers>
+</ivysettings>
+"""
+
+
+def local_maven_env(repo: Path = LOCAL_MAVEN_REPO, ivy: Path = TEST_IVY_DIR) -> dict[str, str]:
+    """The environment that makes the coordinates path resolve from Maven repository `repo`
+    alone: it as ODRADEK_SPARK_REPOSITORIES, an Ivy settings file naming only it, and Ivy's
+    directory `ivy` (its cache of resolved jars)."""
+    ivy.mkdir(parents=True, exist_ok=True)
+    settings = ivy / "ivysettings.xml"
+    text = _IVY_SETTINGS.format(root=repo.resolve().as_uri())
+    if not settings.is_file() or settings.read_text(encoding="utf-8") != text:
+        settings.write_text(text, encoding="utf-8")
+    return {
+        REPOSITORIES_ENV: repo.resolve().as_uri(),
+        IVY_ENV: str(ivy),
+        IVY_SETTINGS_ENV: str(settings),
+    }
+
+
+def jars_source_for_tests(
+    env: Mapping[str, str],
+    *,
+    local_repo: Path = LOCAL_MAVEN_REPO,
+    shared: Path | None = None,
+    ivy: Path = TEST_IVY_DIR,
+) -> dict[str, str]:
+    """What the test run adds to its environment to get the connector without the internet:
+    nothing when ODRADEK_SPARK_JARS, ODRADEK_SPARK_ONLINE=1 or ODRADEK_SPARK_REPOSITORIES say
+    already; else the local Maven repository when it holds the connector (the coordinates path,
+    as users take it); else `shared` (../shared/sparkjars) when its jars fit the installed
+    pyspark; else nothing (the Kafka tests then skip, saying why)."""
+    if env.get(JARS_ENV) or env.get(ONLINE_ENV) == "1" or env.get(REPOSITORIES_ENV):
+        return {}
+    if has_connector(local_repo):
+        return local_maven_env(local_repo, ivy)
+    if shared is not None:
+        try:
+            jars_from_dir(shared)
+        except ConnectorJarsError:
+            return {}
+        return {JARS_ENV: str(shared)}
+    return {}
 
 
 def unavailable_reason(env: Mapping[str, str] | None = None) -> str | None:
@@ -316,6 +394,9 @@ def unavailable_reason(env: Mapping[str, str] | None = None) -> str | None:
         return None
     if env.get(ONLINE_ENV) == "1":
         return None
+    repos = [r for r in env.get(REPOSITORIES_ENV, "").split(",") if r]
+    if repos and env.get(IVY_SETTINGS_ENV) and all(_reachable(r) for r in repos):
+        return None  # resolved from local repositories, as setup.sh's .cache/m2
     coords = ", ".join(maven_coordinates())
     return (
         f"Spark Kafka connector jars not available: {JARS_ENV} is unset and {ONLINE_ENV}=1 is not "

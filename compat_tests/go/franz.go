@@ -6,6 +6,8 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -16,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
@@ -26,6 +29,7 @@ var franzScenarios = map[string]func(*Spec) (any, error){
 	"group":   franzGroup,
 	"admin":   franzAdmin,
 	"acl":     franzACL,
+	"share":   franzShare,
 }
 
 func errName(err error) string {
@@ -39,8 +43,16 @@ func errName(err error) string {
 	return err.Error()
 }
 
+// franzOpts: the seed brokers, TLS trusting spec.CAFile when given, and `extra`.
 func franzOpts(spec *Spec, extra ...kgo.Opt) []kgo.Opt {
 	opts := []kgo.Opt{kgo.SeedBrokers(spec.Brokers...), kgo.RetryTimeout(20 * time.Second)}
+	if spec.CAFile != "" {
+		tc, err := tlsConfig(spec.CAFile)
+		if err != nil {
+			fail(err)
+		}
+		opts = append(opts, kgo.DialTLSConfig(tc))
+	}
 	if os.Getenv("ODRADEK_KGO_DEBUG") != "" {
 		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelDebug, nil)))
 	}
@@ -53,9 +65,26 @@ func franzSASL(mechanism, user, password string) kgo.Opt {
 		return kgo.SASL(scram.Auth{User: user, Pass: password}.AsSha256Mechanism())
 	case "SCRAM-SHA-512":
 		return kgo.SASL(scram.Auth{User: user, Pass: password}.AsSha512Mechanism())
+	case "OAUTHBEARER":
+		return kgo.SASL(oauth.Auth{Token: unsecuredJWS(user)}.AsMechanism())
 	default:
 		return kgo.SASL(plain.Auth{User: user, Pass: password}.AsMechanism())
 	}
+}
+
+// unsecuredJWS is an unsigned token ({"alg":"none"}) for `principal` as Kafka's unsecured
+// OAUTHBEARER login module makes one: sub, iat (whole milliseconds, in seconds) and exp.
+func unsecuredJWS(principal string) string {
+	enc := func(v any) string {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			fail(err)
+		}
+		return base64.RawURLEncoding.EncodeToString(raw)
+	}
+	now := float64(time.Now().UnixMilli()) / 1000
+	claims := map[string]any{"sub": principal, "iat": now, "exp": now + 3600}
+	return enc(map[string]string{"alg": "none"}) + "." + enc(claims) + "."
 }
 
 func tlsConfig(caFile string) (*tls.Config, error) {
@@ -715,14 +744,7 @@ func franzAdmin(spec *Spec) (any, error) {
 func franzACL(spec *Spec) (any, error) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline(spec))
 	defer cancel()
-	var sec []kgo.Opt
-	if spec.CAFile != "" {
-		tc, err := tlsConfig(spec.CAFile)
-		if err != nil {
-			return nil, err
-		}
-		sec = append(sec, kgo.DialTLSConfig(tc))
-	}
+	var sec []kgo.Opt // TLS comes from franzOpts (spec.CAFile)
 	adminCl, err := newFranz(spec, append(sec, franzSASL(spec.Mechanism, spec.AdminUser, spec.AdminPass))...)
 	if err != nil {
 		return nil, err

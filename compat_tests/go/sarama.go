@@ -48,7 +48,7 @@ func saramaConfig(spec *Spec) (*sarama.Config, error) {
 	}
 	if spec.Mechanism != "" {
 		cfg.Net.SASL.Enable = true
-		cfg.Net.SASL.Mechanism = sarama.SASLTypePlaintext
+		saramaSASLMechanism(cfg, spec.Mechanism)
 		cfg.Net.SASL.User = spec.User
 		cfg.Net.SASL.Password = spec.Password
 	}
@@ -77,7 +77,7 @@ func saramaRec(m *sarama.ConsumerMessage) Rec {
 }
 
 func saramaCreate(adm sarama.ClusterAdmin, topic string, partitions int32, entries map[string]*string) error {
-	err := adm.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: 1, ConfigEntries: entries}, false)
+	err := adm.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: replicas, ConfigEntries: entries}, false)
 	if err != nil && !errors.Is(err, sarama.ErrTopicAlreadyExists) {
 		return fmt.Errorf("create %s: %w", topic, err)
 	}

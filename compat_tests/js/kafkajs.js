@@ -11,18 +11,41 @@
 const fs = require('fs')
 const { Kafka, CompressionTypes, CompressionCodecs, logLevel } = require('kafkajs')
 const SnappyCodec = require('kafkajs-snappy')
+const LZ4Codec = require('@2l/kafkajs-lz4')
+const { ZstdCodec } = require('zstd-codec')
+
+// ZSTD through zstd-codec (WebAssembly; @kafkajs/zstd's native addon does not build on
+// Node 20). Streaming.decompress reads frames without a content size too (zstd-jni's and
+// franz-go's streaming writers leave it out), where Simple.decompress gives up.
+const zstd = new Promise((resolve) => ZstdCodec.run((z) => resolve(z)))
+const ZstdKafkaCodec = () => ({
+  async compress(encoder) {
+    return Buffer.from(new (await zstd).Simple().compress(encoder.buffer, 3))
+  },
+  async decompress(buffer) {
+    return Buffer.from(new (await zstd).Streaming().decompress(buffer))
+  },
+})
 
 CompressionCodecs[CompressionTypes.Snappy] = SnappyCodec
+CompressionCodecs[CompressionTypes.LZ4] = new LZ4Codec().codec
+CompressionCodecs[CompressionTypes.ZSTD] = ZstdKafkaCodec
 
 const CODECS = {
   none: CompressionTypes.None,
   gzip: CompressionTypes.GZIP,
   snappy: CompressionTypes.Snappy,
+  lz4: CompressionTypes.LZ4,
+  zstd: CompressionTypes.ZSTD,
 }
 
 function log(...args) {
   process.stderr.write(new Date().toISOString() + ' ' + args.join(' ') + '\n')
 }
+
+// consumers' fetch max wait: disconnect() waits for the fetch in flight, and KafkaJS's default
+// of 5 s made every short-lived reader cost seconds of idle waiting
+const FETCH_WAIT_MS = 250
 
 function kafka(spec, clientId, auth) {
   const cfg = {
@@ -79,7 +102,7 @@ async function waitUntil(cond, deadline, what) {
 
 // every record of `topic` through a consumer group, from the beginning
 async function consumeAll(client, spec, topic, group, want, opts = {}) {
-  const consumer = client.consumer({ groupId: group, ...opts })
+  const consumer = client.consumer({ groupId: group, maxWaitTimeInMs: FETCH_WAIT_MS, ...opts })
   const out = []
   await consumer.connect()
   await consumer.subscribe({ topic, fromBeginning: true })
@@ -104,7 +127,7 @@ async function produce(spec) {
   for (const c of spec.cases) {
     await admin.createTopics({
       waitForLeaders: true,
-      topics: [{ topic: c.topic, numPartitions: spec.partitions, replicationFactor: 1 }],
+      topics: [{ topic: c.topic, numPartitions: spec.partitions, replicationFactor: spec.replicas || 1 }],
     })
     const idempotent = c.acks === 'all'
     const producer = client.producer({ idempotent, maxInFlightRequests: idempotent ? 1 : undefined })
@@ -148,13 +171,13 @@ async function group(spec) {
   await admin.connect()
   await admin.createTopics({
     waitForLeaders: true,
-    topics: [{ topic: spec.topic, numPartitions: spec.partitions, replicationFactor: 1 }],
+    topics: [{ topic: spec.topic, numPartitions: spec.partitions, replicationFactor: spec.replicas || 1 }],
   })
   const deadline = deadlineAfter(spec)
   const members = {}
   const union = new Map()
   const start = async (name, batch) => {
-    const m = { consumer: client.consumer({ groupId: spec.group }), assigned: [], read: 0 }
+    const m = { consumer: client.consumer({ groupId: spec.group, maxWaitTimeInMs: FETCH_WAIT_MS }), assigned: [], read: 0 }
     members[name] = m
     m.consumer.on(m.consumer.events.GROUP_JOIN, (e) => {
       m.assigned = (e.payload.memberAssignment[spec.topic] || []).slice().sort()
@@ -215,7 +238,7 @@ async function txn(spec) {
   await admin.connect()
   await admin.createTopics({
     waitForLeaders: true,
-    topics: [{ topic: spec.output, numPartitions: spec.partitions, replicationFactor: 1 }],
+    topics: [{ topic: spec.output, numPartitions: spec.partitions, replicationFactor: spec.replicas || 1 }],
   })
   const producer = client.producer({ transactionalId: spec.txn_id, idempotent: true, maxInFlightRequests: 1 })
   await producer.connect()
@@ -320,7 +343,59 @@ async function sasl(spec) {
   return { records, wrong_password: wrong }
 }
 
-const SCENARIOS = { produce, group, txn, admin: adminScenario, sasl }
+// ACLs: as user alice (no ACLs) produce is denied; the super user admin creates ACLs for
+// alice (describeAcls lists them), then alice's produce succeeds; deleteAcls removes them.
+async function acl(spec) {
+  const { AclResourceTypes, AclOperationTypes, AclPermissionTypes, ResourcePatternTypes } = require('kafkajs')
+  const out = {}
+  const admin = kafka(spec, 'odradek-kafkajs-acl-admin', [spec.admin_user, spec.admin_password]).admin()
+  await admin.connect()
+  await admin.createTopics({ waitForLeaders: true, topics: [{ topic: spec.topic, numPartitions: 1, replicationFactor: 1 }] })
+  const send = async () => {
+    const client = kafka({ ...spec }, 'odradek-kafkajs-acl-user', [spec.user, spec.password])
+    const producer = client.producer({ retry: { retries: 0 }, idempotent: false })
+    await producer.connect()
+    try {
+      await producer.send({ topic: spec.topic, acks: 1, messages: [{ value: 'acl' }] })
+      return ''
+    } catch (e) {
+      log(`produce as ${spec.user}: ${e.name} ${e.message}`)
+      return (e.cause && e.cause.type) || e.type || e.name // retries: 0 wraps the broker's error
+    } finally {
+      await producer.disconnect()
+    }
+  }
+  out.produce_denied = await send()
+  const entry = (operation) => ({
+    resourceType: AclResourceTypes.TOPIC,
+    resourceName: spec.topic,
+    resourcePatternType: ResourcePatternTypes.LITERAL,
+    principal: `User:${spec.user}`,
+    host: '*',
+    operation,
+    permissionType: AclPermissionTypes.ALLOW,
+  })
+  await admin.createAcls({ acl: [entry(AclOperationTypes.WRITE), entry(AclOperationTypes.DESCRIBE)] })
+  const filter = {
+    resourceType: AclResourceTypes.TOPIC,
+    resourceName: spec.topic,
+    resourcePatternType: ResourcePatternTypes.LITERAL,
+    principal: `User:${spec.user}`,
+    host: '*',
+    operation: AclOperationTypes.ANY,
+    permissionType: AclPermissionTypes.ANY,
+  }
+  const described = await admin.describeAcls(filter)
+  out.described = described.resources.flatMap((r) => r.acls.map((a) => `${r.resourceName}:${a.principal}:${a.operation}:${a.permissionType}`)).sort()
+  out.produce_allowed = await send()
+  const deleted = await admin.deleteAcls({ filters: [filter] })
+  out.deleted = deleted.filterResponses.reduce((n, f) => n + f.matchingAcls.length, 0)
+  out.described_after = (await admin.describeAcls(filter)).resources.length
+  await admin.disconnect()
+  return out
+}
+
+const SCENARIOS = { produce, group, txn, admin: adminScenario, sasl, acl }
 
 async function main() {
   const [scenario, json] = process.argv.slice(2)

@@ -13,10 +13,11 @@
 
 The jars come from `scripts/setup.sh test` (.cache/kafka-<version>/); without them the tests
 fail, naming the command, rather than skip. When a test fails, the tail of every reference
-node's log it used is attached to the report. Memory: 384 MB heap per Kafka node
-(ODRADEK_REFERENCE_HEAP); the session keeps `kafka44`, `kafka39` and `kafka44_cluster` (five
-JVMs, about 2.5 GB resident at most), while a module's special set-up (fast retention, SASL) is
-module-scoped through `reference_pool.get(...)` and `reference_pool.release(...)`.
+node's log it used is attached to the report. Memory: at most 1 GB heap per Kafka node
+(ODRADEK_REFERENCE_HEAP, Kafka's default); the session keeps `kafka44`, `kafka39` and
+`kafka44_cluster` (five JVMs, each growing its heap only as used), while a module's special
+set-up (fast retention, SASL) is module-scoped through `reference_pool.get(...)` and
+`reference_pool.release(...)`.
 """
 
 from __future__ import annotations
@@ -80,6 +81,14 @@ class ReferencePool:
                 pytest.fail(str(exc), pytrace=False)
             self.clusters[key] = cluster
             cluster.start()
+        dead = [node for node in cluster.nodes if not node.running]
+        if dead:
+            # a node of a shared set-up exited under an earlier test (no test stops them): say
+            # so with its output, rather than let every later test meet a refused connection
+            logs = "\n".join(
+                (node.dir / "stdout.log").read_text("utf-8", "replace")[-3000:] for node in dead
+            )
+            pytest.fail(f"{cluster!r}: node(s) {[n.node_id for n in dead]} exited\n{logs}")
         return cluster
 
     def release(self, cluster: KafkaReference) -> None:

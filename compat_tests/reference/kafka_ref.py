@@ -11,8 +11,12 @@ Versions: "4.4" is Apache Kafka 4.4.0, the default reference; "3.9" is 3.9.2, th
 the protocol versions 4.x removed (KIP-896). Their jars are in `.cache/kafka-<version>/lib`,
 listed in `.cache/kafka-<version>/classpath`; nothing here downloads.
 
-Each JVM gets `REFERENCE_HEAP` of heap (384 MB: three nodes fit well inside a CI runner), the
-serial collector and the C1 compiler only: a node is ready in about 3 s on an idle machine.
+Each JVM gets `REFERENCE_HEAP` of heap (1 GB, Kafka's own kafka-server-start default; the heap
+grows from 64 MB as used), the serial collector and the C1 compiler only: a node is ready in
+about 3 s on an idle machine. 384 MB was too small: every dynamic log-cleaner reconfiguration
+(kafka-configs --alter log.cleaner.threads) starts new cleaner threads whose 128 MB dedupe
+buffer (log.cleaner.dedupe.buffer.size) is allocated on the heap, and a node that had served a
+session's tests exited with OutOfMemoryError there (-XX:+ExitOnOutOfMemoryError).
 The broker's own log is `<node dir>/server.log` (INFO), its stdout and stderr `<node dir>/
 stdout.log`; `log_tail()` shows both for a failing test. `run_class()` runs any other class of the
 same classpath (Kafka's command-line tools) with the same Java.
@@ -35,7 +39,7 @@ from compat_tests.harness import HOST, free_port
 ROOT = Path(__file__).resolve().parents[2]
 VERSIONS: dict[str, str] = {"4.4": "4.4.0", "3.9": "3.9.2"}
 DEFAULT_VERSION = "4.4"
-REFERENCE_HEAP = os.environ.get("ODRADEK_REFERENCE_HEAP", "384m")
+REFERENCE_HEAP = os.environ.get("ODRADEK_REFERENCE_HEAP", "1g")
 JAVA_HOMES = (Path("/usr/lib/jvm/java-17-openjdk-amd64"),)
 READY_TIMEOUT = 90.0
 STOP_TIMEOUT = 30.0

@@ -12,11 +12,15 @@ from compat_tests.harness import BrokerProcess, unique_name
 from compat_tests.polyglot_harness import GoPrograms, NodePrograms
 from compat_tests.reference.kafka_ref import KafkaReference
 from compat_tests.test_franz_go import (
+    check_admin_ops,
     check_group,
     check_produce_case,
+    check_share,
     check_txn,
+    run_admin_ops,
     run_group,
     run_produce,
+    run_share,
     run_txn,
 )
 
@@ -38,11 +42,21 @@ def test_franz_go_produce_txn_group(go_clients: GoPrograms, bootstrap: str) -> N
     check_txn(run_txn(go_clients, bootstrap, f"{name}-txn"))
 
 
+def test_franz_go_share_group(go_clients: GoPrograms, bootstrap: str) -> None:
+    check_share(run_share(go_clients, bootstrap, unique_name("franz-share-ref")))
+
+
+def test_kadm_admin_ops(go_clients: GoPrograms, bootstrap: str) -> None:
+    name = unique_name("kadm-ops-ref")
+    check_admin_ops(run_admin_ops(go_clients, bootstrap, name), name)
+
+
 def test_kafkajs_produce_txn_group(node_clients: NodePrograms, bootstrap: str) -> None:
     name = unique_name("kafkajs-ref")
     kjs.check_group(kjs.run_group(node_clients, bootstrap, f"{name}-grp"))
-    produced = kjs.run_produce(node_clients, bootstrap, name)
-    for codec, acks in kjs.CASES:
+    cases = [("lz4", "all"), ("zstd", "all"), ("gzip", "1")]  # the codec packages, acks=1
+    produced = kjs.run_produce(node_clients, bootstrap, name, cases)
+    for codec, acks in cases:
         kjs.check_produce_case(produced, codec, acks)
     kjs.check_txn(kjs.run_txn(node_clients, bootstrap, f"{name}-txn"))
 

@@ -177,7 +177,16 @@ BROKER_KEYS: dict[str, BrokerKey] = {
             "schema.registry.listeners",
             "string",
             None,
-            "http://host:port of the built-in Schema Registry (odradek/registry/); unset: off",
+            "http(s)://host:port of the built-in Schema Registry (odradek/registry/); unset: "
+            "off; https uses the ssl.* settings of the first TLS listener (mTLS with its "
+            "ssl.client.auth)",
+        ),
+        _k(
+            "schema.registry.authentication.method",
+            "string",
+            "NONE",
+            "NONE, or BASIC: HTTP Basic against the broker's SASL/PLAIN users and SCRAM "
+            "credentials (Confluent's authentication.method)",
         ),
         _k("log.dir", "string", "./odradek-data", "data directory when log.dirs is unset"),
         _k("node.id", "int", 0, "this broker's id"),
@@ -339,8 +348,8 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         _k(
             "transaction.version",
             "int",
-            0,
-            "finalized level of the transaction.version feature at start-up (2: KIP-890 part 2)",
+            2,
+            "level of the transaction.version feature a new cluster finalizes (KIP-890 part 2)",
             minimum=0,
         ),
         _k(

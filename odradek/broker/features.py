@@ -3,18 +3,16 @@ reported in ApiVersions v3+ (the Admin client's describeFeatures reads them ther
 UpdateFeatures (`kafka-features upgrade / downgrade`).
 
 `group.version` 1 (KIP-848 consumer groups) is always finalized. `streams.version` 1 (KIP-1071
-streams groups, StreamsGroupHeartbeat/Describe) is finalized as on a new Kafka 4.4 cluster;
-downgraded to 0, ApiVersions stops listing keys 88 and 89 (as Kafka gates them on it).
-`transaction.version` starts at the broker config of that name (0 by default; Kafka's
-`kafka-storage format --feature`); at 2 the 4.x producer switches to transactions v2 (KIP-890
-part 2: EndTxn v5 bumps the epoch of every transaction, partitions and the offsets partition join
-a transaction when the transactional produce or TxnOffsetCommit v5 arrives). Finalized levels live
-in memory: a restart goes back to the configured ones.
-
-A multi-broker cluster keeps transaction.version at 0: there the partition leader would have to
-ask another broker's transaction coordinator to add a partition (Kafka's AddPartitionsToTxn from
-leader to coordinator), which odradek does not do yet, and the levels are not shared between
-brokers. The 4.x producer then uses transactions v1, which every cluster serves.
+streams groups, StreamsGroupHeartbeat/Describe) is finalized on a new cluster, as Kafka 4.4 formats
+one; at 0, ApiVersions stops listing keys 88 and 89 (Kafka gates them on it). `transaction.version`
+is the cluster's: the metadata store keeps it (the in-process store's file, ZooKeeper's `/feature`
+node), so an UpdateFeatures answered by any broker reaches every broker, and a restart keeps it. A
+new cluster starts at the broker config `transaction.version` (2 by default, as Kafka 4.x formats a
+new cluster; Kafka's `kafka-storage format --feature`). At 2 the 4.x producer switches to
+transactions v2 (KIP-890 part 2: EndTxn v5 bumps the epoch of every transaction, partitions and the
+offsets partition join a transaction when the transactional produce or TxnOffsetCommit v5 arrives,
+the partition leader asking the transaction coordinator, wherever it is, with AddPartitionsToTxn
+v5). Clients that do not speak v2 (librdkafka) go on with v1 beside it.
 """
 
 from __future__ import annotations
@@ -24,6 +22,7 @@ import weakref
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from odradek.broker.cluster.metadata_store import MetadataStore
     from odradek.broker.server import Broker
 
 log = logging.getLogger(__name__)
@@ -38,19 +37,23 @@ STREAMS_VERSION = "streams.version"
 
 
 class Features:
-    """Finalized levels of one broker, and the epoch that counts their changes."""
+    """Finalized levels of the cluster as the metadata store holds them, and their epoch."""
 
-    def __init__(self, transaction_version: int, clustered: bool = False) -> None:
-        self.clustered = clustered
-        self.levels: dict[str, int] = {
-            "group.version": 1,
-            STREAMS_VERSION: 1,
-            TRANSACTION_VERSION: transaction_version,
-        }
-        self.epoch = 1
+    def __init__(self, store: MetadataStore) -> None:
+        self.store = store
+
+    @property
+    def levels(self) -> dict[str, int]:
+        return {"group.version": 1, **self.store.finalized_features}
+
+    @property
+    def epoch(self) -> int:
+        return max(1, self.store.features_epoch)
 
     def level(self, name: str) -> int:
-        return self.levels.get(name, 0)
+        if name == "group.version":
+            return 1
+        return self.store.finalized_features.get(name, 0)
 
     def check(self, name: str, level: int) -> str | None:
         """Why `name` cannot be finalized at `level` (None: it can)."""
@@ -61,28 +64,25 @@ class Features:
             return f"feature {name} level {level} is outside the supported range [{lo}, {hi}]"
         if name == "group.version" and level != 1:
             return "group.version cannot be changed on this broker"
-        if name == TRANSACTION_VERSION and level > 0 and self.clustered:
-            return "transaction.version stays 0 on a multi-broker odradek cluster"
         return None
 
     def update(self, name: str, level: int) -> None:
-        self.levels[name] = level
-        self.epoch += 1
+        self.store.alter_features({name: level})
 
 
 _BY_BROKER: weakref.WeakKeyDictionary[Broker, Features] = weakref.WeakKeyDictionary()
 
 
 def features_of(broker: Broker) -> Features:
-    """The broker's Features, created from its configured transaction.version on first use."""
+    """The cluster's Features; the first broker of a new cluster finalizes its configured
+    transaction.version."""
     found = _BY_BROKER.get(broker)
     if found is None:
-        level = int(broker.config.get("transaction.version") or 0)
-        clustered = bool(broker.store.clustered)
-        if clustered and level > 0:
-            log.warning("transaction.version=%d ignored: a multi-broker cluster keeps 0", level)
-            level = 0
-        found = _BY_BROKER[broker] = Features(level, clustered)
+        store = broker.store
+        if not store.features_epoch:
+            level = int(broker.config.get("transaction.version") or 0)
+            store.init_features({TRANSACTION_VERSION: level, STREAMS_VERSION: 1})
+        found = _BY_BROKER[broker] = Features(store)
     return found
 
 

@@ -21,8 +21,9 @@ for the group takes the broker's value (its `group.*` synonym):
     share.auto.offset.reset         latest                                latest, earliest,
                                                                           by_duration:<ISO>
 
-Kafka's streams.* keys (KIP-1071 streams groups) and share.isolation.level (Kafka 4.2) are not
-accepted: odradek has no streams groups and share fetches do not filter aborted transactions.
+Kafka 4.2's share keys too: share.delivery.count.limit and share.partition.max.record.locks
+(bounded by their group.share.min/max.* broker keys), share.isolation.level (read_committed or
+read_uncommitted) and share.renew.acknowledge.enable (KIP-1222).
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ from odradek.wire.errors import ErrorCode
 
 GROUP = 32
 GROUP_CONFIG = 8  # DescribeConfigsResponse.ConfigSource
-STRING, INT = 2, 3  # DescribeConfigsResponse.ConfigType
+BOOLEAN, STRING, INT = 1, 2, 3  # DescribeConfigsResponse.ConfigType
+# STRING keys other than share.auto.offset.reset: their allowed values
+CHOICES = {"share.isolation.level": ("read_committed", "read_uncommitted")}
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
@@ -117,6 +120,42 @@ KEYS: dict[str, GroupKey] = {
             "where a new share-partition of the group starts: latest, earliest or "
             "by_duration:PnDTnHnMn.nS (the first record at or after now less that duration)",
         ),
+        GroupKey(
+            "share.delivery.count.limit",
+            "group.share.delivery.count.limit",
+            5,
+            INT,
+            "deliveries of a record before it is archived",
+            (
+                ("group.share.min.delivery.count.limit", 2),
+                ("group.share.max.delivery.count.limit", 10),
+            ),
+        ),
+        GroupKey(
+            "share.partition.max.record.locks",
+            "group.share.partition.max.record.locks",
+            2000,
+            INT,
+            "records of a share-partition in flight at once",
+            (
+                ("group.share.min.partition.max.record.locks", 100),
+                ("group.share.max.partition.max.record.locks", 10000),
+            ),
+        ),
+        GroupKey(
+            "share.isolation.level",
+            None,
+            "read_uncommitted",
+            STRING,
+            "read_committed: the share group delivers committed transactional records only",
+        ),
+        GroupKey(
+            "share.renew.acknowledge.enable",
+            None,
+            "true",
+            BOOLEAN,
+            "whether members may renew their acquisition locks (KIP-1222)",
+        ),
     )
 }
 
@@ -170,7 +209,9 @@ def value(broker: ConfigHost, group_id: str, name: str) -> Any:
     raw = overrides(broker, group_id).get(name)
     if raw is None:
         raw = _setting(broker, key.synonym, key.default) if key.synonym else key.default
-    return int(raw) if key.kind == INT else str(raw)
+    if key.kind == INT:
+        return int(raw)
+    return str(raw).strip().lower() if key.kind == BOOLEAN or name in CHOICES else str(raw)
 
 
 # -- share.auto.offset.reset --------------------------------------------------------------------
@@ -215,6 +256,19 @@ def validate(broker: ConfigHost, configs: Mapping[str, str]) -> None:
         key = KEYS.get(name)
         if key is None:
             raise GroupConfigError(ErrorCode.INVALID_CONFIG, f"Unknown group config name: {name}")
+        if key.kind == BOOLEAN or name in CHOICES:
+            allowed = CHOICES.get(name, ("true", "false"))
+            if raw.strip().lower() not in allowed:
+                raise GroupConfigError(
+                    ErrorCode.INVALID_CONFIG,
+                    f"Invalid value {raw} for configuration {name}: "
+                    + (
+                        "Expected value to be either true or false"
+                        if key.kind == BOOLEAN
+                        else f"String must be one of: {', '.join(allowed)}"
+                    ),
+                )
+            continue
         if key.kind == STRING:
             try:
                 reset_strategy(raw)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from odradek.registry import errors, formats
+from odradek.registry import errors, formats, protobuf_schema
 from odradek.registry import records as rec
 from odradek.registry.avro_compat import named_types
 from odradek.registry.errors import RegistryError
@@ -64,6 +64,9 @@ class RegistryApi:
             if stype == "AVRO":
                 named.update(parsed.refs)
                 named.update(named_types(parsed.obj))
+            elif stype == "PROTOBUF" and parsed.proto is not None:
+                named.update(parsed.refs)  # what it imports, then itself by its import name
+                named[str(ref.get("name"))] = parsed.proto
         return Parsed(stype, str(body["schema"]), named), stype, refs
 
     def _parsed(self, ver: Version) -> Parsed:
@@ -115,7 +118,9 @@ class RegistryApi:
         subject = path[0]
         if len(path) == 1:
             if method == "POST":
-                return self._lookup(subject, body, deleted)
+                return self._serialized(
+                    self._lookup(subject, body, deleted, _true(query, "normalize")), query
+                )
             if method == "DELETE":
                 return self._delete_subject(subject, _true(query, "permanent"))
         elif path[1] == "versions" and len(path) == 2:
@@ -132,7 +137,7 @@ class RegistryApi:
             if len(path) == 4 and path[3] == "schema" and method == "GET":
                 return self._version(subject, path[2], deleted).schema
             if len(path) == 3 and method == "GET":
-                return self._version(subject, path[2], deleted).body()
+                return self._serialized(self._version(subject, path[2], deleted).body(), query)
             if len(path) == 3 and method == "DELETE":
                 return self._delete_version(subject, path[2], _true(query, "permanent"))
         raise RegistryError(405 if len(path) <= 4 else 404, 405, "HTTP 405 Method Not Allowed")
@@ -164,11 +169,12 @@ class RegistryApi:
         parsed, stype, refs = self._parse(body)
         assert isinstance(body, dict)
         import_mode = self.state.mode(subject) == "IMPORT"
+        norm = _true(query, "normalize")
         all_versions = self.state.live(subject, True)
         for v in self.state.live(subject):
             if (
                 v.schema_type == stype
-                and self._parsed(v).canonical == parsed.canonical
+                and self._parsed(v).key(norm) == parsed.key(norm)
                 and v.references == refs
             ):
                 return {"id": v.id}
@@ -198,7 +204,7 @@ class RegistryApi:
                     for v in self.state.by_id.values()
                     if v.schema_type == stype
                     and v.references == refs
-                    and self._parsed(v).canonical == parsed.canonical
+                    and self._parsed(v).key(norm) == parsed.key(norm)
                 ),
                 self.state.max_id + 1,
             )
@@ -212,13 +218,13 @@ class RegistryApi:
         self.store.write(rec.schema_key(subject, version), rec.value(ver.record()))
         return {"id": schema_id}
 
-    def _lookup(self, subject: str, body: object, deleted: bool) -> object:
+    def _lookup(self, subject: str, body: object, deleted: bool, norm: bool) -> dict[str, object]:
         vs = self.state.live(subject, deleted)
         if not vs:
             raise errors.subject_not_found(subject)
         parsed, stype, refs = self._parse(body)
         for v in vs:
-            if v.schema_type == stype and self._parsed(v).canonical == parsed.canonical:
+            if v.schema_type == stype and self._parsed(v).key(norm) == parsed.key(norm):
                 return v.body()
         raise errors.schema_not_found()
 
@@ -271,6 +277,21 @@ class RegistryApi:
             self.store.write(rec.schema_key(subject, ver.version), rec.value(v2.record()))
         return ver.version
 
+    def _serialized(self, answer: dict[str, object], query: dict[str, str]) -> dict[str, object]:
+        """`format=serialized` asks a PROTOBUF schema as a base64 descriptor (what
+        confluent-kafka's Protobuf deserializer reads); other formats answer as stored."""
+        if query.get("format") != "serialized" or answer.get("schemaType") != "PROTOBUF":
+            return answer
+        parsed = self._parse(
+            {
+                "schema": answer["schema"],
+                "schemaType": "PROTOBUF",
+                "references": answer.get("references") or [],
+            }
+        )[0]
+        assert parsed.proto is not None
+        return {**answer, "schema": protobuf_schema.serialized(parsed.proto)}
+
     # -- /schemas ----------------------------------------------------------------------------
 
     def _schemas(self, method: str, path: list[str], query: dict[str, str], body: object) -> object:
@@ -300,7 +321,7 @@ class RegistryApi:
                 out["schemaType"] = first.schema_type
             if first.references:
                 out["references"] = first.references
-            return out
+            return self._serialized(out, query)
         if path[2] == "subjects":
             return sorted({v.subject for v in uses})
         if path[2] == "versions":

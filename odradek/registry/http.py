@@ -25,16 +25,19 @@ REASONS = {
     409: "Conflict",
     411: "Length Required",
     413: "Payload Too Large",
+    401: "Unauthorized",
     422: "Unprocessable Entity",
     500: "Internal Server Error",
 }
 
 Request = tuple[str, list[str], dict[str, str], object]  # method, path parts, query, JSON body
 Handler = Callable[[Request], Awaitable[object]]
+# method, target, lower-cased headers, raw body -> status and the answer's JSON bytes
+Responder = Callable[[str, str, dict[str, str], bytes], Awaitable[tuple[int, bytes]]]
 
 
 async def serve(
-    handler: Handler, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    respond: Responder, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
 ) -> None:
     try:
         while True:
@@ -70,8 +73,8 @@ async def serve(
             if length:
                 raw = await asyncio.wait_for(reader.readexactly(length), IDLE_TIMEOUT_S)
             keep = headers.get("connection", "").lower() != "close"
-            status, body = await _dispatch(handler, method, target, raw)
-            await _send(writer, status, body, keep)
+            status, data = await respond(method, target, headers, raw)
+            await _send_bytes(writer, status, data, keep)
             if not keep:
                 return
     except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
@@ -80,7 +83,8 @@ async def serve(
         writer.close()
 
 
-async def _dispatch(handler: Handler, method: str, target: str, raw: bytes) -> tuple[int, object]:
+async def dispatch(handler: Handler, method: str, target: str, raw: bytes) -> tuple[int, object]:
+    """Route one request to `handler`: its answer, or the error answer it raised."""
     url = urlsplit(target)
     path = [unquote(p) for p in url.path.split("/") if p]
     query = {k: v[-1] for k, v in parse_qs(url.query).items()}
@@ -98,11 +102,15 @@ async def _dispatch(handler: Handler, method: str, target: str, raw: bytes) -> t
 
 
 async def _send(writer: asyncio.StreamWriter, status: int, body: object, keep: bool) -> None:
-    data = json.dumps(body).encode()
+    await _send_bytes(writer, status, json.dumps(body).encode(), keep)
+
+
+async def _send_bytes(writer: asyncio.StreamWriter, status: int, data: bytes, keep: bool) -> None:
+    challenge = 'WWW-Authenticate: Basic realm="SchemaRegistry"\r\n' if status == 401 else ""
     head = (
         f"HTTP/1.1 {status} {REASONS.get(status, 'Error')}\r\n"
         "Content-Type: application/vnd.schemaregistry.v1+json\r\n"
-        f"Content-Length: {len(data)}\r\n"
+        f"Content-Length: {len(data)}\r\n{challenge}"
         f"Connection: {'keep-alive' if keep else 'close'}\r\n\r\n"
     )
     writer.write(head.encode() + data)

@@ -136,7 +136,11 @@ class Broker(ClientSettings):
         if "listeners" in overrides and self.ports:
             overrides["listeners"] = keep_ports(overrides["listeners"], self.ports)
         if self.schema_registry:
-            props["schema.registry.listeners"] = f"http://{self.host}:{self.registry_port}"
+            props["schema.registry.listeners"] = (
+                f"{self._registry_scheme}://{self.host}:{self.registry_port}"
+            )
+            if self.security is not None and self.security.registry_basic_auth:
+                props["schema.registry.authentication.method"] = "BASIC"
         props.update(overrides)
         return BrokerConfig(props)
 
@@ -255,11 +259,25 @@ class Broker(ClientSettings):
     # -- access ---------------------------------------------------------------------------------
 
     @property
+    def _registry_scheme(self) -> str:
+        return "https" if self.security is not None and self.security.uses_tls else "http"
+
+    @property
     def schema_registry_url(self) -> str:
-        """http://host:port of the built-in Schema Registry (`schema_registry=True`)."""
+        """http://host:port of the built-in Schema Registry (`schema_registry=True`); https
+        when `security` uses TLS (its ssl.* settings, client certificates under "mtls")."""
         if not self.schema_registry:
             raise ValueError("this broker was made without schema_registry=True")
-        return f"http://{self.host}:{self.registry_port}"
+        return f"{self._registry_scheme}://{self.host}:{self.registry_port}"
+
+    def schema_registry_config(self, user: str | None = None) -> dict[str, str]:
+        """SchemaRegistryClient's config for `user` (default: the first): the URL, and with
+        `security` the CA, the user's client certificate ("mtls") or Basic credentials (SASL
+        PLAIN and SCRAM users, `schema.registry.authentication.method=BASIC`)."""
+        conf = {"url": self.schema_registry_url}
+        if self.security is not None:
+            conf.update(self.security.registry_client_config(user))
+        return conf
 
     @property
     def bootstrap(self) -> str:

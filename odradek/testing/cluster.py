@@ -176,6 +176,22 @@ class Cluster(ClientSettings):
     def running(self) -> list[int]:
         return self.call(lambda c: c.running())
 
+    def schema_registry_url(self, node: int, timeout: float = TIMEOUT_S) -> str:
+        """http://host:port of `node`'s built-in Schema Registry, once it has loaded `_schemas`
+        (the cluster needs `schema.registry.listeners`, e.g. http://127.0.0.1:0, in `config`)."""
+
+        def read(c: LocalCluster) -> str | None:
+            broker = c.brokers[node]
+            registry = None if broker is None else broker.schema_registry
+            if registry is None:
+                raise RuntimeError(f"broker {node} runs no schema registry")
+            return registry.url if registry.ready.is_set() else None
+
+        self.wait_until(lambda: self.call(read) is not None, timeout, f"registry of {node}")
+        url = self.call(read)
+        assert url is not None
+        return url
+
     def partition(self, topic: str, index: int = 0) -> PartitionState:
         """The partition's state in the metadata store (a copy)."""
 

@@ -243,6 +243,25 @@ class Security:
                 conf["sasl.password"] = self.password(name)
         return conf
 
+    @property
+    def registry_basic_auth(self) -> bool:
+        """The built-in Schema Registry asks for HTTP Basic: the users are SASL PLAIN or SCRAM
+        ones (OAUTHBEARER has no passwords)."""
+        return self.mechanism is not None and self.mechanism != "OAUTHBEARER"
+
+    def registry_client_config(self, user: str | None = None) -> dict[str, str]:
+        """confluent-kafka SchemaRegistryClient settings (all but `url`) for `user`."""
+        name = self._user(user)
+        conf: dict[str, str] = {}
+        if self.tls is not None:
+            conf["ssl.ca.location"] = self.tls.ca
+        if self.kind == "mtls":
+            conf["ssl.certificate.location"] = self.client_certs[name].cert
+            conf["ssl.key.location"] = self.client_certs[name].key
+        if self.registry_basic_auth:
+            conf["basic.auth.user.info"] = f"{name}:{self.password(name)}"
+        return conf
+
     def kcat_args(self, bootstrap: str, user: str | None = None) -> list[str]:
         """`-b BOOTSTRAP -X key=value ...` for kcat."""
         args = ["-b", bootstrap]

@@ -5,10 +5,11 @@ temp data dir; see compat_tests/conftest.py and harness.py). `spark` is one loca
 for the whole test session: with the Kafka connector jars when they are available here
 (spark_examples/session.py), without them otherwise, so the tests that need no Kafka still run.
 
-Where the jars come from: `ODRADEK_SPARK_JARS` when set; else Maven when `ODRADEK_SPARK_ONLINE=1`;
-else the folder `../shared/sparkjars` beside the checkout when it exists (this project's CI and
-dev machines), which is then exported as `ODRADEK_SPARK_JARS` for this run (the example
-commands the tests start inherit it).
+Where the jars come from (`session.jars_source_for_tests`, exported for this run so the example
+commands the tests start inherit it): `ODRADEK_SPARK_JARS`, `ODRADEK_SPARK_ONLINE=1` or
+`ODRADEK_SPARK_REPOSITORIES` when set; else Maven coordinates resolved by Spark's Ivy from the
+local Maven repository scripts/setup.sh filled (.cache/m2: no test traffic leaves 127.0.0.1);
+else `../shared/sparkjars` beside the checkout (CI) when its connector fits the installed pyspark.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from spark_examples import session
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-if not os.environ.get(session.JARS_ENV) and os.environ.get(session.ONLINE_ENV) != "1":
-    if (shared := session.shared_jars_dir()) is not None:
-        os.environ[session.JARS_ENV] = str(shared)
+try:
+    os.environ.update(session.jars_source_for_tests(os.environ, shared=session.shared_jars_dir()))
+except session.ConnectorJarsError:
+    pass  # pyspark missing: unavailable_reason says so
 
 KAFKA_UNAVAILABLE = session.unavailable_reason()
 

@@ -21,17 +21,19 @@ def _jars(directory: Path, *names: str) -> Path:
     return directory
 
 
+POOL2 = f"commons-pool2-{session.dependency_lines(SPARK)[1]}.1.jar"
 FULL_SET = (
     f"spark-sql-kafka-0-10_2.13-{SPARK}.jar",
     f"spark-token-provider-kafka-0-10_2.13-{SPARK}.jar",
-    "kafka-clients-3.9.1.jar",
-    "commons-pool2-2.12.0.jar",
+    "kafka-clients-3.9.2.jar",
+    POOL2,
 )
 
 
-def test_pyspark_is_the_4_0_line_with_scala_2_13() -> None:
-    assert SPARK.startswith("4.0.")
+def test_pyspark_is_the_4_2_line_with_scala_2_13() -> None:
+    assert SPARK.startswith("4.2.")
     assert session.maven_coordinates() == [f"org.apache.spark:spark-sql-kafka-0-10_2.13:{SPARK}"]
+    assert session.dependency_lines(SPARK) == ("3.9", "2.13")  # Spark 4.2's POM
 
 
 def test_jars_dir_with_every_jar(tmp_path: Path) -> None:
@@ -44,15 +46,14 @@ def test_jars_dir_with_every_jar(tmp_path: Path) -> None:
     assert session.unavailable_reason({session.JARS_ENV: str(directory)}) is None
 
 
-def test_jars_dir_without_kafka_clients_uses_the_bundled_3_9_1(tmp_path: Path) -> None:
+def test_jars_dir_without_kafka_clients_names_it(tmp_path: Path) -> None:
     directory = _jars(tmp_path / "jars", *(n for n in FULL_SET if "kafka-clients" not in n))
-    jars = session.find_connector_jars({session.JARS_ENV: str(directory)})
-    clients = [j for j in jars.jars if j.name == "kafka-clients.jar"]
-    assert clients and clients[0].is_file() and "pyflink" in clients[0].parts
+    with pytest.raises(session.ConnectorJarsError, match=r"lacks: kafka-clients-3\.9\.x\.jar$"):
+        session.find_connector_jars({session.JARS_ENV: str(directory)})
 
 
 def test_jars_dir_missing_the_connector_says_what_is_missing(tmp_path: Path) -> None:
-    directory = _jars(tmp_path / "jars", "commons-pool2-2.12.0.jar")
+    directory = _jars(tmp_path / "jars", POOL2)
     env = {session.JARS_ENV: str(directory)}
     with pytest.raises(session.ConnectorJarsError, match="spark-sql-kafka-0-10"):
         session.find_connector_jars(env)
@@ -90,7 +91,7 @@ def test_spark_ivy_cache_layout_is_accepted(tmp_path: Path) -> None:
         f"org.apache.spark_spark-sql-kafka-0-10_2.13-{SPARK}.jar",
         f"org.apache.spark_spark-token-provider-kafka-0-10_2.13-{SPARK}.jar",
         "org.apache.kafka_kafka-clients-3.9.0.jar",
-        "org.apache.commons_commons-pool2-2.12.0.jar",
+        f"org.apache.commons_{POOL2}",
         "org.slf4j_slf4j-api-2.0.16.jar",
     )
     directory = _jars(tmp_path / "ivy-jars", *names)
@@ -129,22 +130,51 @@ def test_jars_are_checked_against_listed_hashes(tmp_path: Path) -> None:
         session.find_connector_jars({session.JARS_ENV: str(directory)})
 
 
-def test_shared_jars_folder_is_used_by_the_tests() -> None:
-    """With ../shared/sparkjars beside the checkout (CI), the test run uses it: the Kafka tests
-    run instead of skipping, and its jars match the hashes listed there."""
-    import os
+def _maven_repo(root: Path) -> Path:
+    """A Maven repository layout holding the installed pyspark's connector jar."""
+    artifact = "spark-sql-kafka-0-10_2.13"
+    folder = root / "org/apache/spark" / artifact / SPARK
+    folder.mkdir(parents=True)
+    (folder / f"{artifact}-{SPARK}.jar").write_bytes(b"PK")
+    return root
 
-    shared = session.shared_jars_dir()
-    if shared is None:
-        pytest.skip(f"no {session.SHARED_JARS_DIR} here")
-    if os.environ.get(session.ONLINE_ENV) == "1":
-        pytest.skip("ODRADEK_SPARK_ONLINE=1: the tests fetch the jars from Maven")
-    if os.environ.get(session.JARS_ENV) not in (None, str(shared)):
-        pytest.skip(f"{session.JARS_ENV} names another folder")
-    assert os.environ.get(session.JARS_ENV) == str(shared)  # set by conftest.py
-    assert session.unavailable_reason() is None
-    jars = session.jars_from_dir(shared)  # verifies the listed hashes
-    assert session.listed_hashes(shared).keys() >= {j.name for j in jars if j.parent == shared}
+
+def test_tests_resolve_the_coordinates_from_the_local_maven_repository(tmp_path: Path) -> None:
+    """setup.sh filled .cache/m2: the tests take the coordinates path (spark.jars.packages), with
+    an Ivy settings file naming only that repository (so no test traffic leaves the machine)
+    and Ivy's directory beside it; ../shared/sparkjars is then not used."""
+    repo, ivy = _maven_repo(tmp_path / "m2"), tmp_path / "ivy"
+    shared = _jars(tmp_path / "shared", *FULL_SET)
+    env = session.jars_source_for_tests({}, local_repo=repo, shared=shared, ivy=ivy)
+    assert env[session.REPOSITORIES_ENV] == repo.resolve().as_uri()
+    assert env[session.IVY_ENV] == str(ivy) and session.JARS_ENV not in env
+    settings = Path(env[session.IVY_SETTINGS_ENV]).read_text()
+    assert f'root="{repo.resolve().as_uri()}"' in settings and "http" not in settings
+    assert session.unavailable_reason(env) is None
+    conf = session.find_connector_jars(env).spark_conf()
+    assert conf == {
+        "spark.jars.packages": f"org.apache.spark:spark-sql-kafka-0-10_2.13:{SPARK}",
+        "spark.jars.repositories": repo.resolve().as_uri(),
+        "spark.jars.ivy": str(ivy),
+        "spark.jars.ivySettings": env[session.IVY_SETTINGS_ENV],
+    }
+
+
+def test_shared_jars_folder_is_used_only_when_it_fits_the_installed_pyspark(
+    tmp_path: Path,
+) -> None:
+    """CI's ../shared/sparkjars holds the 4.0.0 connector: with pyspark 4.2 it is left aside
+    (nothing fails); a folder of the installed line's jars is used when .cache/m2 lacks one."""
+    no_repo = tmp_path / "empty-m2"
+    old = _jars(tmp_path / "old", *(n.replace(SPARK, "4.0.0") for n in FULL_SET[:2]))
+    _jars(old, "kafka-clients-3.9.1.jar", "commons-pool2-2.12.0.jar")
+    assert session.jars_source_for_tests({}, local_repo=no_repo, shared=old) == {}
+    fits = _jars(tmp_path / "fits", *FULL_SET)
+    env = session.jars_source_for_tests({}, local_repo=no_repo, shared=fits)
+    assert env == {session.JARS_ENV: str(fits)}
+    # what the user set is kept
+    for given in ({session.JARS_ENV: "/x"}, {session.ONLINE_ENV: "1"}):
+        assert session.jars_source_for_tests(given, local_repo=no_repo, shared=fits) == {}
 
 
 @pytest.mark.parametrize(
@@ -206,7 +236,7 @@ def test_an_example_offline_says_what_is_missing_in_one_line(tmp_path: Path) -> 
     if probe.returncode != 0:
         pytest.skip(f"unshare -rn is not permitted here: {probe.stderr.decode().strip()}")
     repo = Path(session.__file__).resolve().parents[1]
-    env = {k: v for k, v in os.environ.items() if k != session.JARS_ENV}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ODRADEK_SPARK_")}
     env.update(HOME=str(tmp_path), PYTHONPATH=str(repo))
     example = [sys.executable, "-m", "spark_examples.page_views", "--bootstrap", "127.0.0.1:1"]
     proc = subprocess.run(
@@ -222,3 +252,46 @@ def test_an_example_offline_says_what_is_missing_in_one_line(tmp_path: Path) -> 
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("page_views.py: error: the Spark Kafka connector jars are missing")
     assert "ODRADEK_SPARK_JARS" in lines[0]
+
+
+def test_coordinates_resolve_offline_from_the_local_maven_repository(tmp_path: Path) -> None:
+    """The default path of session.py (spark.jars.packages), as the tests take it, with no
+    network at all (`unshare -rn`: only loopback) and a fresh Ivy directory: Spark's Ivy finds
+    the connector and its dependencies in .cache/m2 and Spark's "kafka" source loads."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    if not session.has_connector(session.LOCAL_MAVEN_REPO):
+        pytest.skip(f"{session.LOCAL_MAVEN_REPO} lacks the connector: run scripts/setup.sh")
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        pytest.skip("needs unshare and ip (util-linux, iproute2) for a network-less run")
+    probe = subprocess.run(["unshare", "-rn", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"unshare -rn is not permitted here: {probe.stderr.decode().strip()}")
+    repo = Path(session.__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ODRADEK_SPARK_")}
+    env.update(session.local_maven_env(session.LOCAL_MAVEN_REPO, tmp_path / "ivy"))
+    env.update(HOME=str(tmp_path), PYTHONPATH=str(repo), SPARK_LOCAL_IP="127.0.0.1")
+    code = (
+        "from spark_examples import session\n"
+        "spark = session.build_session('odradek-offline-ivy')\n"
+        "lookup = spark._jvm.org.apache.spark.sql.execution.datasources.DataSource\n"
+        "conf = spark._jsparkSession.sessionState().conf()\n"
+        "print('kafka source:', lookup.lookupDataSource('kafka', conf).getName())\n"
+        "spark.stop()\n"
+    )
+    proc = subprocess.run(
+        ["unshare", "-rn", "sh", "-c", 'ip link set lo up && exec "$@"', "sh"]
+        + [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=repo,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    assert "kafka source: org.apache.spark.sql.kafka010.KafkaSourceProvider" in proc.stdout
+    found = f"found org.apache.spark#spark-sql-kafka-0-10_2.13;{SPARK} in local-maven"
+    assert found in proc.stderr, proc.stderr[-5000:]

@@ -1,8 +1,9 @@
 """Every Spark example end to end against a real odradek broker, through Spark's stock Kafka
 connector; output records are read back with confluent-kafka and checked one by one.
 
-Needs the connector jars (spark_examples/session.py): without ODRADEK_SPARK_JARS or
-ODRADEK_SPARK_ONLINE=1 every test here is skipped with the reason. Spark's access pattern is
+Needs the connector (spark_examples/session.py): by coordinates from the local Maven repository
+scripts/setup.sh fills (.cache/m2), or ODRADEK_SPARK_JARS, or ODRADEK_SPARK_ONLINE=1; without
+any of them every test here is skipped with the reason. Spark's access pattern is
 still exercised without the jars by compat_tests/test_spark_access_pattern.py.
 """
 
@@ -36,6 +37,8 @@ REASON = session.unavailable_reason()
 pytestmark = [pytest.mark.spark, pytest.mark.skipif(REASON is not None, reason=REASON or "")]
 REPO_ROOT = Path(__file__).resolve().parents[2]
 QUERY_TIMEOUT_S = 180
+# scripts/setup.sh's jars of spark_examples/maven/spark-*/pom.xml, with their SHA256SUMS
+SETUP_JARS_DIR = REPO_ROOT / ".cache" / f"spark-kafka-{session.spark_version()}" / "lib"
 
 
 def _acked_by_partition(acks: list[kafka_io.Record]) -> dict[int, list[kafka_io.Record]]:
@@ -211,8 +214,19 @@ def test_write_stream_from_files_restarts_without_repeats(
     assert sorted((json.loads(r.value) for r in records), key=lambda o: o["id"]) == orders
 
 
-def test_batch_offsets_command_as_in_readme(broker: BrokerProcess, topic_name: str) -> None:
-    """The README's command line, in a fresh process (its own JVM and jar resolution)."""
+@pytest.mark.parametrize("jars", ["coordinates", "ODRADEK_SPARK_JARS"])
+def test_batch_offsets_command_as_in_readme(
+    broker: BrokerProcess, topic_name: str, jars: str
+) -> None:
+    """The README's command line, in a fresh process (its own JVM and jar resolution): as the
+    run resolves the connector, and with ODRADEK_SPARK_JARS naming the jars setup.sh fetched
+    (the offline path: spark.jars, hashes checked)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    if jars == session.JARS_ENV:
+        if not SETUP_JARS_DIR.is_dir():
+            pytest.skip(f"no {SETUP_JARS_DIR}: run scripts/setup.sh")
+        env = {k: v for k, v in env.items() if not k.startswith("ODRADEK_SPARK_")}
+        env[session.JARS_ENV] = str(SETUP_JARS_DIR)
     views = generate.page_views(30)
     acks = generate.produce_page_views(broker.bootstrap, topic_name, views, partitions=3)
     proc = subprocess.run(
@@ -221,10 +235,11 @@ def test_batch_offsets_command_as_in_readme(broker: BrokerProcess, topic_name: s
             "--bootstrap", broker.bootstrap, "--topic", topic_name,
             "--from-ms", str(views[10].ts), "--until-ms", str(views[20].ts),
         ],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=QUERY_TIMEOUT_S,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=QUERY_TIMEOUT_S, env=env,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-5000:]
+    origin = session.JARS_ENV if jars == session.JARS_ENV else None
+    assert origin is None or f"connector from {origin}: spark-sql-kafka" in proc.stderr
     for r in acks:  # values are unique (they carry the view's seq)
         shown = r.value.decode() in proc.stdout
         assert shown == (views[10].ts <= r.timestamp < views[20].ts), (r, proc.stdout)

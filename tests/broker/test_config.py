@@ -147,7 +147,7 @@ def test_every_odradek_key_but_its_own_is_kafkas():
     # read from the broker config by Kafka's authorizer (StandardAuthorizer), not KafkaConfig
     own |= {"super.users", "allow.everyone.if.no.acl.found"}
     # the built-in Schema Registry (Redpanda's key; Confluent's registry has its own file)
-    own |= {"schema.registry.listeners"}
+    own |= {"schema.registry.listeners", "schema.registry.authentication.method"}
     # the first finalized level of a feature, which Kafka sets when the storage is formatted
     # (`kafka-storage format --feature transaction.version=2`); odradek has no format step
     own |= {"transaction.version"}

@@ -72,7 +72,36 @@ def test_describe_alter_validate_and_list(broker: Broker) -> None:
             "share.heartbeat.interval.ms",
             "share.record.lock.duration.ms",
             "share.auto.offset.reset",
+            "share.delivery.count.limit",
+            "share.partition.max.record.locks",
+            "share.isolation.level",
+            "share.renew.acknowledge.enable",
         }
+        assert before["share.isolation.level"] == ("read_uncommitted", "DEFAULT_CONFIG")
+        assert before["share.partition.max.record.locks"] == ("2000", "DEFAULT_CONFIG")
+        # Kafka 4.2's share keys are set and checked like the others
+        ok = alter(
+            admin,
+            "cfg-42",
+            {
+                "share.isolation.level": (AlterConfigOp.SET, "read_committed"),
+                "share.partition.max.record.locks": (AlterConfigOp.SET, "100"),
+                "share.delivery.count.limit": (AlterConfigOp.SET, "3"),
+                "share.renew.acknowledge.enable": (AlterConfigOp.SET, "false"),
+            },
+        )
+        assert ok == "OK", ok
+        got = describe(admin, "cfg-42")
+        assert got["share.isolation.level"] == ("read_committed", "DYNAMIC_GROUP_CONFIG")
+        assert got["share.partition.max.record.locks"] == ("100", "DYNAMIC_GROUP_CONFIG")
+        for bad in (
+            {"share.isolation.level": (AlterConfigOp.SET, "serializable")},
+            {"share.partition.max.record.locks": (AlterConfigOp.SET, "99")},
+            {"share.delivery.count.limit": (AlterConfigOp.SET, "11")},
+            {"share.renew.acknowledge.enable": (AlterConfigOp.SET, "maybe")},
+        ):
+            refused = alter(admin, "cfg-42", bad)
+            assert str(refused).startswith("[Error 40] InvalidConfiguration"), (bad, refused)
         ok = alter(
             admin,
             "cfg-a",

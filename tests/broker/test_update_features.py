@@ -1,15 +1,16 @@
 """UpdateFeatures (key 57) and the features in ApiVersions (KIP-584): transaction.version
 finalized and changed on a running broker, refused out of range, refused as a downgrade without
-a downgrade type, checked without change under validate_only; a multi-broker cluster keeps
-transaction.version at 0 (odradek/broker/features.py)."""
+a downgrade type, checked without change under validate_only; a new broker finalizes
+transaction.version 2 as Kafka 4.x formats a new cluster, and keeps what UpdateFeatures finalized
+across a restart (odradek/broker/features.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from odradek.broker.features import Features
 from odradek.testing import Broker
 from odradek.testing.raw import RawClient
 from odradek.wire import protocol
@@ -52,8 +53,8 @@ def update(
     return resp.error_code
 
 
-def test_transaction_version_upgrade_and_downgrade(broker: Broker) -> None:
-    with RawClient(broker.bootstrap) as raw:
+def test_transaction_version_upgrade_and_downgrade() -> None:
+    with Broker(config={"transaction.version": 0}) as broker, RawClient(broker.bootstrap) as raw:
         assert finalized(raw) == BASE
         assert update(raw, 2, validate_only=True) == ErrorCode.NONE
         assert finalized(raw) == BASE
@@ -80,6 +81,9 @@ def test_streams_version_gates_the_streams_group_apis(broker: Broker) -> None:
         assert {88, 89} <= keys(raw)
 
 
-def test_a_cluster_keeps_transaction_version_0() -> None:
-    assert Features(0, clustered=True).check("transaction.version", 2) is not None
-    assert Features(0, clustered=False).check("transaction.version", 2) is None
+def test_a_new_broker_finalizes_transaction_version_2_and_keeps_changes(tmp_path: Path) -> None:
+    with Broker(data_dir=str(tmp_path)) as broker, RawClient(broker.bootstrap) as raw:
+        assert finalized(raw) == {**BASE, "transaction.version": 2}
+        assert update(raw, 0, SAFE_DOWNGRADE) == ErrorCode.NONE
+    with Broker(data_dir=str(tmp_path)) as broker, RawClient(broker.bootstrap) as raw:
+        assert finalized(raw) == BASE

@@ -73,6 +73,9 @@ class BrokerRegistration:
     broker_epoch: int = -1  # set by the store at registration: tells a restart from a blip
     # every advertised listener: (name, host, port, security protocol)
     endpoints: tuple[tuple[str, str, int, str], ...] = ()
+    # the built-in Schema Registry's URL (schema.registry.listeners), as Confluent's registry
+    # members publish theirs in their group metadata: where the others forward writes
+    registry_url: str | None = None
 
     def endpoint(self, listener: str | None) -> tuple[str, int]:
         """(host, port) of `listener` on this broker; the inter-broker address when it does
@@ -89,7 +92,8 @@ class MetadataChange:
     """What changed: kind "topic" (created, altered or deleted), "partition", "broker",
     "reassign-request" (ZooKeeper's /admin/reassign_partitions was written),
     "quota" (client quotas), "scram" (SCRAM credentials), "client-metrics" (KIP-714
-    subscriptions), "group-configs" or "broker-configs" (dynamic broker configs)."""
+    subscriptions), "group-configs", "broker-configs" (dynamic broker configs) or "features"
+    (finalized feature levels)."""
 
     kind: str
     topic: str | None = None
@@ -199,6 +203,21 @@ class MetadataStore:
         """Replace a broker's (or, for "", the cluster default's) dynamic configs (empty:
         delete them), persisted before returning; then subscribers hear
         MetadataChange("broker-configs")."""
+        raise NotImplementedError
+
+    # Finalized feature levels (KIP-584): name -> level, features at level 0 absent, and the
+    # epoch of their last change. ZooKeeper keeps them in Kafka's `/feature` node.
+    finalized_features: dict[str, int]
+    features_epoch: int = 0
+
+    def init_features(self, levels: dict[str, int]) -> None:
+        """Finalize the features not finalized yet at `levels` (a new cluster's first level,
+        Kafka's `kafka-storage format --feature`); a feature already known keeps its level."""
+        raise NotImplementedError
+
+    def alter_features(self, levels: dict[str, int]) -> None:
+        """Set features' finalized levels (0 removes one), persisted before returning; then
+        subscribers hear MetadataChange("features")."""
         raise NotImplementedError
 
     # -- clusters: registrations, controller, conditional partition updates, watches -----------
@@ -334,6 +353,8 @@ class LocalMetadataStore(MetadataStore):
         self.client_metrics: dict[str, dict[str, str]] = {}
         self.group_configs: dict[str, dict[str, str]] = {}
         self.broker_configs: dict[str, dict[str, str]] = {}
+        self.finalized_features: dict[str, int] = {}
+        self.features_epoch = 0
         self._subscribers: list[Subscriber] = []
         self._broker_epochs = 0
         self._encoded: dict[str, str] = {}  # topic -> its line in the file
@@ -350,6 +371,11 @@ class LocalMetadataStore(MetadataStore):
                 self.group_configs[str(name)] = {str(k): str(v) for k, v in configs.items()}
             for name, configs in doc.get("broker_configs", {}).items():
                 self.broker_configs[str(name)] = {str(k): str(v) for k, v in configs.items()}
+            features = doc.get("features", {})
+            self.finalized_features = {
+                str(k): int(v) for k, v in features.get("levels", {}).items()
+            }
+            self.features_epoch = int(features.get("epoch", 0))
             for user, creds in doc.get("scram_credentials", {}).items():
                 self.scram_credentials[str(user)] = {str(m): str(c) for m, c in creds.items()}
             for t in doc.get("topics", []):
@@ -392,6 +418,8 @@ class LocalMetadataStore(MetadataStore):
             head["group_configs"] = self.group_configs
         if self.broker_configs:
             head["broker_configs"] = self.broker_configs
+        if self.features_epoch:
+            head["features"] = {"levels": self.finalized_features, "epoch": self.features_epoch}
         lines = [self._topic_line(t) for t in self.topics.values()]
         body = ",\n".join(lines)
         text = json.dumps(head)[:-1] + ', "topics": [\n' + body + ("\n]}\n" if lines else "]}\n")
@@ -492,6 +520,23 @@ class LocalMetadataStore(MetadataStore):
             self.broker_configs.pop(name, None)
         self._save()
         self._notify(MetadataChange("broker-configs"))
+
+    def init_features(self, levels: dict[str, int]) -> None:
+        if self.features_epoch:
+            return
+        self.finalized_features = {k: v for k, v in levels.items() if v > 0}
+        self.features_epoch = 1
+        self._save()
+
+    def alter_features(self, levels: dict[str, int]) -> None:
+        for name, level in levels.items():
+            if level > 0:
+                self.finalized_features[name] = level
+            else:
+                self.finalized_features.pop(name, None)
+        self.features_epoch += 1
+        self._save()
+        self._notify(MetadataChange("features"))
 
     def alter_scram_credentials(self, changes: ScramChanges) -> None:
         credentials = {user: dict(creds) for user, creds in self.scram_credentials.items()}

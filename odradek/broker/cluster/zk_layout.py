@@ -115,6 +115,8 @@ def encode_broker(reg: BrokerRegistration) -> bytes:
     }
     if reg.shutting_down:
         doc["odradek_shutting_down"] = True
+    if reg.registry_url:
+        doc["odradek_schema_registry"] = reg.registry_url
     return _dump(doc)
 
 
@@ -148,6 +150,7 @@ def decode_broker(
         bool(doc.get("odradek_shutting_down", False)),
         czxid,
         tuple(endpoints),
+        doc.get("odradek_schema_registry"),
     )
 
 

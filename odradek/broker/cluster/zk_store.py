@@ -32,6 +32,7 @@ from odradek.broker.cluster import (
     zk_broker_configs,
     zk_client_metrics,
     zk_config,
+    zk_features,
     zk_group_configs,
     zk_quotas,
     zk_scram,
@@ -101,6 +102,8 @@ class ZooKeeperMetadataStore(MetadataStore):
         self.group_configs: dict[str, dict[str, str]] = zk_group_configs.read_all(self.zk)
         self.broker_configs: dict[str, dict[str, str]] = zk_broker_configs.read_all(self.zk)
         self._watching_client_metrics = False
+        self.finalized_features, self.features_epoch = zk_features.read(self.zk)
+        self._watching_features = False
         log.info("cluster metadata in ZooKeeper at %s (cluster id %s)", connect, self.cluster_id)
 
     @classmethod
@@ -140,6 +143,9 @@ class ZooKeeperMetadataStore(MetadataStore):
             self.zk.ChildrenWatch(zk_config.CONFIG_CHANGES, self._on_client_metrics)
             self.zk.ChildrenWatch(zk_config.CONFIG_CHANGES, self._on_group_configs)
             self.zk.ChildrenWatch(zk_config.CONFIG_CHANGES, self._on_broker_configs)
+        if not self._watching_features:
+            self._watching_features = True
+            self.zk.DataWatch(zk_features.PATH, self._on_features)
 
     # -- MetadataStore: SCRAM credentials ---------------------------------------------------
 
@@ -214,6 +220,34 @@ class ZooKeeperMetadataStore(MetadataStore):
         if configs != self.group_configs:
             self.group_configs = configs
             self._notify(MetadataChange("group-configs"))
+
+    # -- MetadataStore: finalized features (the /feature node) --------------------------------
+
+    def init_features(self, levels: dict[str, int]) -> None:
+        zk_features.create(self.zk, levels)
+        self._apply_features(*zk_features.read(self.zk))
+
+    def alter_features(self, levels: dict[str, int]) -> None:
+        current = dict(self.finalized_features)
+        for name, level in levels.items():
+            if level > 0:
+                current[name] = level
+            else:
+                current.pop(name, None)
+        zk_features.write(self.zk, current)
+        self._apply_features(*zk_features.read(self.zk))
+
+    def _on_features(self, data: bytes | None, stat: object) -> None:
+        if self.session.closed or data is None:
+            return
+        version = getattr(stat, "version", None)
+        epoch = 0 if version is None else int(version) + 1
+        self.session.post(self._apply_features, zk_features.decode(data), epoch)
+
+    def _apply_features(self, levels: dict[str, int], epoch: int) -> None:
+        if epoch > self.features_epoch:
+            self.finalized_features, self.features_epoch = levels, epoch
+            self._notify(MetadataChange("features"))
 
     # -- MetadataStore: dynamic broker configs -------------------------------------------------
 

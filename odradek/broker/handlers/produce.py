@@ -221,10 +221,31 @@ _PRODUCER = struct.Struct(">qh")  # producer id and epoch of a v2 batch
 _PRODUCER_OFFSET = 43
 
 
-async def _add_to_transaction(ctx: RequestContext, req: protocol.ProduceRequest) -> None:
+# what a failed add answers on produce (Kafka's ReplicaManager): retriable coordinator errors
+# become NOT_ENOUGH_REPLICAS, which every client retries without a metadata refresh
+_RETRY_AS_NOT_ENOUGH_REPLICAS = frozenset(
+    (
+        ErrorCode.CONCURRENT_TRANSACTIONS,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+    )
+)
+
+
+def _in_open_transaction(part: Partition | None, producer_id: int, epoch: int) -> bool:
+    entry = None if part is None else part.log.producer_state.producers.get(producer_id)
+    return entry is not None and entry.epoch == epoch and entry.txn_first_offset >= 0
+
+
+async def _add_to_transaction(
+    ctx: RequestContext, req: protocol.ProduceRequest
+) -> tuple[ErrorCode, set[tuple[str, int]]]:
     """Transactions v2: the request's existing partitions join its producer's transaction
-    (Kafka's leader sends AddPartitionsToTxn to the coordinator for them). Whatever the
-    coordinator answers, the append's own verification then decides each partition's error."""
+    (Kafka's leader sends AddPartitionsToTxn to the coordinator for them). When this broker
+    coordinates the transaction, the append's own verification then decides each partition's
+    error; when another broker does, its answer is the error of every partition added."""
     topics = ctx.broker.topics
     wanted: list[tuple[str, int]] = []
     producer: tuple[int, int] | None = None
@@ -237,10 +258,28 @@ async def _add_to_transaction(ctx: RequestContext, req: protocol.ProduceRequest)
             if producer is None and len(records) >= _PRODUCER_OFFSET + _PRODUCER.size:
                 producer = _PRODUCER.unpack_from(records, _PRODUCER_OFFSET)
             wanted.append((name, pd.index))
-    if producer is not None and wanted:
-        await ctx.txn_coordinator.add_partitions(
-            req.transactional_id, producer[0], producer[1], wanted
-        )
+    if producer is None or not wanted:
+        return ErrorCode.NONE, set()
+    # a partition already holding this producer epoch's open transaction needs no coordinator
+    # (Kafka skips verification then): one round trip per partition and transaction, not per
+    # produce request
+    wanted = [tp for tp in wanted if not _in_open_transaction(topics.get(*tp), *producer)]
+    if not wanted:
+        return ErrorCode.NONE, set()
+    error, remote = await ctx.txn_coordinator.add_partitions_anywhere(
+        req.transactional_id, producer[0], producer[1], wanted
+    )
+    if not remote or error == ErrorCode.NONE:
+        return ErrorCode.NONE, set()
+    if error in _RETRY_AS_NOT_ENOUGH_REPLICAS:
+        error = ErrorCode.NOT_ENOUGH_REPLICAS
+    log.info(
+        "transactional produce by %s to %d partitions refused: %s",
+        req.transactional_id,
+        len(wanted),
+        error.name,
+    )
+    return error, set(wanted)
 
 
 @handles(ApiKey.PRODUCE, versions=(0, 13))
@@ -253,8 +292,9 @@ async def produce(
     waits = []
     flushes = []  # (partition, result) whose append made a group fsync due (flush.messages)
     denied = None if broker.authorizer is None else authz.produce_denied(ctx, req)
+    add_error, not_added = ErrorCode.NONE, set[tuple[str, int]]()
     if req.transactional_id and version >= 12 and not denied and transactions_v2(broker):
-        await _add_to_transaction(ctx, req)
+        add_error, not_added = await _add_to_transaction(ctx, req)
     for td in req.topic_data:
         name = td.name
         if version >= 13:
@@ -269,6 +309,9 @@ async def produce(
         for pd in td.partition_data:
             if denied is not None and refused:
                 parts.append((pd.index, AppendResult(refused)))
+                continue
+            if not_added and (name, pd.index) in not_added:
+                parts.append((pd.index, AppendResult(add_error)))
                 continue
             pre = None
             if version < 3:

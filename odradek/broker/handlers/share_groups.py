@@ -1,6 +1,9 @@
-"""KIP-932 share groups, version 1 (Kafka 4.1's first stable version, what librdkafka 2.16's
-ShareConsumer speaks): ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch (78) and
-ShareAcknowledge (79). The state lives in `odradek.coordinator.share`.
+"""KIP-932 share groups: ShareGroupHeartbeat (76) v1, ShareGroupDescribe (77) v1, ShareFetch (78)
+and ShareAcknowledge (79) v1-2. v1 is Kafka 4.1's first stable version (what librdkafka 2.16's
+ShareConsumer speaks); v2 (Kafka 4.2) adds ShareFetch's ShareAcquireMode (KIP-1206: 0
+batch-optimized, 1 record-limit) and the Renew acknowledgement with IsRenewAck (KIP-1222: the
+records stay acquired under a new lock; a renewing ShareFetch acquires nothing), and
+ShareAcknowledge's AcquisitionLockTimeoutMs. The state lives in `odradek.coordinator.share`.
 
 ShareFetch and ShareAcknowledge carry a share session (as Kafka's ShareSessionCache): epoch 0
 opens it with the partitions the request names, each later request must carry the next epoch
@@ -9,9 +12,12 @@ partitions or forget them; -1 closes it, and the records its member still holds 
 A session also ends when the connection that opened it closes (Kafka's ShareSessionCache
 disconnect listener), not when its member leaves the group: a closing consumer's last
 acknowledgements travel beside its leave heartbeat, on another connection, in no fixed order.
-ShareFetch first applies the acknowledgements it piggybacks, then acquires up to MaxRecords
-records from the session's partitions (waiting up to MaxWaitMs for some) and answers with the
-whole batches that hold them and the acquired offset ranges with their delivery counts.
+ShareFetch first applies the acknowledgements it piggybacks, then acquires MaxRecords records
+from the session's partitions (waiting up to MaxWaitMs for some): by default the whole batch in
+which MaxRecords is reached, exactly MaxRecords in record-limit mode; it answers with the whole
+batches that hold them and the acquired offset ranges with their delivery counts. A group with
+`share.isolation.level=read_committed` gets records up to the last stable offset only, and the
+records of aborted transactions are archived, never delivered.
 
 A consumer's consumer_byte_rate quota applies to ShareFetch as to Fetch (Kafka's
 handleShareFetchRequest): MaxBytes is capped at what the quota allows in one window, the size
@@ -48,6 +54,7 @@ from odradek.coordinator.share.coordinator import (
 from odradek.coordinator.share.state import Acquired, SharePartition
 from odradek.log.log import Log
 from odradek.log.reader import LogBatch
+from odradek.log.txn_index import AbortedTxn
 from odradek.security.acl_types import CLUSTER_NAME, AclOperation, ResourceType
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
@@ -55,6 +62,7 @@ from odradek.wire.api_keys import ApiKey
 SHARE_GROUP_HEARTBEAT = ApiKey.SHARE_GROUP_HEARTBEAT
 SHARE_GROUP_DESCRIBE = ApiKey.SHARE_GROUP_DESCRIBE
 SHARE_FETCH = ApiKey.SHARE_FETCH
+RECORD_LIMIT = 1  # ShareFetch v2 ShareAcquireMode (0: batch-optimized, the default)
 SHARE_ACKNOWLEDGE = ApiKey.SHARE_ACKNOWLEDGE
 
 NONE = 0
@@ -325,8 +333,12 @@ async def _acknowledge(
     if sp is None:
         return 121  # INVALID_RECORD_STATE: nothing was acquired here
     error = NONE
+    # Renew (KIP-1222) from v2 on, when the group allows it
+    renew_at = mono_ms() if ctx.api_version >= 2 and coord.group_renew_enabled(group_id) else None
     for b in batches:
-        code = sp.acknowledge(member_id, b.first_offset, b.last_offset, list(b.acknowledge_types))
+        code = sp.acknowledge(
+            member_id, b.first_offset, b.last_offset, list(b.acknowledge_types), renew_at
+        )
         error = error or code
     coord.persist(key)
     coord.wake()  # released records may go to a waiting fetch
@@ -357,7 +369,7 @@ async def _reread_idle(coord: ShareCoordinator, group_id: str, topics: protocol.
 # -- ShareFetch --------------------------------------------------------------------------------
 
 
-@handles(SHARE_FETCH, versions=(1, 1))
+@handles(SHARE_FETCH, versions=(1, 2))
 async def share_fetch(ctx: RequestContext, req: protocol.Message) -> protocol.Message:
     Resp = protocol.response_class(SHARE_FETCH)
     T = Resp.ShareFetchableTopicResponse
@@ -419,6 +431,8 @@ async def share_fetch(ctx: RequestContext, req: protocol.Message) -> protocol.Me
     closing = req.share_session_epoch == -1
     if closing:
         _close_session(coord, group_id, member_id)
+    elif renew_only(ctx, req):
+        pass  # KIP-1222: a renewing ShareFetch acquires nothing new
     elif req.max_records > 0 and session.partitions:
         await _fetch_records(ctx, coord, req, group_id, member_id, session, entry, max_bytes)
     throttle_ms = 0
@@ -480,6 +494,16 @@ def _give_back(
     coord.wake()
 
 
+def renew_only(ctx: RequestContext, req: protocol.Message) -> bool:
+    return ctx.api_version >= 2 and bool(req.is_renew_ack)
+
+
+def record_limit(ctx: RequestContext, req: protocol.Message) -> bool:
+    """KIP-1206's record-limit acquisition (ShareAcquireMode 1): at most MaxRecords records;
+    otherwise (v1, mode 0) whole batches, even past MaxRecords."""
+    return ctx.api_version >= 2 and req.share_acquire_mode == RECORD_LIMIT
+
+
 async def _fetch_records(
     ctx: RequestContext,
     coord: ShareCoordinator,
@@ -492,6 +516,8 @@ async def _fetch_records(
 ) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, req.max_wait_ms) / 1000
+    read_committed = coord.group_read_committed(group_id)
+    limit = record_limit(ctx, req)
     while True:
         remaining = req.max_records
         size = 0
@@ -515,10 +541,14 @@ async def _fetch_records(
             if remaining <= 0 or size >= max_bytes or not state_ready:
                 continue
             sp = await coord.share_partition((group_id, tid, index), part)
-            hwm = part.high_watermark
+            # share.isolation.level=read_committed: up to the last stable offset, the batches
+            # of aborted transactions archived like control batches, never delivered
+            committed = read_committed
+            hwm = part.last_stable_offset if committed else part.high_watermark
             log = part.log
             if sp.start_offset >= hwm and not sp.has_available():
                 continue
+            aborted = log.aborted_transactions(sp.start_offset, hwm) if committed else []
             batches: list[LogBatch] = []  # those the acquisition looked at (it stops when done)
 
             def ranges(
@@ -526,14 +556,30 @@ async def _fetch_records(
                 hwm: int = hwm,
                 sp: SharePartition = sp,
                 seen: list[LogBatch] = batches,
+                aborted: list[AbortedTxn] = aborted,
             ) -> Iterator[tuple[int, int, bool, int]]:
                 for batch in log.batches(sp.start_offset, hwm):
                     seen.append(batch)
-                    control = batch.header().is_control
-                    yield batch.base_offset, batch.last_offset, control, batch.size
+                    h = batch.header()
+                    skip = h.is_control or (
+                        bool(aborted)
+                        and h.is_transactional
+                        and any(
+                            a.producer_id == h.producer_id
+                            and a.first_offset <= batch.base_offset <= a.last_offset
+                            for a in aborted
+                        )
+                    )
+                    yield batch.base_offset, batch.last_offset, skip, batch.size
 
             acquired = sp.acquire(
-                member_id, ranges(), remaining, mono_ms(), max_bytes - size, whole_first=not size
+                member_id,
+                ranges(),
+                remaining,
+                mono_ms(),
+                max_bytes - size,
+                whole_first=not size,
+                record_limit=limit,
             )
             if not acquired:
                 continue
@@ -578,7 +624,7 @@ async def _fetch_records(
 # -- ShareAcknowledge --------------------------------------------------------------------------
 
 
-@handles(SHARE_ACKNOWLEDGE, versions=(1, 1))
+@handles(SHARE_ACKNOWLEDGE, versions=(1, 2))
 async def share_acknowledge(ctx: RequestContext, req: protocol.Message) -> protocol.Message:
     Resp = protocol.response_class(SHARE_ACKNOWLEDGE)
     T = Resp.ShareAcknowledgeTopicResponse
@@ -590,6 +636,7 @@ async def share_acknowledge(ctx: RequestContext, req: protocol.Message) -> proto
             throttle_time_ms=0,
             error_code=code,
             error_message=message,
+            acquisition_lock_timeout_ms=coord.group_lock_ms(group_id),
             responses=[],
             node_endpoints=[],
         )
@@ -629,7 +676,12 @@ async def share_acknowledge(ctx: RequestContext, req: protocol.Message) -> proto
         (group_id, t.topic_id, p.partition_index) for t in req.topics for p in t.partitions
     )
     return Resp(
-        throttle_time_ms=0, error_code=NONE, error_message=None, responses=topics, node_endpoints=[]
+        throttle_time_ms=0,
+        error_code=NONE,
+        error_message=None,
+        acquisition_lock_timeout_ms=coord.group_lock_ms(group_id),
+        responses=topics,
+        node_endpoints=[],
     )
 
 

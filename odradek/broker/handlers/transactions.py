@@ -269,11 +269,16 @@ async def _txn_offset_errors(
     error: ErrorCode | None = None
     if index is not None and version >= 5 and transactions_v2(broker):
         # transactions v2: no AddOffsetsToTxn, the commit adds the offsets partition itself
-        added = await coord.add_partitions(
+        added, remote = await coord.add_partitions_anywhere(
             req.transactional_id, req.producer_id, req.producer_epoch, [(OFFSETS_TOPIC, index)]
         )
-        if added == ErrorCode.CONCURRENT_TRANSACTIONS:
-            error = added
+        if added == ErrorCode.CONCURRENT_TRANSACTIONS or (remote and added != ErrorCode.NONE):
+            # the transaction coordinator unreachable: the client looks up and retries
+            error = (
+                ErrorCode.COORDINATOR_NOT_AVAILABLE
+                if added == ErrorCode.NETWORK_EXCEPTION
+                else added
+            )
     if index is not None and error is None:
         error = coord.check_append(
             req.transactional_id, req.producer_id, req.producer_epoch, (OFFSETS_TOPIC, index)

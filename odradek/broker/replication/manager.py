@@ -146,6 +146,7 @@ class ReplicaManager:
                 adv.port,
                 broker.config.get("broker.rack"),
                 endpoints=endpoints,
+                registry_url=broker.schema_registry.url if broker.schema_registry else None,
             )
         )
         self.reconcile_all()

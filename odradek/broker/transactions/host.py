@@ -10,13 +10,14 @@ partition of its producer's ongoing transaction, under the current producer id a
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from typing import TYPE_CHECKING
 
 from odradek.broker.partitions import internal_topics
 from odradek.broker.partitions.internal_topics import ensure_offsets_topic
 from odradek.broker.partitions.partition import Partition
 from odradek.broker.transactions.markers import OFFSETS_TOPIC, MarkerSender
+from odradek.broker.transactions.remote_add import RemoteTxnAdder
 from odradek.clock import now_ms
 from odradek.coordinator.group import records as group_records
 from odradek.coordinator.txn.config import STATE_TOPIC, TxnConfig
@@ -41,9 +42,25 @@ class BrokerTxnHost:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.markers = MarkerSender(broker)
+        self.adder = RemoteTxnAdder(broker)
 
     def close(self) -> None:
         self.markers.close()
+        self.adder.close()
+
+    @property
+    def node_id(self) -> int:
+        return self.broker.node_id
+
+    def add_partitions_at(
+        self,
+        node: int,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: list[TopicPartition],
+    ) -> Awaitable[ErrorCode]:
+        return self.adder.add(node, transactional_id, producer_id, producer_epoch, partitions)
 
     def _state_partition(self, partition: int) -> Partition | None:
         return self.broker.topics.get(STATE_TOPIC, partition)

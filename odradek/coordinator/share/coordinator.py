@@ -197,6 +197,20 @@ class ShareCoordinator:
     def group_heartbeat_ms(self, group_id: str) -> int:
         return int(self.host.group_config(group_id, "share.heartbeat.interval.ms"))
 
+    def group_delivery_limit(self, group_id: str) -> int:
+        return int(self.host.group_config(group_id, "share.delivery.count.limit"))
+
+    def group_max_record_locks(self, group_id: str) -> int:
+        return int(self.host.group_config(group_id, "share.partition.max.record.locks"))
+
+    def group_read_committed(self, group_id: str) -> bool:
+        """share.isolation.level (Kafka 4.2): deliver committed transactional records only."""
+        return self.host.group_config(group_id, "share.isolation.level") == "read_committed"
+
+    def group_renew_enabled(self, group_id: str) -> bool:
+        """share.renew.acknowledge.enable (KIP-1222)."""
+        return self.host.group_config(group_id, "share.renew.acknowledge.enable") == "true"
+
     def initial_offset(self, group_id: str, part: StatePartition) -> int:
         """Where a new share-partition of the group starts (share.auto.offset.reset)."""
         raw = str(self.host.group_config(group_id, "share.auto.offset.reset"))
@@ -645,8 +659,8 @@ class ShareCoordinator:
                 else:
                     sp = self.partitions[key] = loaded
         sp.lock_ms = self.group_lock_ms(key[0])
-        sp.delivery_limit = self.delivery_limit
-        sp.max_in_flight = self.max_record_locks
+        sp.delivery_limit = self.group_delivery_limit(key[0])
+        sp.max_in_flight = self.group_max_record_locks(key[0])
         sp.skip_below(part.log.log_start_offset)
         return sp
 

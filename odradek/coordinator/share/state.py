@@ -24,7 +24,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4
-GAP, ACCEPT, RELEASE, REJECT = 0, 1, 2, 3
+GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
+
+_TYPES = (GAP, ACCEPT, RELEASE, REJECT)
 
 INVALID_RECORD_STATE = 121  # Kafka's InvalidRecordStateException
 INVALID_REQUEST = 42
@@ -103,14 +105,17 @@ class SharePartition:
         now_ms: int,
         max_bytes: int | None = None,
         whole_first: bool = True,
+        record_limit: bool = False,
     ) -> list[Acquired]:
-        """Acquire up to `max_records` records for `member`: available in-flight records first,
-        then new ones from the end offset. `log_batches` are the log's (first, last, is_control,
-        size in bytes) batches from the start offset up to the high watermark; control records
-        are archived, never delivered. The batches records are acquired from are what the
-        answer carries: their sizes stay within `max_bytes`, except that the first one is taken
-        whole when `whole_first` (a Fetch's max_bytes, as Kafka's). Returns runs of acquired
-        offsets."""
+        """Acquire about `max_records` records for `member`: available in-flight records first,
+        then new ones from the end offset. Kafka 4.2's default (batch-optimized) acquisition
+        takes the whole batch in which `max_records` is reached; `record_limit` (KIP-1206's
+        record-limit mode) stops at exactly `max_records`. `log_batches` are the log's (first,
+        last, is_control, size in bytes) batches from the start offset up to the high watermark;
+        control records are archived, never delivered. The batches records are acquired from are
+        what the answer carries: their sizes stay within `max_bytes`, except that the first one
+        is taken whole when `whole_first` (a Fetch's max_bytes, as Kafka's). Returns runs of
+        acquired offsets."""
         self.expire(now_ms)
         got: list[int] = []
         deadline = now_ms + self.lock_ms
@@ -120,7 +125,7 @@ class SharePartition:
             lo = max(first, self.start_offset)
             counted = False
             for off in range(lo, last + 1):
-                if len(got) >= max_records:
+                if record_limit and len(got) >= max_records:
                     break
                 rec = self.records.get(off)
                 if rec is None:
@@ -166,12 +171,16 @@ class SharePartition:
 
     # -- acknowledging --------------------------------------------------------------------------
 
-    def acknowledge(self, member: str, first: int, last: int, types: list[int]) -> int:
+    def acknowledge(
+        self, member: str, first: int, last: int, types: list[int], renew_at_ms: int | None = None
+    ) -> int:
         """Apply one acknowledgement batch of `member`; 0 or Kafka's error code. Either every
-        offset of the batch changes or none does."""
+        offset of the batch changes or none does. RENEW (KIP-1222, allowed when `renew_at_ms`
+        is given: the time now) keeps the records acquired under a fresh acquisition lock."""
         if last < first or not types or (len(types) != 1 and len(types) != last - first + 1):
             return INVALID_REQUEST
-        if any(t not in (GAP, ACCEPT, RELEASE, REJECT) for t in types):
+        allowed = (GAP, ACCEPT, RELEASE, REJECT) if renew_at_ms is None else (*_TYPES, RENEW)
+        if any(t not in allowed for t in types):
             return INVALID_REQUEST
         for off in range(first, last + 1):
             rec = self.records.get(off)
@@ -184,6 +193,8 @@ class SharePartition:
                 self._settle(rec, ACKNOWLEDGED)
             elif kind in (REJECT, GAP):
                 self._settle(rec, ARCHIVED)
+            elif kind == RENEW and renew_at_ms is not None:
+                rec.deadline_ms = renew_at_ms + self.lock_ms
             else:
                 self._release(rec)
         self._advance()

@@ -64,6 +64,10 @@ class TxnConfig:
 class TxnHost(Protocol):
     """What the coordinator needs from the broker that runs it."""
 
+    @property
+    def node_id(self) -> int:
+        """This broker's id."""
+
     def state_partition_count(self) -> int | None:
         """Partitions of `__transaction_state`, None before it exists."""
 
@@ -92,6 +96,17 @@ class TxnHost(Protocol):
     ) -> Awaitable[dict[TopicPartition, ErrorCode]]: ...
 
     def allocate_producer_id(self) -> int: ...
+
+    def add_partitions_at(
+        self,
+        node: int,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: list[TopicPartition],
+    ) -> Awaitable[ErrorCode]:
+        """AddPartitionsToTxn v5 (verify_only false) to the coordinator on broker `node`: one
+        error for all the partitions."""
 
     def offsets_partition(self, group_id: str) -> TopicPartition | None:
         """The `__consumer_offsets` partition of a group (AddOffsetsToTxn)."""

@@ -320,6 +320,33 @@ class TransactionCoordinator:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         return await self.manager.persist(md, md.prepare_add_partitions(wanted, self.clock()))
 
+    async def add_partitions_anywhere(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> tuple[ErrorCode, bool]:
+        """Transactions v2: a partition leader adds the partitions it is about to append to
+        (or the offsets partition of a TxnOffsetCommit v5) to the transaction, here or with
+        AddPartitionsToTxn v5 at the broker coordinating `transactional_id` (Kafka's
+        AddPartitionsToTxnManager). (error, whether another broker answered)."""
+        wanted = list(partitions)
+        if self.manager.owner_error(transactional_id) != ErrorCode.NOT_COORDINATOR:
+            return await self.add_partitions(
+                transactional_id, producer_id, producer_epoch, wanted
+            ), False
+        p = self.partition_of(transactional_id)
+        node = None if p is None else self.host.state_partition_leader(p)
+        if node is None or node < 0:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, True
+        if node == self.host.node_id:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, True
+        error = await self.host.add_partitions_at(
+            node, transactional_id, producer_id, producer_epoch, wanted
+        )
+        return error, True
+
     def verify_partitions(
         self,
         transactional_id: str,
