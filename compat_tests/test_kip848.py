@@ -391,9 +391,14 @@ def test_api_versions_advertise_group_version(kbroker: BrokerProcess) -> None:
     assert keys[68] == (0, 1) and keys[69] == (0, 1)
     assert [
         (f.name, f.min_version_level, f.max_version_level) for f in resp.finalized_features
-    ] == [("group.version", 1, 1), ("transaction.version", 2, 2)]  # as a new Kafka 4.x cluster
+    ] == [
+        ("group.version", 1, 1),
+        ("streams.version", 1, 1),
+        ("transaction.version", 2, 2),
+    ]  # as a new Kafka 4.x cluster
     assert [(f.name, f.min_version, f.max_version) for f in resp.supported_features] == [
         ("group.version", 0, 1),
+        ("streams.version", 0, 1),
         ("transaction.version", 0, 2),
     ]
     assert not old.supported_features  # a range from 0 is left out below v4, as Kafka does

@@ -511,15 +511,15 @@ def test_perf_tools_move_every_record(tool_runs) -> None:
 
 
 def test_features_and_quorum(tool_runs) -> None:
-    """odradek finalises group.version only and answers DescribeQuorum as a one-voter quorum
+    """odradek finalises group.version and streams.version as Kafka does (transaction.version
+    from its config) and answers DescribeQuorum as a one-voter quorum
     of its controller: the lines it prints are Kafka's lines for those."""
     script, runs = tool_runs
     i = next(n for n, c in enumerate(script) if c[0] == "kafka-features")
     odr, kaf = (normalise(runs[s][i].out).splitlines() for s in SIDES)
     strip = lambda line: re.sub(r"Epoch: \d+", "Epoch: <n>", line)  # noqa: E731
-    assert [strip(x) for x in odr if "group.version" in x] == [
-        strip(x) for x in kaf if "group.version" in x
-    ]
+    for feature in ("group.version", "streams.version"):
+        assert [strip(x) for x in odr if feature in x] == [strip(x) for x in kaf if feature in x]
     j = next(n for n, c in enumerate(script) if c[0] == "kafka-metadata-quorum")
     keys = lambda out: [line.split(":")[0] for line in out.splitlines()]  # noqa: E731
     assert keys(runs["odradek"][j].out) == keys(runs["kafka"][j].out)

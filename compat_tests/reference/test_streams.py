@@ -14,6 +14,7 @@ failure on odradek alone is odradek's.
 from __future__ import annotations
 
 import random
+import re
 import time
 import uuid
 from collections import defaultdict
@@ -24,6 +25,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from compat_tests.reference.jvm_apps import STREAMS, JvmApps, OutputReader, produce
+from compat_tests.reference.kafka_tools import ToolRun, run_tool
 
 WORDS = ("kafka", "streams", "odradek", "broker", "topic", "state", "window", "join")
 REGIONS = ("north", "south", "west")
@@ -50,13 +52,6 @@ def bootstrap(request: pytest.FixtureRequest) -> str:
 def protocol(request: pytest.FixtureRequest) -> str:
     """group.protocol: the classic rebalance protocol, or KIP-1071's streams protocol (the
     topology and task assignment on the broker, StreamsGroupHeartbeat)."""
-    if request.param == "streams" and "odradek" in request.node.callspec.id:
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="odradek does not serve KIP-1071 StreamsGroupHeartbeat/Describe (88/89)",
-            )
-        )
     return str(request.param)
 
 
@@ -132,6 +127,8 @@ def test_streams_exactly_once_with_a_killed_instance(
         produce(bootstrap, f"{prefix}-lines", steps[0][0])
         produce(bootstrap, f"{prefix}-orders", steps[0][1])
         reader.wait(sent_so_far(1), 120, "the first step's word counts")
+        if protocol == "streams":
+            _check_streams_groups_describe(bootstrap, app_id)
 
         # the second step, then instance b killed -9 while it may be mid-transaction
         produce(bootstrap, f"{prefix}-lines", steps[1][0])
@@ -196,3 +193,37 @@ def test_streams_exactly_once_with_a_killed_instance(
         f"{app_id}-word-counts-changelog": "compact",
         f"{app_id}-region-totals-changelog": "compact,delete",
     }
+
+
+def _describe_members(bootstrap: str, app_id: str) -> tuple[ToolRun, dict[str, set[str]]]:
+    """`kafka-streams-groups --describe --members`: each member's active tasks ("0_1")."""
+    run = run_tool(
+        "kafka-streams-groups", "--bootstrap-server", bootstrap, "--describe", "--group", app_id,
+        "--members", timeout=60,
+    )  # fmt: skip
+    members: dict[str, set[str]] = {}
+    for line in run.out.splitlines():
+        if not line.startswith(app_id + " "):
+            continue
+        active = line.partition("ACTIVE:")[2].split("STANDBY:")[0].split("WARMUP:")[0]
+        tasks = members.setdefault(line.split()[1], set())
+        for sub, parts in re.findall(r"(\w+):\[([\d,]*)\]", active):
+            tasks.update(f"{sub}_{p}" for p in parts.split(",") if p)
+    return run, members
+
+
+def _check_streams_groups_describe(bootstrap: str, app_id: str) -> None:
+    """Kafka's `kafka-streams-groups` (StreamsGroupDescribe) shows the group with both
+    instances as members and every task of the topology (4 subtopologies x 3 partitions)
+    active on exactly one of them, once the group is stable."""
+    want = sorted(f"{sub}_{p}" for sub in range(4) for p in range(PARTITIONS))
+    deadline = time.monotonic() + 60
+    while True:
+        run, members = _describe_members(bootstrap, app_id)
+        tasks = sorted(t for ts in members.values() for t in ts)
+        if (run.rc == 0 and len(members) == 2 and tasks == want) or time.monotonic() > deadline:
+            break
+        time.sleep(1)  # the group reconciles: poll until its target is reached
+    assert run.rc == 0 and len(members) == 2, run
+    assert tasks == want, run
+    assert all(members.values()), run  # both instances have work

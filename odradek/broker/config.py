@@ -318,6 +318,27 @@ BROKER_KEYS: dict[str, BrokerKey] = {
             minimum=1,
         ),
         _k(
+            "group.streams.heartbeat.interval.ms",
+            "int",
+            5000,
+            "heartbeat interval of streams-protocol (KIP-1071) group members",
+            minimum=1,
+        ),
+        _k(
+            "group.streams.session.timeout.ms",
+            "int",
+            45000,
+            "session timeout of streams-protocol (KIP-1071) group members",
+            minimum=1,
+        ),
+        _k(
+            "group.streams.num.standby.replicas",
+            "int",
+            0,
+            "standby replicas per task planned by the streams-group assignor (KIP-1071)",
+            minimum=0,
+        ),
+        _k(
             "group.consumer.assignors",
             "list",
             "uniform,range",

@@ -2,15 +2,17 @@
 reported in ApiVersions v3+ (the Admin client's describeFeatures reads them there) and changed by
 UpdateFeatures (`kafka-features upgrade / downgrade`).
 
-`group.version` 1 (KIP-848 consumer groups) is always finalized. `transaction.version` is the
-cluster's: the metadata store keeps it (the in-process store's file, ZooKeeper's `/feature`
-node), so an UpdateFeatures answered by any broker reaches every broker, and a restart keeps it.
-A new cluster starts at the broker config `transaction.version` (2 by default, as Kafka 4.x
-formats a new cluster; Kafka's `kafka-storage format --feature`). At 2 the 4.x producer switches
-to transactions v2 (KIP-890 part 2: EndTxn v5 bumps the epoch of every transaction, partitions
-and the offsets partition join a transaction when the transactional produce or TxnOffsetCommit
-v5 arrives, the partition leader asking the transaction coordinator, wherever it is, with
-AddPartitionsToTxn v5). Clients that do not speak v2 (librdkafka) go on with v1 beside it.
+`group.version` 1 (KIP-848 consumer groups) is always finalized. `streams.version` 1 (KIP-1071
+streams groups, StreamsGroupHeartbeat/Describe) is finalized on a new cluster, as Kafka 4.4 formats
+one; at 0, ApiVersions stops listing keys 88 and 89 (Kafka gates them on it). `transaction.version`
+is the cluster's: the metadata store keeps it (the in-process store's file, ZooKeeper's `/feature`
+node), so an UpdateFeatures answered by any broker reaches every broker, and a restart keeps it. A
+new cluster starts at the broker config `transaction.version` (2 by default, as Kafka 4.x formats a
+new cluster; Kafka's `kafka-storage format --feature`). At 2 the 4.x producer switches to
+transactions v2 (KIP-890 part 2: EndTxn v5 bumps the epoch of every transaction, partitions and the
+offsets partition join a transaction when the transactional produce or TxnOffsetCommit v5 arrives,
+the partition leader asking the transaction coordinator, wherever it is, with AddPartitionsToTxn
+v5). Clients that do not speak v2 (librdkafka) go on with v1 beside it.
 """
 
 from __future__ import annotations
@@ -25,8 +27,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SUPPORTED: dict[str, tuple[int, int]] = {"group.version": (0, 1), "transaction.version": (0, 2)}
+SUPPORTED: dict[str, tuple[int, int]] = {
+    "group.version": (0, 1),
+    "streams.version": (0, 1),
+    "transaction.version": (0, 2),
+}
 TRANSACTION_VERSION = "transaction.version"
+STREAMS_VERSION = "streams.version"
 
 
 class Features:
@@ -74,7 +81,7 @@ def features_of(broker: Broker) -> Features:
         store = broker.store
         if not store.features_epoch:
             level = int(broker.config.get("transaction.version") or 0)
-            store.init_features({TRANSACTION_VERSION: level})
+            store.init_features({TRANSACTION_VERSION: level, STREAMS_VERSION: 1})
         found = _BY_BROKER[broker] = Features(store)
     return found
 

@@ -142,6 +142,7 @@ class Broker:
         self.group_coordinator.consumer.group_configs = lambda g: self.store.group_configs.get(
             g, {}
         )
+        self.group_coordinator.streams.group_configs = lambda g: self.store.group_configs.get(g, {})
         self.topics.listeners.append(self.group_coordinator)
         self.services.append(self.group_coordinator)
 

@@ -26,6 +26,7 @@ from odradek.broker.handlers import (  # noqa: F401
     scram,
     share_admin,
     share_groups,
+    streams_groups,
     telemetry,
     transactions,
     txn_admin,

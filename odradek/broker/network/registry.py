@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from odradek.broker.features import STREAMS_VERSION, features_of
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.protocol import Message
 
@@ -84,4 +85,6 @@ def served(broker: Broker) -> list[tuple[int, int, int]]:
         hidden.add(ApiKey.DESCRIBE_QUORUM)
     if not broker.telemetry.receiver_configured:
         hidden.update((ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY))
+    if features_of(broker).level(STREAMS_VERSION) < 1:  # KIP-1071 streams groups
+        hidden.update((ApiKey.STREAMS_GROUP_HEARTBEAT, ApiKey.STREAMS_GROUP_DESCRIBE))
     return [(k, lo, hi) for k, lo, hi in advertised() if k not in hidden]

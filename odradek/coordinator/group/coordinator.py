@@ -50,6 +50,13 @@ from odradek.coordinator.group.offsets import (
     PendingCommit,
 )
 from odradek.coordinator.group.state import GroupConfig, GroupStateMachine, LeaveMember, Record
+from odradek.coordinator.group.streams_group import (
+    StreamsGroup,
+    StreamsGroupConfig,
+    StreamsGroupManager,
+    StreamsHeartbeatRequest,
+    StreamsHeartbeatResult,
+)
 from odradek.coordinator.group.sync import SyncGroupOp, SyncParams
 from odradek.coordinator.group.timers import AsyncioScheduler, Scheduler
 from odradek.wire.errors import ErrorCode
@@ -60,11 +67,19 @@ log = logging.getLogger(__name__)
 OFFSETS_TOPIC = "__consumer_offsets"
 GROUP_TYPE_CLASSIC = "classic"
 GROUP_TYPE_CONSUMER = "consumer"
+GROUP_TYPE_STREAMS = "streams"
 
 # APIs that accept the empty group id (Kafka's isValidGroupId)
 # ConsumerGroupHeartbeat validates the id itself (an empty one is INVALID_REQUEST, as Kafka's)
 _EMPTY_ID_OK = frozenset(
-    {"offset_commit", "offset_fetch", "describe", "delete", "consumer_heartbeat"}
+    {
+        "offset_commit",
+        "offset_fetch",
+        "describe",
+        "delete",
+        "consumer_heartbeat",
+        "streams_heartbeat",
+    }
 )
 
 
@@ -77,6 +92,7 @@ class GroupCoordinatorConfig:
     group: GroupConfig = field(default_factory=GroupConfig)
     offsets: OffsetConfig = field(default_factory=OffsetConfig)
     consumer: ConsumerGroupConfig = field(default_factory=ConsumerGroupConfig)
+    streams: StreamsGroupConfig = field(default_factory=StreamsGroupConfig)
 
     @classmethod
     def from_broker(cls, get: Callable[[str], Any]) -> GroupCoordinatorConfig:
@@ -94,6 +110,11 @@ class GroupCoordinatorConfig:
             ),
             offsets=OffsetConfig(retention_ms=int(get("offsets.retention.minutes")) * 60000),
             consumer=_consumer_config(get),
+            streams=StreamsGroupConfig(
+                heartbeat_interval_ms=int(get("group.streams.heartbeat.interval.ms")),
+                session_timeout_ms=int(get("group.streams.session.timeout.ms")),
+                num_standby_replicas=int(get("group.streams.num.standby.replicas")),
+            ),
         )
 
     def topic_configs(self) -> dict[str, str]:
@@ -153,6 +174,10 @@ class GroupCoordinator:
         # KIP-848 consumer groups; their offsets live in the classic machine's (empty) group
         self.consumer = ConsumerGroupManager(
             config.consumer, self.scheduler, topics or dict, self._append
+        )
+        # KIP-1071 streams groups; their offsets live in the classic machine's (empty) group too
+        self.streams = StreamsGroupManager(
+            config.streams, self.scheduler, topics or dict, self._append
         )
         self.loaded: set[int] = set()
         self.loading: set[int] = set()
@@ -214,6 +239,8 @@ class GroupCoordinator:
             self.machine.drop(group)
         for group_id in list(self.consumer.groups):
             self.consumer.drop(group_id)
+        for group_id in list(self.streams.groups):
+            self.streams.drop(group_id)
         cancel_all = getattr(self.scheduler, "cancel_all", None)
         if cancel_all is not None:
             cancel_all()
@@ -231,21 +258,24 @@ class GroupCoordinator:
             cancel_all()
         self.machine.groups.clear()
         self.consumer.groups.clear()
+        self.streams.groups.clear()
         self.loaded.clear()
         self.loading.clear()
 
     @property
     def group_count(self) -> int:
-        """Classic and consumer-protocol groups (one id counted once)."""
-        if not self.consumer.groups:
+        """Classic, consumer- and streams-protocol groups (one id counted once)."""
+        if not self.consumer.groups and not self.streams.groups:
             return len(self.machine.groups)
-        return len(self.machine.groups.keys() | self.consumer.groups.keys())
+        return len(
+            self.machine.groups.keys() | self.consumer.groups.keys() | self.streams.groups.keys()
+        )
 
     @property
     def rebalances(self) -> int:
         """Rebalances since start: classic generations with members begun, and consumer-protocol
         group epochs bumped."""
-        return self.machine.rebalances + self.consumer.rebalances
+        return self.machine.rebalances + self.consumer.rebalances + self.streams.rebalances
 
     # -- partitions: election, resignation, loading -------------------------------------------
 
@@ -291,6 +321,8 @@ class GroupCoordinator:
             self.machine.drop(group)
         for group_id in [g for g in self.consumer.groups if self.partition_for(g) == index]:
             self.consumer.drop(group_id)
+        for group_id in [g for g in self.streams.groups if self.partition_for(g) == index]:
+            self.streams.drop(group_id)
         log.info("resigned as group coordinator for %s-%d", OFFSETS_TOPIC, index)
 
     def _schedule_load(self, index: int) -> None:
@@ -326,6 +358,7 @@ class GroupCoordinator:
             part.log.log_end_offset,
             f"{OFFSETS_TOPIC}-{index}",
             self.consumer,
+            self.streams,
         )
         self.loading.discard(index)
         self.loaded.add(index)
@@ -425,6 +458,8 @@ class GroupCoordinator:
     def _classic_allowed(self, group_id: str) -> ErrorCode | None:
         """A classic JoinGroup for a consumer-protocol group: an empty one becomes classic when
         group.consumer.migration.policy allows a downgrade; otherwise the id is taken."""
+        if self.streams.is_streams_group(group_id):
+            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
         group = self.consumer.get(group_id)
         if group is None:
             return None
@@ -540,7 +575,36 @@ class GroupCoordinator:
             and not self.config.consumer.upgrade_allowed
         ):
             classic_busy = True  # an empty classic group may not be taken over
+        classic_busy |= self.streams.is_streams_group(req.group_id)
         return self.consumer.heartbeat(req, classic_busy)
+
+    # -- the streams protocol (KIP-1071) ------------------------------------------------------
+
+    def streams_heartbeat(self, req: StreamsHeartbeatRequest) -> StreamsHeartbeatResult:
+        """StreamsGroupHeartbeat (88); the id of a classic group with members or of a consumer
+        group is not a streams group's."""
+        error = self.status(req.group_id, "streams_heartbeat")
+        if error is not None:
+            return StreamsHeartbeatResult.failed(error)
+        classic = self.machine.get(req.group_id)
+        if self.consumer.is_consumer_group(req.group_id) or (
+            classic is not None
+            and not (classic.is_(GroupState.EMPTY) or classic.is_(GroupState.DEAD))
+        ):
+            return StreamsHeartbeatResult.failed(
+                ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a streams group."
+            )
+        return self.streams.heartbeat(req)
+
+    def streams_describe(self, group_id: str) -> tuple[ErrorCode, StreamsGroup | None]:
+        """StreamsGroupDescribe (89): the group, or GROUP_ID_NOT_FOUND."""
+        error = self.status(group_id, "describe")
+        if error is not None:
+            return error, None
+        group = self.streams.get(group_id)
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND, None
+        return ErrorCode.NONE, group
 
     # -- offsets ------------------------------------------------------------------------------
 
@@ -586,6 +650,11 @@ class GroupCoordinator:
                 return dict.fromkeys(offsets, error), None
             # validated against the member epoch: stored as a commit outside group management
             member_id, group_instance_id, generation_id = "", None, -1
+        elif self.streams.is_streams_group(group_id):
+            error = self.streams.validate_offset_commit(group_id, member_id, generation_id)
+            if error is not None:
+                return dict.fromkeys(offsets, error), None
+            member_id, group_instance_id, generation_id = "", None, -1
         return self.offsets.prepare_commit(
             group_id, member_id, group_instance_id, generation_id, offsets, api_version
         )
@@ -615,6 +684,12 @@ class GroupCoordinator:
             # a KIP-848 member's transactional commit carries its member epoch
             error = self.consumer.validate_offset_commit(
                 group_id, member_id, generation_id, 0, transactional=True
+            )
+            if error is not None:
+                return dict.fromkeys(offsets, error)
+        elif self.streams.is_streams_group(group_id):
+            error = self.streams.validate_offset_commit(
+                group_id, member_id, generation_id, transactional=True
             )
             if error is not None:
                 return dict.fromkeys(offsets, error)
@@ -689,7 +764,10 @@ class GroupCoordinator:
 
     def _consumer_members(self, group_id: str) -> int:
         group = self.consumer.get(group_id)
-        return 0 if group is None else len(group.members)
+        sgroup = self.streams.get(group_id)
+        return (0 if group is None else len(group.members)) + (
+            0 if sgroup is None else len(sgroup.members)
+        )
 
     # -- admin --------------------------------------------------------------------------------
 
@@ -711,13 +789,23 @@ class GroupCoordinator:
                 if wanted_states and state.lower() not in wanted_states:
                     continue
                 out.append((cgroup.group_id, "consumer", state, GROUP_TYPE_CONSUMER))
+        if not wanted_types or GROUP_TYPE_STREAMS in wanted_types:
+            for sgroup in self.streams.groups.values():
+                if self.partition_for(sgroup.group_id) not in self.loaded:
+                    continue
+                state = sgroup.state.value
+                if wanted_states and state.lower() not in wanted_states:
+                    continue
+                out.append((sgroup.group_id, "streams", state, GROUP_TYPE_STREAMS))
         if wanted_types and GROUP_TYPE_CLASSIC not in wanted_types:
             return error, sorted(out)
         for group in self.machine.groups.values():
             if group.is_(GroupState.DEAD) or self.partition_for(group.group_id) not in self.loaded:
                 continue
-            if self.consumer.is_consumer_group(group.group_id):
-                continue  # the offsets of a consumer-protocol group
+            if self.consumer.is_consumer_group(group.group_id) or self.streams.is_streams_group(
+                group.group_id
+            ):
+                continue  # the offsets of a consumer- or streams-protocol group
             if wanted_states and group.state.value.lower() not in wanted_states:
                 continue
             out.append(
@@ -730,7 +818,11 @@ class GroupCoordinator:
         if error is not None:
             return GroupSummary(error, group_id)
         group = self.machine.get(group_id)
-        if group is None or self.consumer.is_consumer_group(group_id):
+        if (
+            group is None
+            or self.consumer.is_consumer_group(group_id)
+            or self.streams.is_streams_group(group_id)
+        ):
             return GroupSummary(ErrorCode.GROUP_ID_NOT_FOUND, group_id, GroupState.DEAD.value)
         stable = group.is_(GroupState.STABLE)
         members = [
@@ -767,6 +859,15 @@ class GroupCoordinator:
         out = {}
         for group_id in group_ids:
             error = self.status(group_id, "delete")
+            sgroup = self.streams.get(group_id) if error is None else None
+            if sgroup is not None:
+                if sgroup.members:
+                    out[group_id] = ErrorCode.NON_EMPTY_GROUP
+                    continue
+                self.streams.delete(group_id)  # tombstones, then forgotten
+                if self.machine.get(group_id) is None:
+                    out[group_id] = ErrorCode.NONE
+                    continue
             cgroup = self.consumer.get(group_id) if error is None else None
             if cgroup is not None:
                 if cgroup.members:

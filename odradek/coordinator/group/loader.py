@@ -20,10 +20,12 @@ import struct
 
 from odradek.coordinator.group import consumer_records as crec
 from odradek.coordinator.group import records as rec
+from odradek.coordinator.group import streams_records as srec
 from odradek.coordinator.group.consumer_group import ConsumerGroupManager
 from odradek.coordinator.group.metadata import ClassicGroup, OffsetAndMetadata
 from odradek.coordinator.group.offsets import OffsetManager
 from odradek.coordinator.group.state import GroupStateMachine
+from odradek.coordinator.group.streams_group import StreamsGroupManager
 from odradek.log.log import Log
 from odradek.wire.batch import BatchHeader
 from odradek.wire.records import COMMIT, Record, end_txn_marker
@@ -42,8 +44,11 @@ class _Replay:
         offsets: OffsetManager,
         name: str,
         consumer: ConsumerGroupManager | None = None,
+        streams: StreamsGroupManager | None = None,
     ) -> None:
         self.consumer = consumer
+        self.streams = streams
+        self.streams_groups: set[str] = set()
         self.consumer_groups: set[str] = set()
         self.machine = machine
         self.offsets = offsets
@@ -78,6 +83,12 @@ class _Replay:
                 self.count += 1
                 self.consumer_groups.add(ckey.group_id)
                 self.consumer.replay_record(ckey, None if r.value is None else bytes(r.value))
+                return
+            skey = srec.decode_key(bytes(r.key or b"")) if self.streams is not None else None
+            if skey is not None and self.streams is not None:  # a KIP-1071 streams group
+                self.count += 1
+                self.streams_groups.add(skey.group_id)
+                self.streams.replay_record(skey, None if r.value is None else bytes(r.value))
             return
         self.touched.add(key.group)
         self.count += 1
@@ -122,10 +133,11 @@ def replay(
     max_offset: int,
     name: str,
     consumer: ConsumerGroupManager | None = None,
+    streams: StreamsGroupManager | None = None,
 ) -> tuple[int, int]:
     """Apply a partition's records to the coordinator; returns (records, groups loaded)."""
     before = set(machine.groups)
-    state = _Replay(machine, offsets, name, consumer)
+    state = _Replay(machine, offsets, name, consumer, streams)
     for header, records in log_.records(None, max_offset, name):
         state.batch(header, records)
     loaded = 0
@@ -141,4 +153,7 @@ def replay(
     if consumer is not None and state.consumer_groups:
         consumer.on_loaded(state.consumer_groups)
         loaded += sum(1 for g in state.consumer_groups if consumer.get(g) is not None)
+    if streams is not None and state.streams_groups:
+        streams.on_loaded(state.streams_groups)
+        loaded += sum(1 for g in state.streams_groups if streams.get(g) is not None)
     return state.count, loaded

@@ -1,0 +1,140 @@
+"""KIP-1071 streams groups on a broker: StreamsGroupHeartbeat creates the internal topics the
+topology declares (with its partition counts and configs) and then hands out the tasks;
+StreamsGroupDescribe and ListGroups show the group, and it is still there after a restart
+(its records in `__consumer_offsets`)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka.admin import AdminClient, ConfigResource
+
+from odradek.testing import Broker
+from odradek.testing.raw import RawClient
+from odradek.wire import protocol
+from odradek.wire.api_keys import ApiKey
+
+WAIT_S = 30.0
+CONFIG = {"offsets.topic.num.partitions": "2", "num.partitions": "1"}
+
+
+def call(bootstrap: str, api: int, version: int, **fields: Any) -> Any:
+    req = protocol.request_class(api)(**fields)
+    with RawClient(bootstrap) as raw:
+        _cid, data = raw.encode(req, version)
+        raw.send(data)
+        return protocol.response_class(api).decode(raw.read_frame(), version=version, header=True)
+
+
+def join(bootstrap: str, member: str) -> Any:
+    Req = protocol.request_class(ApiKey.STREAMS_GROUP_HEARTBEAT)
+    T = Req.Topology
+    S = T.Subtopology
+    topology = T(
+        epoch=0,
+        subtopologies=[
+            S(
+                subtopology_id="0",
+                source_topics=["in"],
+                source_topic_regex=[],
+                state_changelog_topics=[
+                    S.TopicInfo(
+                        name="app-store-changelog",
+                        partitions=0,
+                        replication_factor=0,
+                        topic_configs=[S.TopicInfo.KeyValue(key="cleanup.policy", value="compact")],
+                    )
+                ],
+                repartition_sink_topics=[],
+                repartition_source_topics=[],
+                copartition_groups=[],
+            )
+        ],
+    )
+    return call(
+        bootstrap, ApiKey.STREAMS_GROUP_HEARTBEAT, 0, group_id="app", member_id=member,
+        member_epoch=0, endpoint_information_epoch=0, rebalance_timeout_ms=30000,
+        topology=topology, active_tasks=[], standby_tasks=[], warmup_tasks=[],
+        process_id=str(uuid.uuid4()), shutdown_application=False,
+    )  # fmt: skip
+
+
+def heartbeat(bootstrap: str, member: str, epoch: int, version: int = 0) -> Any:
+    return call(
+        bootstrap, ApiKey.STREAMS_GROUP_HEARTBEAT, version, group_id="app", member_id=member,
+        member_epoch=epoch, endpoint_information_epoch=0, shutdown_application=False,
+    )  # fmt: skip
+
+
+def describe(bootstrap: str) -> Any:
+    resp = call(
+        bootstrap, ApiKey.STREAMS_GROUP_DESCRIBE, 1, group_ids=["app"],
+        include_authorized_operations=False, include_topology_description=False,
+    )  # fmt: skip
+    return resp.groups[0]
+
+
+def test_streams_group_topics_tasks_and_restart(tmp_path: Path) -> None:
+    with Broker(config=CONFIG, data_dir=str(tmp_path)) as b:
+        b.create_topic("in", partitions=3)
+        keys = {k.api_key for k in call(b.bootstrap, 18, 3, client_software_name="t",
+                                        client_software_version="1").api_keys}  # fmt: skip
+        assert {88, 89} <= keys
+
+        deadline = time.monotonic() + WAIT_S
+        found = call(b.bootstrap, 10, 1, key="app", key_type=0)  # FindCoordinator
+        while found.error_code != 0:  # the offsets topic is being created
+            assert time.monotonic() < deadline, found
+            time.sleep(0.2)
+            found = call(b.bootstrap, 10, 1, key="app", key_type=0)
+        r = join(b.bootstrap, "m1")
+        while r.error_code != 0:  # its partitions are being loaded
+            assert time.monotonic() < deadline, r
+            time.sleep(0.2)
+            r = join(b.bootstrap, "m1")
+        assert [s.status_code for s in r.status] == [3], r  # MISSING_INTERNAL_TOPICS
+        assert "app-store-changelog" in r.status[0].status_detail
+        epoch = r.member_epoch
+        while not r.active_tasks:
+            assert time.monotonic() < deadline, r
+            time.sleep(0.2)
+            r = heartbeat(b.bootstrap, "m1", epoch)
+            assert r.error_code == 0, r
+            epoch = r.member_epoch
+        assert r.status == []
+        assert [(t.subtopology_id, sorted(t.partitions)) for t in r.active_tasks] == [
+            ("0", [0, 1, 2])
+        ]
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        meta = admin.list_topics(timeout=10).topics["app-store-changelog"]
+        assert len(meta.partitions) == 3
+        res = ConfigResource(ConfigResource.Type.TOPIC, "app-store-changelog")
+        assert admin.describe_configs([res])[res].result(10)["cleanup.policy"].value == "compact"
+        listed = call(b.bootstrap, 16, 5, states_filter=[], types_filter=[])  # ListGroups
+        assert [(g.group_id, g.group_type, g.group_state) for g in listed.groups] == [
+            ("app", "streams", "Stable")
+        ]
+
+        b.restart()
+        deadline = time.monotonic() + WAIT_S
+        g = describe(b.bootstrap)
+        while g.error_code != 0:  # loading the offsets partition
+            assert time.monotonic() < deadline, g
+            time.sleep(0.2)
+            g = describe(b.bootstrap)
+        assert g.group_state == "Stable" and g.group_epoch == epoch
+        assert g.assignor_name == "sticky"
+        assert [m.member_id for m in g.members] == ["m1"]
+        member = g.members[0]
+        assert member.member_epoch == epoch
+        assert [(t.subtopology_id, t.partitions) for t in member.assignment.active_tasks] == [
+            ("0", [0, 1, 2])
+        ]
+        assert g.topology.subtopologies[0].source_topics == ["in"]
+        # the member heartbeats on at its epoch after the restart
+        r = heartbeat(b.bootstrap, "m1", epoch, version=1)
+        assert r.error_code == 0 and r.member_epoch == epoch, r
+        assert not r.topology_description_required
