@@ -48,11 +48,11 @@ class H:
 
     def reads(self, f: str, values: dict[int, int]) -> None:
         field = "offsets" if f == "committed" else "hw"
-        inv = self.h.invoke(f, "monitor", {field: {}})
+        inv = self.h.invoke(f, "monitor", {"group": "g", field: {}})
         self.h.complete(inv, OK, {field: values})
 
     def commit(self, offsets: dict[int, int]) -> None:
-        inv = self.h.invoke("commit", "c", {"process": "c", "offsets": {}})
+        inv = self.h.invoke("commit", "c", {"process": "c", "group": "g", "offsets": {}})
         self.h.complete(inv, OK, {"offsets": offsets})
 
     def done(self, final: dict[int, list[tuple[int, str]]] | None = None) -> History:

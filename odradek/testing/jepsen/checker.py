@@ -350,22 +350,24 @@ def _monotonic(history: History, found: _Found) -> None:
         if done.type == OK and done.value.get("decision", "commit") == "commit":
             events.append((done.index, 1, "ack", done))
     events.sort(key=lambda e: (e[0], e[1]))
-    known: dict[tuple[str, int], tuple[int, str]] = {}
+    known: dict[tuple[str, int], tuple[int, str]] = {}  # ("hw" | group, key) -> bound, why
     before: dict[int, dict[tuple[str, int], tuple[int, str]]] = {}
     for _i, _o, role, op in events:
         if role == "start":
             before[op.invoke] = dict(known)
         elif role == "done":
             field_, kind = ("offsets", "offset-back") if op.f == "committed" else ("hw", "hw-back")
+            name = "hw" if op.f == "hw" else "group " + str(op.value.get("group", ""))
             bounds = before.pop(op.invoke, {})
             for key, value in op.value[field_].items():
-                bound = bounds.get((op.f, int(key)))
+                bound = bounds.get((name, int(key)))
                 if bound is not None and value < bound[0]:
                     found.add(kind, f"key {key} read {value} (op {op.invoke}) after {bound[1]}")
-                _raise(known, (op.f, int(key)), value, f"a read of {value} (op {op.invoke})")
+                _raise(known, (name, int(key)), value, f"a read of {value} (op {op.invoke})")
         elif role == "commit":
+            name = "group " + str(op.value.get("group", ""))
             for key, value in op.value["offsets"].items():
-                _raise(known, ("committed", int(key)), value, f"commit of {value} (op {op.invoke})")
+                _raise(known, (name, int(key)), value, f"commit of {value} (op {op.invoke})")
         else:
             for mop in op.value.get("mops", []):
                 if mop[0] == "send" and mop[3] is not None:

@@ -59,11 +59,15 @@ def edges(
                 if w is not None and w != txn:
                     out.add((w, txn, "wr"))
                 last = max(last, position.get(v, -1))
-            # the first later version written by another txn is what this read missed
+            # the first later version written by another txn is what this read missed (a
+            # poll ending inside one transaction's writes misses nothing: a poll is bounded)
+            seen_writer = writer.get(versions[last]) if last >= 0 else None
             for later in versions[last + 1 :] if last >= 0 else []:
                 w = writer.get(later)
-                if w is not None and w != txn:
+                if w is not None and w not in (txn, seen_writer):
                     out.add((txn, w, "rw"))
+                    break
+                if w != seen_writer:
                     break
     return out
 
