@@ -24,6 +24,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek.log.power_loss import ENV as POWER_LOSS_ENV
 from odradek.testing.jepsen.netns import Network
 from odradek.testing.zookeeper import ZooKeeperUnavailable, zookeeper_jar
 
@@ -91,6 +92,10 @@ class HostCluster:
     def others(self, host: str) -> set[str]:
         return {h for h in self.net.hosts if h != host}
 
+    def journal(self, broker: str) -> str:
+        """The broker's power-loss journal ('' when the hook is off)."""
+        return self.env.get(POWER_LOSS_ENV, "").replace("{broker}", broker)
+
     def data_dir(self, broker: str) -> Path:
         return self.work / broker / "data"
 
@@ -157,7 +162,10 @@ class HostCluster:
             argv += ["--override", f"{k}={v}"]
         log = d / "broker.log"
         self._log_mark = log.stat().st_size if log.exists() else 0
-        self.procs[b] = self.net.spawn(b, argv, str(log), env=self.env, cwd=str(d))
+        env = dict(self.env)
+        if POWER_LOSS_ENV in env:
+            env[POWER_LOSS_ENV] = env[POWER_LOSS_ENV].replace("{broker}", b)
+        self.procs[b] = self.net.spawn(b, argv, str(log), env=env, cwd=str(d))
         if wait:
             self._wait_broker(b)
 
@@ -280,3 +288,9 @@ class HostCluster:
         except Exception:
             return None
         return f"b{c.id}" if c is not None and c.id >= 0 else None
+
+
+def journal_env(work_dir: str | Path) -> dict[str, str]:
+    """The environment for brokers whose fsyncs are journaled for power loss (one file per
+    broker: `{broker}` in the path is replaced by `HostCluster.start_broker`)."""
+    return {POWER_LOSS_ENV: str(Path(work_dir) / "{broker}" / "fsync-journal")}

@@ -45,7 +45,6 @@ FAST = {
     "topic.metadata.refresh.interval.ms": 500,
     "log_level": 0,
 }
-GROUP = "jepsen-queue"
 
 
 @dataclass(frozen=True)
@@ -56,6 +55,10 @@ class Env:
     keys: int
     seed: int
     extra: tuple[tuple[str, Any], ...] = ()  # librdkafka settings for every client (security)
+
+    @property
+    def group(self) -> str:
+        return f"{self.topic}-group"
 
     def config(self, settings: dict[str, Any]) -> dict[str, Any]:
         return {**FAST, "bootstrap.servers": self.bootstrap, **dict(self.extra), **settings}
@@ -95,7 +98,7 @@ class Process(threading.Thread):
             self.h.ok("assign", self.process, {"process": self.process, "keys": _keys(tps)})
 
         settings = {
-            "group.id": GROUP if subscribe else f"{GROUP}-{self.process}",
+            "group.id": self.env.group if subscribe else f"{self.env.group}-{self.process}",
             "isolation.level": "read_committed",
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
@@ -311,12 +314,14 @@ class Monitor(Process):
 
     def run_ops(self) -> None:
         # read_uncommitted: the high watermark, not the last stable offset
-        settings = {"group.id": GROUP, "enable.auto.commit": False}
+        settings = {"group.id": self.env.group, "enable.auto.commit": False}
         consumer = Consumer(self.env.config({**settings, "isolation.level": "read_uncommitted"}))
         tps = [TopicPartition(self.env.topic, k) for k in range(self.env.keys)]
         try:
             while not self.stop.is_set():
-                inv = self.h.invoke("committed", self.process, {"group": GROUP, "offsets": {}})
+                inv = self.h.invoke(
+                    "committed", self.process, {"group": self.env.group, "offsets": {}}
+                )
                 try:
                     got = consumer.committed(tps, timeout=1.0)
                     offsets = {
@@ -352,7 +357,7 @@ def final_read(env: Env, timeout: float = 20.0) -> str:
     c = Consumer(
         env.config(
             {
-                "group.id": f"{GROUP}-final",
+                "group.id": f"{env.group}-final",
                 "isolation.level": "read_committed",
                 "enable.auto.commit": False,
             }
