@@ -236,3 +236,14 @@ def test_cycle_search_on_a_chain_finds_nothing() -> None:
     es = edges({0: ["a", "b", "c"]}, {"a": 1, "b": 2, "c": 3}, {})
     assert es == {(1, 2, "ww"), (2, 3, "ww")}
     assert cycles(es) == []
+
+
+def test_unknown_transaction_passed_over_is_not_a_skip() -> None:
+    """A transaction whose commit is in doubt may have aborted: read_committed readers passing
+    over its write (at an offset its send was acknowledged with) skip nothing."""
+    b = clean()
+    b.op("t", [["send", 1, "maybe", 3]], txn=True, outcome=INFO)
+    b.send("p1", 1, "z", 5)
+    b.poll("s", 1, [(0, "d"), (5, "z")])
+    b.final[1] = [(0, "d"), (5, "z")]
+    assert check(b.done()).valid

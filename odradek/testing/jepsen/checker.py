@@ -3,9 +3,9 @@ from a finished history (`odradek.testing.jepsen.history`). As Jepsen's, they re
 clients saw; an `info` op may or may not have happened and never proves an anomaly alone.
 
 Each key's version order is its offsets: every value seen at an offset (acknowledged sends,
-polls, the final read). Values written by ops known not to have committed (fail, or a
-transaction aborted) and never read are left out of it, so that read_committed readers passing
-over them are not skips. The anomalies, by kind:
+polls, the final read). Values written by ops not known to have committed (fail, info, or a
+transaction aborted) enter it only when read, so that read_committed readers passing over an
+aborted write are not skips. The anomalies, by kind:
 
     inconsistent-offsets  one offset of a key seen with two values
     duplicate             one value at two offsets (Kafka: an idempotent or transactional
@@ -130,8 +130,8 @@ def _model(history: History) -> _Model:
                 m.written_by[value] = inv
                 if done.type == OK and m.outcome[inv.index] == "commit":
                     m.acked[value] = (key, offset, done)
-                if offset is not None and m.outcome[inv.index] != "abort":
-                    seen[key][offset].add(value)
+                if offset is not None and m.outcome[inv.index] == "commit" and done.type == OK:
+                    seen[key][offset].add(value)  # others enter the order only when read
             elif mop[0] == "poll" and done.type == OK:
                 _f, key, records = mop
                 for offset, value in records:
