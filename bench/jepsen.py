@@ -86,7 +86,7 @@ def summary(results: list[Result], wall: float) -> str:
     anomalies: Counter[str] = Counter()
     observed: Counter[str] = Counter()
     for r in results:
-        faults.update(f.split(" ")[1] for f in r.faults)
+        faults.update(f.split(" ")[1] for f in r.faults if f.startswith("t="))
         ops.update(op.type for op in r.history.ops if op.type != "invoke" and op.f == "txn")
         anomalies.update(summarize(r.report.anomalies))
         observed.update(summarize(r.report.observed))
