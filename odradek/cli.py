@@ -147,6 +147,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"odradek: bad configuration: {exc}", file=sys.stderr)
         return 1
     _check_ports(config)
+    from odradek.log import power_loss
+
+    if power_loss.install_from_env():  # tests only: fsyncs journaled for a simulated power loss
+        print(f"odradek: test hook {power_loss.ENV} is set", file=sys.stderr)
     try:
         return asyncio.run(_serve(config))
     except (DataDirError, ConfigError, ValueError) as exc:

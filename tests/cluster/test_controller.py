@@ -147,3 +147,29 @@ def test_requested_unclean_election(store) -> None:
     store.unregister_broker(2)  # nobody reacts: the partition has no live leader
     assert c.elect([("t", 2)], UNCLEAN)[("t", 2)][0] == ErrorCode.NONE
     assert (state(store, 2).leader, state(store, 2).isr) == (0, [0])
+
+
+def test_bounced_leader_hands_over_and_leaves_the_isr(store) -> None:
+    """A broker back under a new broker epoch before anyone saw it go (restarted within its
+    session, perhaps after losing power) is treated as gone first, as Kafka's controller treats
+    a bounced broker: another in-sync replica leads, and it leaves the ISR until caught up."""
+    c = Controller(store, 2, lambda t: False)
+    c.observe()
+    store.register_broker(BrokerRegistration(1, "127.0.0.1", 9001))  # 1 again, a new epoch
+    c.known[2] = store.broker(2).broker_epoch  # type: ignore[union-attr]
+    c1 = Controller(store, 0, lambda t: False)
+    c1.known = dict(c.known)
+    c1.on_brokers_changed()
+    st = state(store, 1)  # led by 1 with ISR [1, 2]
+    assert (st.leader, st.leader_epoch, st.isr) == (2, 1, [2])
+    assert state(store, 0).isr == [0, 2]  # a follower that bounced leaves the ISR too
+    st = state(store, 2)  # 2 did not bounce: untouched
+    assert (st.leader, st.leader_epoch, st.isr) == (2, 0, [2])
+
+
+def test_bounced_last_isr_member_leads_again(store) -> None:
+    c = controller(store)
+    store.register_broker(BrokerRegistration(2, "127.0.0.1", 9002))  # 2 again, a new epoch
+    c.on_brokers_changed()
+    st = state(store, 2)  # ISR [2]: nobody else has its data
+    assert (st.leader, st.leader_epoch, st.isr) == (2, 1, [2])

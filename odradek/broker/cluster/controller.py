@@ -15,7 +15,10 @@ ElectLeaders), which are conditional updates on the store and so safe from any b
   only followed lose it from their ISR at once, so acks=all does not wait for
   replica.lag.time.max.ms.
 - A broker (re)registers: offline partitions it can lead get it, and partitions still recorded
-  as led by it are elected again in a new epoch.
+  as led by it are elected again in a new epoch. A broker registering again under a new broker
+  epoch (restarted, perhaps after losing power) is treated as gone first, as Kafka's controller
+  treats a bounced broker: another in-sync replica leads what it led and it leaves every ISR
+  (it rejoins once caught up); it leads again only when it was the last in-sync replica.
 - Controlled shutdown: leadership of the broker's partitions moves to another ISR member, and
   it leaves the ISR of the partitions it follows, before it stops.
 - A partition without any state yet (created in ZooKeeper by another tool) gets its first live
@@ -100,25 +103,35 @@ class Controller:
             for idx, st in enumerate(info.partitions):
                 new: PartitionState | None = None
                 if st.leader not in live or st.leader in restarted:
-                    new = self._offline_leader(info.name, idx, st, live)
-                elif any(r not in live for r in st.isr):
-                    isr = [r for r in st.isr if r in live]
+                    new = self._offline_leader(info.name, idx, st, live, restarted)
+                elif any(r not in live or r in restarted for r in st.isr):
+                    isr = [r for r in st.isr if r in live and r not in restarted]
                     new = st.with_leader_isr(st.leader, st.leader_epoch, isr)
                 if new is not None:
                     updates.append((info.name, idx, new, st.leader_epoch, st.partition_epoch))
         return self._apply(updates, "offline partitions")
 
     def _offline_leader(
-        self, topic: str, idx: int, st: PartitionState, live: set[int]
+        self,
+        topic: str,
+        idx: int,
+        st: PartitionState,
+        live: set[int],
+        restarted: set[int] | None = None,
     ) -> PartitionState | None:
         if st.partition_epoch < 0 and not st.isr:
             # a new partition whose state nobody wrote yet (a topic created in ZooKeeper by
             # Kafka's own tools leaves that to the controller): every live replica is in sync
             isr = [r for r in st.replicas if self._eligible(r)]
             return PartitionState(list(st.replicas), isr[0], 0, isr) if isr else None
-        candidates = [r for r in st.replicas if r in st.isr and self._eligible(r)]
+        # a restarted broker went down first (Kafka's onBrokerFailure for a bounced broker): it
+        # may have lost what it had not flushed, so another in-sync replica leads and it leaves
+        # the ISR; it leads again only as the last in-sync replica
+        bounced = restarted or set()
+        in_sync = [r for r in st.replicas if r in st.isr and self._eligible(r)]
+        candidates = [r for r in in_sync if r not in bounced] or in_sync
         if candidates:
-            isr = [r for r in st.isr if r in live]
+            isr = [r for r in st.isr if r in live and (r not in bounced or r == candidates[0])]
             return st.with_leader_isr(candidates[0], st.leader_epoch + 1, isr)
         if self.unclean_enabled(topic):
             candidates = [r for r in st.replicas if self._eligible(r)]

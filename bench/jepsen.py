@@ -1,0 +1,133 @@
+"""`python -m bench.jepsen`: the queue workload's soak over brokers on their own hosts (network
+namespaces), with real network faults, kill -9, SIGSTOP and power loss (odradek.testing.jepsen).
+
+    python -m bench.jepsen --seeds 1000                 # seeds 0..999 on one cluster
+    python -m bench.jepsen --seed 17 -v                 # one seed again, with its faults
+    python -m bench.jepsen --seeds 50 --kinds power-loss,kill
+    python -m bench.jepsen --seeds 20 --bootstrap host:9092 --no-faults   # your own cluster
+
+Needs root and iproute2 (network namespaces, veth, a bridge; tc netem where the kernel has it),
+java and ZooKeeper (scripts/setup.sh). One cluster (three ZooKeeper nodes, three brokers) serves
+every seed; each seed has its own topic. A failing seed prints its faults and anomalies; the
+table at the end counts seeds, faults and what the checkers found. Exit status 0 when every
+seed is valid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+import time
+from collections import Counter
+
+from odradek.testing.jepsen.checker import summarize
+from odradek.testing.jepsen.hosts import HostCluster, journal_env
+from odradek.testing.jepsen.nemesis import ALL
+from odradek.testing.jepsen.runner import Result, Workload, run_workload
+from odradek.testing.jepsen.seeds import SeedOptions, run_seed
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.jepsen", description=__doc__.split("\n")[0])
+    p.add_argument("--seeds", type=int, default=20)
+    p.add_argument("--start", type=int, default=0)
+    p.add_argument("--seed", type=int, action="append", help="run this seed (repeatable)")
+    p.add_argument("--duration", type=float, default=SeedOptions.duration)
+    p.add_argument("--kinds", default=",".join(ALL), help=f"fault kinds, of {','.join(ALL)}")
+    p.add_argument(
+        "--bootstrap",
+        help="run against this cluster instead (no faults injected; "
+        "the topic jepsen-<seed> must exist with 4 partitions)",
+    )
+    p.add_argument("--failures", help="append failing seeds' explanations to this file")
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p.parse_args(argv)
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    logging.basicConfig(level=logging.CRITICAL)
+    seeds = args.seed or list(range(args.start, args.start + args.seeds))
+    opts = SeedOptions(duration=args.duration, kinds=tuple(args.kinds.split(",")))
+    results: list[Result] = []
+    began = time.monotonic()
+    if args.bootstrap:
+        for seed in seeds:
+            w = Workload(seed=seed, topic=f"jepsen-{seed}", duration=args.duration)
+            results.append(_report(run_workload(args.bootstrap, w), args))
+    else:
+        with tempfile.TemporaryDirectory(prefix="odradek-jepsen-") as tmp:
+            with HostCluster(tmp, env=journal_env(tmp)) as cluster:
+                for seed in seeds:
+                    results.append(_report(run_seed(cluster, seed, opts), args))
+    print(summary(results, time.monotonic() - began))
+    return 0 if all(r.valid for r in results) else 1
+
+
+def _report(r: Result, args: argparse.Namespace) -> Result:
+    print(f"seed {r.seed}: {'ok' if r.valid else 'FAIL'} in {r.elapsed:.1f}s", flush=True)
+    if args.verbose or not r.valid:
+        print(r.explain(), flush=True)
+    if not r.valid and args.failures:
+        with open(args.failures, "a") as fh:
+            fh.write(r.explain() + "\n\n")
+    return r
+
+
+def summary(results: list[Result], wall: float) -> str:
+    faults: Counter[str] = Counter()
+    ops: Counter[str] = Counter()
+    anomalies: Counter[str] = Counter()
+    observed: Counter[str] = Counter()
+    for r in results:
+        faults.update(f.split(" ")[1] for f in r.faults if f.startswith("t="))
+        ops.update(op.type for op in r.history.ops if op.type != "invoke" and op.f == "txn")
+        anomalies.update(summarize(r.report.anomalies))
+        observed.update(summarize(r.report.observed))
+    failing = [r.seed for r in results if not r.valid]
+    lines = [
+        "",
+        "## jepsen queue soak",
+        "",
+        _row(["seeds", "valid", "failing", "wall s", "s/seed"]),
+        _row(["---"] * 5),
+        _row(
+            [
+                str(len(results)),
+                str(len(results) - len(failing)),
+                str(len(failing)),
+                f"{wall:.0f}",
+                f"{wall / max(1, len(results)):.1f}",
+            ]
+        ),
+        "",
+        _row(["fault", "count"]),
+        _row(["---", "---"]),
+        *(_row([k, str(v)]) for k, v in sorted(faults.items())),
+        "",
+        _row(["client ops", "ok", "fail", "info"]),
+        _row(["---"] * 4),
+        _row(["send/poll/txn", str(ops["ok"]), str(ops["fail"]), str(ops["info"])]),
+        "",
+        _row(["anomaly (Kafka guarantees)", "count"]),
+        _row(["---", "---"]),
+        *(_row([k, str(v)]) for k, v in sorted(anomalies.items())),
+        *([] if anomalies else [_row(["none", "0"])]),
+        "",
+        _row(["observed, not promised by Kafka", "count"]),
+        _row(["---", "---"]),
+        *(_row([k, str(v)]) for k, v in sorted(observed.items())),
+    ]
+    if failing:
+        lines += ["", "failing seeds: " + " ".join(map(str, failing))]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

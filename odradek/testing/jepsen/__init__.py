@@ -1,0 +1,16 @@
+"""Jepsen's Kafka "queue" workload and its checkers, for odradek or any Kafka deployment.
+
+    from odradek.testing.jepsen import check
+    report = check(history)              # a finished odradek.testing.jepsen.history.History
+    assert report.valid, report.anomalies
+
+Modules: `history` (the operations recorded), `checker` (lost writes, duplicates, inconsistent
+offsets, poll skips, non-monotonic sends and polls, aborted and uncommitted reads, committed
+offsets and high watermarks going back), `elle` (G0 / G1c / G2 dependency cycles), `workload`
+(the clients over confluent-kafka), `hosts` (brokers and ZooKeeper in network namespaces with
+real network faults), `runner` (one seed). `python -m bench.jepsen --seeds N` soaks.
+"""
+
+from odradek.testing.jepsen.checker import KAFKA_GUARANTEES, Anomaly, Report, check
+
+__all__ = ["KAFKA_GUARANTEES", "Anomaly", "Report", "check"]

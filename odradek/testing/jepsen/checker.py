@@ -1,0 +1,394 @@
+"""Checkers of the queue workload (Jepsen's Kafka analyses of Redpanda and Bufstream), judged
+from a finished history (`odradek.testing.jepsen.history`). As Jepsen's, they read only what
+clients saw; an `info` op may or may not have happened and never proves an anomaly alone.
+
+Each key's version order is its offsets: every value seen at an offset (acknowledged sends,
+polls, the final read). Values written by ops not known to have committed (fail, info, or a
+transaction aborted) enter it only when read, so that read_committed readers passing over an
+aborted write are not skips. The anomalies, by kind:
+
+    inconsistent-offsets  one offset of a key seen with two values
+    duplicate             one value at two offsets (Kafka: an idempotent or transactional
+                          producer writes each record once, KIP-98)
+    lost-write            an acknowledged write never read, though reads went past its offset
+    unseen                an acknowledged write never read at all, after the final read
+    int-poll-skip         one poll of a key jumped over a version
+    ext-poll-skip         a consumer's next poll of a key (same assignment) jumped over one
+    int-nonmonotonic-poll one poll's offsets of a key do not increase
+    ext-nonmonotonic-poll a consumer's next poll of a key (same assignment) went back
+    nonmonotonic-send     one producer's acknowledged sends to a key got decreasing offsets
+    G1a                   a read of a value whose write was aborted or certainly failed
+    uncommitted-read      a read_committed read finished before the writing transaction's
+                          commit was sent
+    G0, G1c, G2           dependency cycles (`elle`); Kafka does not promise to prevent them
+    offset-back           a committed offset read lower than a commit acknowledged, or a read
+                          completed, before it began
+    hw-back               a high watermark read lower than an earlier completed read, or not
+                          past an acks=all write acknowledged before it began
+
+`check(history)` returns a `Report` whose `anomalies` are the kinds in `guarantees`
+(`KAFKA_GUARANTEES` by default: what Kafka documents) and whose `observed` are the rest (found,
+but not promised against).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from odradek.testing.jepsen import elle
+from odradek.testing.jepsen.history import FAIL, INFO, OK, History, Op
+
+CYCLES = frozenset({"G0", "G1c", "G2"})
+KAFKA_GUARANTEES = frozenset(
+    {
+        "inconsistent-offsets",
+        "duplicate",
+        "lost-write",
+        "unseen",
+        "int-poll-skip",
+        "ext-poll-skip",
+        "int-nonmonotonic-poll",
+        "ext-nonmonotonic-poll",
+        "nonmonotonic-send",
+        "G1a",
+        "uncommitted-read",
+        "offset-back",
+        "hw-back",
+        "unavailable",
+    }
+)
+ALL_KINDS = KAFKA_GUARANTEES | CYCLES
+
+
+@dataclass(slots=True, frozen=True)
+class Anomaly:
+    kind: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.detail}"
+
+
+@dataclass
+class Report:
+    anomalies: list[Anomaly] = field(default_factory=list)
+    observed: list[Anomaly] = field(default_factory=list)  # found, not promised against
+    stats: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def valid(self) -> bool:
+        return not self.anomalies
+
+    def kinds(self) -> set[str]:
+        return {a.kind for a in self.anomalies}
+
+    def all_kinds(self) -> set[str]:
+        return {a.kind for a in self.anomalies + self.observed}
+
+
+class _Found:
+    def __init__(self, limit: int) -> None:
+        self.items: list[Anomaly] = []
+        self.per: dict[str, int] = defaultdict(int)
+        self.limit = limit
+
+    def add(self, kind: str, detail: str) -> None:
+        self.per[kind] += 1
+        if self.per[kind] <= self.limit:
+            self.items.append(Anomaly(kind, detail))
+
+
+@dataclass
+class _Model:
+    """What the history says, indexed: writes, reads, outcomes and version orders."""
+
+    acked: dict[str, tuple[int, int | None, Op]] = field(default_factory=dict)
+    written_by: dict[str, Op] = field(default_factory=dict)
+    outcome: dict[int, str] = field(default_factory=dict)  # invoke index -> commit/abort/unknown
+    seen: dict[int, dict[int, set[str]]] = field(default_factory=dict)  # key -> offset -> values
+    read: dict[str, list[tuple[Op, int, int]]] = field(default_factory=dict)  # value -> reads
+    final: dict[int, list[list[Any]]] | None = None
+
+
+def _outcome(done: Op) -> str:
+    if done.type == OK:
+        return str(done.value.get("decision", "commit"))
+    return "abort" if done.type == FAIL else "unknown"
+
+
+def _model(history: History) -> _Model:
+    m = _Model()
+    seen: dict[int, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
+    read: dict[str, list[tuple[Op, int, int]]] = defaultdict(list)
+    for inv, done in history.completions("txn"):
+        m.outcome[inv.index] = _outcome(done)
+        for mop in done.value.get("mops", []):
+            if mop[0] == "send":
+                _f, key, value, offset = mop
+                m.written_by[value] = inv
+                if done.type == OK and m.outcome[inv.index] == "commit":
+                    m.acked[value] = (key, offset, done)
+                if offset is not None and m.outcome[inv.index] == "commit" and done.type == OK:
+                    seen[key][offset].add(value)  # others enter the order only when read
+            elif mop[0] == "poll" and done.type == OK:
+                _f, key, records = mop
+                for offset, value in records:
+                    seen[key][offset].add(value)
+                    read[value].append((done, key, offset))
+    for _inv, done in history.completions("final"):
+        if done.type == OK:
+            m.final = {int(k): list(v) for k, v in done.value["records"].items()}
+            for key, records in m.final.items():
+                for offset, value in records:
+                    seen[key][offset].add(value)
+                    read[value].append((done, key, offset))
+    m.seen = {k: dict(v) for k, v in seen.items()}
+    m.read = dict(read)
+    return m
+
+
+def _orders(m: _Model, found: _Found) -> dict[int, list[tuple[int, str]]]:
+    """Each key's versions by offset; an offset with two values is reported, the first kept."""
+    orders: dict[int, list[tuple[int, str]]] = {}
+    for key, by_offset in m.seen.items():
+        versions = []
+        for offset in sorted(by_offset):
+            values = sorted(by_offset[offset])
+            if len(values) > 1:
+                found.add("inconsistent-offsets", f"key {key} offset {offset}: {values}")
+            versions.append((offset, values[0]))
+        orders[key] = versions
+    return orders
+
+
+def check(
+    history: History, guarantees: frozenset[str] = KAFKA_GUARANTEES, limit: int = 20
+) -> Report:
+    """Run every checker; at most `limit` anomalies of each kind are listed."""
+    found = _Found(limit)
+    m = _model(history)
+    orders = _orders(m, found)
+    _duplicates(m, found)
+    _lost(m, orders, found)
+    _polls(history, orders, found)
+    _sends(history, found)
+    _aborted(history, m, found)
+    _cycles(history, m, orders, found)
+    _monotonic(history, found)
+    if m.final is None:
+        found.add("unavailable", "no final read after the faults healed")
+    report = Report()
+    for a in found.items:
+        (report.anomalies if a.kind in guarantees else report.observed).append(a)
+    for kind, n in found.per.items():
+        if n > limit:
+            target = report.anomalies if kind in guarantees else report.observed
+            target.append(Anomaly(kind, f"... and {n - limit} more"))
+    report.stats = {**history.counts(), **{f"found {k}": n for k, n in found.per.items()}}
+    return report
+
+
+def _duplicates(m: _Model, found: _Found) -> None:
+    for value, reads in m.read.items():
+        places = sorted({(k, o) for _op, k, o in reads})
+        if len(places) > 1:
+            found.add("duplicate", f"{value!r} at (key, offset) {places}")
+
+
+def _lost(m: _Model, orders: dict[int, list[tuple[int, str]]], found: _Found) -> None:
+    highest = {k: max((o for o, v in vs if v in m.read), default=-1) for k, vs in orders.items()}
+    for value, (key, offset, done) in m.acked.items():
+        if value in m.read:
+            continue
+        where = f"key {key} offset {offset}"
+        if offset is not None and offset < highest.get(key, -1):
+            found.add(
+                "lost-write",
+                f"acknowledged {value!r} at {where} (op {done.invoke}) never "
+                f"read; reads reached offset {highest[key]}",
+            )
+        elif m.final is not None:
+            found.add(
+                "unseen",
+                f"acknowledged {value!r} at {where} (op {done.invoke}) not in the final read",
+            )
+
+
+def _polls(history: History, orders: dict[int, list[tuple[int, str]]], found: _Found) -> None:
+    """Skips and going back, inside one poll and between a consumer's polls of a key."""
+    rank = {k: {o: i for i, (o, _v) in enumerate(vs)} for k, vs in orders.items()}
+    last: dict[tuple[str, int], tuple[int, int]] = {}  # (process, key) -> (offset, op)
+    for op in sorted(history.ops, key=lambda o: o.index):
+        if op.type != OK:
+            continue
+        process = str(op.value.get("process", op.process))
+        if op.f == "assign":
+            for key in list(last):
+                if key[0] == process:
+                    del last[key]
+            continue
+        if op.f != "txn":
+            continue
+        for mop in op.value.get("mops", []):
+            if mop[0] != "poll" or not mop[2]:
+                continue
+            key, records = mop[1], [r[0] for r in mop[2]]
+            r = rank.get(key, {})
+            for a, b in zip(records, records[1:], strict=False):
+                if b <= a:
+                    found.add("int-nonmonotonic-poll", f"op {op.invoke} key {key}: {a} then {b}")
+                elif r[b] - r[a] > 1:
+                    found.add(
+                        "int-poll-skip",
+                        f"op {op.invoke} key {key}: {a} then {b}, "
+                        f"skipping {_between(orders[key], a, b)}",
+                    )
+            prev = last.get((process, key))
+            if prev is not None:
+                a, b = prev[0], records[0]
+                if b <= a:
+                    found.add(
+                        "ext-nonmonotonic-poll",
+                        f"{process} key {key}: op {prev[1]} read "
+                        f"up to {a}, op {op.invoke} from {b}",
+                    )
+                elif r[b] - r[a] > 1:
+                    found.add(
+                        "ext-poll-skip",
+                        f"{process} key {key}: op {prev[1]} read up to "
+                        f"{a}, op {op.invoke} from {b}, skipping {_between(orders[key], a, b)}",
+                    )
+            last[(process, key)] = (records[-1], op.invoke)
+
+
+def _between(versions: list[tuple[int, str]], a: int, b: int) -> list[tuple[int, str]]:
+    return [(o, v) for o, v in versions if a < o < b][:5]
+
+
+def _sends(history: History, found: _Found) -> None:
+    last: dict[tuple[str, int], tuple[int, str]] = {}
+    for _inv, done in sorted(history.completions("txn"), key=lambda p: p[0].index):
+        if done.type != OK or done.value.get("decision", "commit") != "commit":
+            continue
+        process = str(done.value.get("process", done.process))
+        for mop in done.value.get("mops", []):
+            if mop[0] != "send" or mop[3] is None:
+                continue
+            _f, key, value, offset = mop
+            prev = last.get((process, key))
+            if prev is not None and offset <= prev[0]:
+                found.add(
+                    "nonmonotonic-send",
+                    f"{process} key {key}: {prev[1]!r} at {prev[0]} then {value!r} at {offset}",
+                )
+            last[(process, key)] = (offset, value)
+
+
+def _aborted(history: History, m: _Model, found: _Found) -> None:
+    """G1a and reads of writes whose commit had not been sent yet."""
+    commit_sent = {
+        int(done.value["op"]): done.index
+        for _inv, done in history.completions("end-txn")
+        if done.type == OK
+    }
+    for value, reads in m.read.items():
+        writer = m.written_by.get(value)
+        if writer is None:
+            continue
+        outcome = m.outcome.get(writer.index, "unknown")
+        for op, key, offset in reads:
+            if op.invoke == writer.index:
+                continue
+            if outcome == "abort":
+                found.add(
+                    "G1a",
+                    f"op {op.invoke} read {value!r} (key {key} offset {offset}) "
+                    f"of op {writer.index}, which did not commit",
+                )
+            elif writer.value.get("txn"):
+                sent = commit_sent.get(writer.index)
+                if sent is not None and op.index < sent:
+                    found.add(
+                        "uncommitted-read",
+                        f"op {op.invoke} read {value!r} (key {key} "
+                        f"offset {offset}) before op {writer.index}'s commit was sent",
+                    )
+
+
+def _cycles(
+    history: History, m: _Model, orders: dict[int, list[tuple[int, str]]], found: _Found
+) -> None:
+    writer = {v: op.index for v, op in m.written_by.items() if m.outcome.get(op.index) != "abort"}
+    reads: dict[int, dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for inv, done in history.completions("txn"):
+        if done.type != OK:
+            continue
+        for mop in done.value.get("mops", []):
+            if mop[0] == "poll":
+                reads[inv.index][mop[1]].extend(v for _o, v in mop[2])
+    # a duplicate's later copies are reported as duplicates, not as a write cycle with itself
+    versions = {k: list(dict.fromkeys(v for _o, v in vs)) for k, vs in orders.items()}
+    for cycle in elle.cycles(elle.edges(versions, writer, reads)):
+        found.add(cycle.kind, cycle.path())
+
+
+def _monotonic(history: History, found: _Found) -> None:
+    """Committed offsets and high watermarks: a read is not lower than what was known when it
+    was invoked (acknowledged commits and sends, earlier completed reads)."""
+    events: list[tuple[int, int, str, Op]] = []
+    for f in ("committed", "hw"):
+        for inv, done in history.completions(f):
+            if done.type == OK:
+                events.append((inv.index, 0, "start", done))
+                events.append((done.index, 1, "done", done))
+    for _inv, done in history.completions("commit"):
+        if done.type == OK:
+            events.append((done.index, 1, "commit", done))
+    for _inv, done in history.completions("txn"):
+        if done.type == OK and done.value.get("decision", "commit") == "commit":
+            events.append((done.index, 1, "ack", done))
+    events.sort(key=lambda e: (e[0], e[1]))
+    known: dict[tuple[str, int], tuple[int, str]] = {}  # ("hw" | group, key) -> bound, why
+    before: dict[int, dict[tuple[str, int], tuple[int, str]]] = {}
+    for _i, _o, role, op in events:
+        if role == "start":
+            before[op.invoke] = dict(known)
+        elif role == "done":
+            field_, kind = ("offsets", "offset-back") if op.f == "committed" else ("hw", "hw-back")
+            name = "hw" if op.f == "hw" else "group " + str(op.value.get("group", ""))
+            bounds = before.pop(op.invoke, {})
+            for key, value in op.value[field_].items():
+                bound = bounds.get((name, int(key)))
+                if bound is not None and value < bound[0]:
+                    found.add(kind, f"key {key} read {value} (op {op.invoke}) after {bound[1]}")
+                _raise(known, (name, int(key)), value, f"a read of {value} (op {op.invoke})")
+        elif role == "commit":
+            name = "group " + str(op.value.get("group", ""))
+            for key, value in op.value["offsets"].items():
+                _raise(known, (name, int(key)), value, f"commit of {value} (op {op.invoke})")
+        else:
+            for mop in op.value.get("mops", []):
+                if mop[0] == "send" and mop[3] is not None:
+                    end = mop[3] + 1
+                    _raise(
+                        known, ("hw", mop[1]), end, f"a write acked at {mop[3]} (op {op.invoke})"
+                    )
+
+
+def _raise(
+    known: dict[tuple[str, int], tuple[int, str]], key: tuple[str, int], v: int, why: str
+) -> None:
+    if key not in known or v > known[key][0]:
+        known[key] = (v, why)
+
+
+def summarize(anomalies: list[Anomaly]) -> dict[str, int]:
+    out: dict[str, int] = defaultdict(int)
+    for a in anomalies:
+        out[a.kind] += 1
+    return dict(out)
+
+
+__all__ = ["ALL_KINDS", "CYCLES", "INFO", "KAFKA_GUARANTEES", "Anomaly", "Report", "check"]

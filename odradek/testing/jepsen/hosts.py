@@ -1,0 +1,296 @@
+"""A ZooKeeper-mode odradek cluster on separate hosts (network namespaces, `netns.Network`):
+a three-node ZooKeeper ensemble z0-z2, brokers b0-b2 (`python -m odradek serve` with
+`zookeeper.connect` naming the ensemble), and the clients on host `client`.
+
+    with HostCluster(work_dir) as cluster:
+        cluster.create_topic("jepsen-7", partitions=4)
+        cluster.kill(1); cluster.start_broker(1)
+        cluster.net.isolate({"b0"}, cluster.others("b0"))
+
+Brokers use Kafka's keys: RF 3, min.insync.replicas=2, unclean leader election off, short
+ZooKeeper sessions so a cut-off broker loses its registration (and leadership) within seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from odradek.log.power_loss import ENV as POWER_LOSS_ENV
+from odradek.testing.jepsen.netns import Network
+from odradek.testing.zookeeper import ZooKeeperUnavailable, zookeeper_jar
+
+ZK = ("z0", "z1", "z2")
+CLIENT = "client"
+BROKER_PORT = 9092
+ZK_PORT = 2181
+READY_S = 40.0
+
+BROKER_CONFIG: dict[str, str] = {
+    "zookeeper.session.timeout.ms": "3000",
+    "zookeeper.connection.timeout.ms": "10000",
+    "replica.fetch.wait.max.ms": "100",
+    "replica.lag.time.max.ms": "2000",
+    "replica.socket.timeout.ms": "2000",
+    "min.insync.replicas": "2",
+    "default.replication.factor": "3",
+    "offsets.topic.replication.factor": "3",
+    "offsets.topic.num.partitions": "3",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    "transaction.state.log.num.partitions": "3",
+    "unclean.leader.election.enable": "false",
+    "group.initial.rebalance.delay.ms": "0",
+    "group.min.session.timeout.ms": "1000",
+    "auto.create.topics.enable": "false",
+}
+
+
+class HostCluster:
+    def __init__(
+        self,
+        work_dir: str | Path,
+        brokers: int = 3,
+        overrides: dict[str, str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        jar, java = zookeeper_jar(), shutil.which("java")
+        if jar is None or java is None:
+            raise ZooKeeperUnavailable("ZooKeeper needs its jar and java: run scripts/setup.sh")
+        self.jar, self.java = jar, java
+        self.work = Path(work_dir)
+        self.brokers = [f"b{i}" for i in range(brokers)]
+        self.overrides = {**BROKER_CONFIG, **(overrides or {})}
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_")}
+        self.env.update({"PYTHONUNBUFFERED": "1", **(env or {})})
+        self.net = Network([*ZK, *self.brokers, CLIENT])
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.paused: set[str] = set()
+        self._admin: AdminClient | None = None
+
+    # -- addresses ------------------------------------------------------------------------------
+
+    def addr(self, host: str) -> str:
+        return self.net.addresses[host]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"{self.addr(b)}:{BROKER_PORT}" for b in self.brokers)
+
+    @property
+    def zookeeper_connect(self) -> str:
+        return ",".join(f"{self.addr(z)}:{ZK_PORT}" for z in ZK) + "/odradek"
+
+    def others(self, host: str) -> set[str]:
+        return {h for h in self.net.hosts if h != host}
+
+    def journal(self, broker: str) -> str:
+        """The broker's power-loss journal ('' when the hook is off)."""
+        return self.env.get(POWER_LOSS_ENV, "").replace("{broker}", broker)
+
+    def data_dir(self, broker: str) -> Path:
+        return self.work / broker / "data"
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> HostCluster:
+        try:
+            for i, z in enumerate(ZK):
+                self._start_zk(i, z)
+            for z in ZK:
+                self._wait(lambda z=z: self._zk_serving(z), f"ZooKeeper {z} did not serve")
+            for b in self.brokers:
+                self.start_broker(b, wait=False)
+            for b in self.brokers:
+                self._wait_broker(b)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _start_zk(self, i: int, z: str) -> None:
+        d = self.work / z
+        (d / "data").mkdir(parents=True, exist_ok=True)
+        (d / "data" / "myid").write_text(f"{i + 1}\n")
+        servers = "".join(f"server.{j + 1}={self.addr(h)}:2888:3888\n" for j, h in enumerate(ZK))
+        (d / "zoo.cfg").write_text(
+            f"tickTime=250\ninitLimit=40\nsyncLimit=8\ndataDir={d / 'data'}\n"
+            f"clientPort={ZK_PORT}\nclientPortAddress={self.addr(z)}\nmaxClientCnxns=0\n"
+            "admin.enableServer=false\n4lw.commands.whitelist=ruok,srvr\n" + servers
+        )
+        argv = [
+            self.java,
+            "-Xmx128m",
+            "-XX:+UseSerialGC",
+            "-Dzookeeper.admin.enableServer=false",
+            "-cp",
+            self.jar,
+            "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+            str(d / "zoo.cfg"),
+        ]
+        self.procs[z] = self.net.spawn(z, argv, str(d / "zookeeper.log"), cwd=str(d))
+
+    def _zk_serving(self, z: str) -> bool:
+        try:
+            with socket.create_connection((self.addr(z), ZK_PORT), timeout=1) as s:
+                s.sendall(b"srvr")
+                return b"Mode: " in s.recv(4096)
+        except OSError:
+            return False
+
+    def start_broker(self, b: str, wait: bool = True) -> None:
+        i = self.brokers.index(b)
+        d = self.work / b
+        self.data_dir(b).mkdir(parents=True, exist_ok=True)
+        settings = {
+            "listeners": f"PLAINTEXT://{self.addr(b)}:{BROKER_PORT}",
+            "log.dirs": str(self.data_dir(b)),
+            "node.id": str(i),
+            "zookeeper.connect": self.zookeeper_connect,
+            **self.overrides,
+        }
+        argv = [sys.executable, "-m", "odradek", "serve"]
+        for k, v in settings.items():
+            argv += ["--override", f"{k}={v}"]
+        log = d / "broker.log"
+        self._log_mark = log.stat().st_size if log.exists() else 0
+        env = dict(self.env)
+        if POWER_LOSS_ENV in env:
+            env[POWER_LOSS_ENV] = env[POWER_LOSS_ENV].replace("{broker}", b)
+        self.procs[b] = self.net.spawn(b, argv, str(log), env=env, cwd=str(d))
+        if wait:
+            self._wait_broker(b)
+
+    def _wait_broker(self, b: str) -> None:
+        def up() -> bool:
+            proc = self.procs[b]
+            if proc.poll() is not None:
+                raise RuntimeError(f"broker {b} exited ({proc.returncode}):\n{self.log_tail(b)}")
+            try:
+                with socket.create_connection((self.addr(b), BROKER_PORT), timeout=0.5):
+                    return True
+            except OSError:
+                return False
+
+        self._wait(up, f"broker {b} did not listen")
+
+    def _wait(self, ready: object, what: str, timeout: float = READY_S) -> None:
+        deadline = time.monotonic() + timeout
+        while not ready():  # type: ignore[operator]
+            if time.monotonic() > deadline:
+                raise TimeoutError(what)
+            time.sleep(0.1)
+
+    def log_tail(self, host: str, chars: int = 3000) -> str:
+        name = "broker.log" if host in self.brokers else "zookeeper.log"
+        path = self.work / host / name
+        return path.read_text(errors="replace")[-chars:] if path.exists() else ""
+
+    def running(self, host: str) -> bool:
+        proc = self.procs.get(host)
+        return proc is not None and proc.poll() is None
+
+    def kill(self, host: str) -> None:
+        proc = self.procs.get(host)
+        if proc is not None and proc.poll() is None:
+            if host in self.paused:
+                os.kill(proc.pid, signal.SIGCONT)
+                self.paused.discard(host)
+            proc.kill()
+            proc.wait(10)
+
+    def pause(self, host: str, stop: bool) -> None:
+        proc = self.procs.get(host)
+        if proc is not None and proc.poll() is None:
+            os.kill(proc.pid, signal.SIGSTOP if stop else signal.SIGCONT)
+            (self.paused.add if stop else self.paused.discard)(host)
+
+    def heal(self) -> None:
+        """Every link whole, every process running and resumed."""
+        self.net.heal()
+        for host in sorted(self.paused):
+            self.pause(host, False)
+        for b in self.brokers:
+            if not self.running(b):
+                self.start_broker(b)
+
+    def close(self) -> None:
+        for host in list(self.paused):
+            self.pause(host, False)
+        self.net.close()
+
+    def __enter__(self) -> HostCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- admin (from the control address) --------------------------------------------------------
+
+    def admin(self) -> AdminClient:
+        if self._admin is None:
+            settings: dict[str, str | int] = {"bootstrap.servers": self.bootstrap}
+            self._admin = AdminClient({**settings, "socket.timeout.ms": 3000, "log_level": 0})
+        return self._admin
+
+    def create_topic(self, topic: str, partitions: int, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        error = ""
+        while time.monotonic() < deadline:
+            admin = self.admin()
+            fut = admin.create_topics([NewTopic(topic, partitions, 3)], request_timeout=5)
+            try:
+                fut[topic].result(10)
+            except Exception as exc:  # TOPIC_ALREADY_EXISTS after a retry counts as done
+                error = str(exc)
+                if "TOPIC_ALREADY_EXISTS" not in error:
+                    time.sleep(0.3)
+                    continue
+            if self.full_isr(topic, partitions):
+                return
+        raise TimeoutError(f"topic {topic} not created with 3 in-sync replicas: {error}")
+
+    def full_isr(self, topic: str, partitions: int, timeout: float = 20.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                md = self.admin().list_topics(topic, timeout=3).topics.get(topic)
+            except Exception:
+                md = None
+            if (
+                md is not None
+                and md.error is None
+                and len(md.partitions) == partitions
+                and all(p.leader >= 0 and len(p.isrs) == 3 for p in md.partitions.values())
+            ):
+                return True
+            time.sleep(0.2)
+        return False
+
+    def leader(self, topic: str, partition: int) -> str | None:
+        try:
+            md = self.admin().list_topics(topic, timeout=3).topics[topic].partitions[partition]
+        except Exception:
+            return None
+        return f"b{md.leader}" if md.leader >= 0 else None
+
+    def controller(self) -> str | None:
+        try:
+            c = self.admin().describe_cluster(request_timeout=3).result(5).controller
+        except Exception:
+            return None
+        return f"b{c.id}" if c is not None and c.id >= 0 else None
+
+
+def journal_env(work_dir: str | Path) -> dict[str, str]:
+    """The environment for brokers whose fsyncs are journaled for power loss (one file per
+    broker: `{broker}` in the path is replaced by `HostCluster.start_broker`)."""
+    return {POWER_LOSS_ENV: str(Path(work_dir) / "{broker}" / "fsync-journal")}

@@ -1,0 +1,142 @@
+"""Faults from a seed over a `HostCluster`: Jepsen's nemesis with real network faults.
+
+    partition-leader      isolate a partition's leader from every other host
+    partition-controller  isolate the controller broker from every other host
+    majority-minority     a broker and a ZooKeeper node cut off from the rest
+    bridge                two halves that only one broker connects
+    zk-cut                one or two brokers cut off from every ZooKeeper node
+    netem                 loss, delay and reordering on a broker's link (tc netem)
+    kill                  kill -9 a broker, start it again when the fault ends
+    pause                 SIGSTOP a broker, SIGCONT when the fault ends
+    power-loss            kill -9 a broker and throw away what it had not fsync'd
+                          (`odradek.log.power_loss`), start it again when the fault ends
+
+Faults come one at a time (one broker at a time loses power); the same seed and kinds give the
+same schedule. Which broker a fault hits is drawn from the seed when it is not decided by the
+cluster's state (the leader or the controller at that moment).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from dataclasses import dataclass
+
+from odradek.log.power_loss import discard_unsynced
+from odradek.testing.jepsen.history import INFO, History
+from odradek.testing.jepsen.hosts import CLIENT, ZK, HostCluster
+
+NETWORK = ("partition-leader", "partition-controller", "majority-minority", "bridge", "zk-cut")
+PROCESS = ("kill", "pause")
+ALL = (*NETWORK, "netem", *PROCESS, "power-loss")
+NETEM = "delay 40ms 20ms loss 8% reorder 20% 50%"
+
+
+@dataclass(slots=True, frozen=True)
+class Fault:
+    at: float
+    kind: str
+    pick: int  # the seed's draw for which hosts the fault hits
+    duration: float
+
+    def __str__(self) -> str:
+        return f"t={self.at:.2f}s {self.kind} (draw {self.pick}) for {self.duration:.2f}s"
+
+
+def schedule(seed: int, duration: float, kinds: tuple[str, ...], longest: float) -> list[Fault]:
+    rng = random.Random(f"jepsen-nemesis-{seed}")
+    out: list[Fault] = []
+    t = rng.uniform(0.1, 0.4)
+    while t < duration - 0.3:
+        length = min(rng.uniform(0.4, longest), duration - t)
+        out.append(Fault(round(t, 3), rng.choice(kinds), rng.randrange(1 << 30), round(length, 3)))
+        t += length + rng.uniform(0.2, 0.6)
+    return out
+
+
+class Nemesis:
+    def __init__(
+        self, cluster: HostCluster, topic: str, keys: int, journal: dict[str, str]
+    ) -> None:
+        self.c = cluster
+        self.topic = topic
+        self.keys = keys
+        self.journal = journal  # broker -> its power-loss journal file
+        self.down: set[str] = set()
+        self.lost: list[str] = []  # what power loss threw away, for the report
+
+    def begin(self, f: Fault) -> str:
+        """Start `f`; returns what it did, for the history."""
+        rng = random.Random(f.pick)
+        c, net = self.c, self.c.net
+        brokers = list(c.brokers)
+        b = rng.choice(brokers)
+        if f.kind == "partition-leader":
+            b = c.leader(self.topic, rng.randrange(self.keys)) or b
+            net.isolate({b}, c.others(b))
+            return f"isolated leader {b}"
+        if f.kind == "partition-controller":
+            b = c.controller() or b
+            net.isolate({b}, c.others(b))
+            return f"isolated controller {b}"
+        if f.kind == "majority-minority":
+            minority = {b, rng.choice(ZK)}
+            net.isolate(minority, set(net.hosts) - minority)
+            return f"minority {sorted(minority)}"
+        if f.kind == "bridge":
+            rest = [h for h in net.hosts if h not in (b, CLIENT)]
+            rng.shuffle(rest)
+            half = len(rest) // 2
+            net.isolate(set(rest[:half]), set(rest[half:]))
+            return f"bridge {b} between {sorted(rest[:half])} and {sorted(rest[half:])}"
+        if f.kind == "zk-cut":
+            cut = set(rng.sample(brokers, rng.randint(1, 2)))
+            net.isolate(cut, set(ZK))
+            return f"ZooKeeper cut from {sorted(cut)}"
+        if f.kind == "netem":
+            return f"{b}: " + net.netem(b, NETEM)
+        if f.kind == "kill":
+            c.kill(b)
+            self.down.add(b)
+            return f"kill -9 {b}"
+        if f.kind == "pause":
+            c.pause(b, True)
+            return f"SIGSTOP {b}"
+        if f.kind == "power-loss":
+            c.kill(b)
+            self.down.add(b)
+            changes = discard_unsynced(c.data_dir(b), self.journal[b])
+            self.lost.append(f"{b}: {len(changes)} file(s) rolled back")
+            return f"power loss of {b}: " + ("; ".join(changes[:6]) or "nothing unsynced")
+        raise ValueError(f"unknown fault {f.kind}")
+
+    def end(self) -> None:
+        self.c.net.heal()
+        for host in sorted(self.c.paused):
+            self.c.pause(host, False)
+        for b in sorted(self.down):
+            self.c.start_broker(b)
+        self.down.clear()
+
+    def run(
+        self, faults: list[Fault], history: History, stop: threading.Event, duration: float
+    ) -> list[str]:
+        start = time.monotonic()
+        done: list[str] = []
+        try:
+            for f in faults:
+                if stop.wait(max(0.0, start + f.at - time.monotonic())):
+                    break
+                inv = history.invoke("nemesis", "nemesis", {"fault": str(f), "phase": "begin"})
+                what = self.begin(f)
+                history.complete(inv, INFO, {"did": what})
+                done.append(f"{f}: {what}")
+                stop.wait(max(0.0, start + f.at + f.duration - time.monotonic()))
+                inv = history.invoke("nemesis", "nemesis", {"fault": str(f), "phase": "end"})
+                self.end()
+                history.complete(inv, INFO)
+            stop.wait(max(0.0, start + duration - time.monotonic()))
+        finally:
+            self.end()
+        return done

@@ -1,0 +1,394 @@
+"""Jepsen's Kafka "queue" workload over confluent-kafka (librdkafka): client threads that send
+and poll at random, inside and outside transactions, recording a `History` for the checkers.
+
+Each process is a thread with one producer and one consumer, all reading with
+isolation.level=read_committed:
+
+- a plain process: an idempotent producer (acks=all) sending single values, and a consumer that
+  either subscribes to the group (rebalances are recorded as `assign`) or assigns itself every
+  key, polling and committing its position (OffsetCommit) after polls;
+- a transactional process: each op is a transaction of 1-4 micro-ops, sends to random keys and
+  polls, committed or (by the seed's draw) aborted (KIP-98);
+- a monitor reading the group's committed offsets (OffsetFetch) and high watermarks
+  (ListOffsets).
+
+Keys are the partitions of one topic, so several producers and consumers share every key.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
+
+from odradek.testing.jepsen.history import FAIL, INFO, OK, History, Op
+
+FAST = {
+    "socket.timeout.ms": 2000,
+    "retry.backoff.ms": 50,
+    "retry.backoff.max.ms": 200,
+    "reconnect.backoff.ms": 20,
+    "reconnect.backoff.max.ms": 200,
+    "topic.metadata.refresh.interval.ms": 500,
+    "log_level": 0,
+}
+
+
+@dataclass(frozen=True)
+class Env:
+    history: History
+    bootstrap: str
+    topic: str
+    keys: int
+    seed: int
+    extra: tuple[tuple[str, Any], ...] = ()  # librdkafka settings for every client (security)
+
+    @property
+    def group(self) -> str:
+        return f"{self.topic}-group"
+
+    def config(self, settings: dict[str, Any]) -> dict[str, Any]:
+        return {**FAST, "bootstrap.servers": self.bootstrap, **dict(self.extra), **settings}
+
+
+def _name(exc: BaseException | KafkaError | None) -> str:
+    err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else exc
+    return err.name() if isinstance(err, KafkaError) else f"{type(exc).__name__}: {exc}"
+
+
+class Process(threading.Thread):
+    """One client process; `run_ops()` runs until `stop` is set or `max_ops` ran."""
+
+    def __init__(self, name: str, env: Env, max_ops: int) -> None:
+        super().__init__(name=f"jepsen-{name}", daemon=True)
+        self.process = name
+        self.env = env
+        self.h = env.history
+        self.rng = random.Random(f"jepsen-{name}-{env.seed}")
+        self.stop = threading.Event()
+        self.crash: BaseException | None = None
+        self.max_ops = max_ops
+        self.pace_s = 0.01
+        self.group = ""
+
+    def run(self) -> None:
+        try:
+            self.run_ops()
+        except BaseException as exc:  # surfaced by the runner, never lost in a thread
+            self.crash = exc
+
+    def run_ops(self) -> None:
+        raise NotImplementedError
+
+    def consumer(self, subscribe: bool) -> Consumer:
+        def on_assign(c: Consumer, tps: list[TopicPartition]) -> None:
+            self.h.ok("assign", self.process, {"process": self.process, "keys": _keys(tps)})
+
+        settings = {
+            "group.id": self.env.group if subscribe else f"{self.env.group}-{self.process}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 300,
+        }
+        c = Consumer(self.env.config(settings))
+        self.group = str(settings["group.id"])
+        if subscribe:
+            c.subscribe([self.env.topic], on_assign=on_assign, on_revoke=on_assign)
+        else:
+            tps = [
+                TopicPartition(self.env.topic, k, OFFSET_BEGINNING) for k in range(self.env.keys)
+            ]
+            c.assign(tps)
+            self.h.ok("assign", self.process, {"process": self.process, "keys": _keys(tps)})
+        return c
+
+    def poll_mops(self, consumer: Consumer) -> list[list[Any]]:
+        by_key: dict[int, list[list[Any]]] = defaultdict(list)
+        for msg in consumer.consume(20, 0.1):
+            if msg.error() is None:
+                by_key[_partition(msg)].append([msg.offset(), (msg.value() or b"").decode()])
+        return [["poll", k, records] for k, records in sorted(by_key.items())]
+
+    def poll_op(self, consumer: Consumer, commit: bool) -> None:
+        inv = self.h.invoke("txn", self.process, {"process": self.process, "txn": False})
+        try:
+            mops = self.poll_mops(consumer)
+        except KafkaException as exc:
+            self.h.complete(inv, INFO, {"mops": []}, error=_name(exc))
+            return
+        self.h.complete(inv, OK, {"mops": mops})
+        if commit and mops:
+            c = self.h.invoke(
+                "commit",
+                self.process,
+                {"process": self.process, "group": self.group, "offsets": {}},
+            )
+            try:
+                done = consumer.commit(asynchronous=False) or []
+            except KafkaException as exc:
+                self.h.complete(c, INFO, error=_name(exc))
+                return
+            offsets = {
+                tp.partition: tp.offset for tp in done if tp.error is None and tp.offset >= 0
+            }
+            self.h.complete(c, OK, {"offsets": offsets})
+
+
+def _partition(msg: Message) -> int:
+    p = msg.partition()
+    return int(p) if p is not None else -1
+
+
+def _keys(tps: list[TopicPartition]) -> list[int]:
+    return sorted(tp.partition for tp in tps)
+
+
+class PlainProcess(Process):
+    """Idempotent single sends and polls (subscribe or assign), committing after polls."""
+
+    def run_ops(self) -> None:
+        producer = Producer(
+            self.env.config(
+                {
+                    "enable.idempotence": True,
+                    "acks": "all",
+                    "linger.ms": 2,
+                    "request.timeout.ms": 1500,
+                    "message.timeout.ms": 4000,
+                }
+            )
+        )
+        consumer = self.consumer(subscribe=self.rng.random() < 0.5)
+        try:
+            for n in range(self.max_ops):
+                if self.stop.is_set():
+                    break
+                if self.rng.random() < 0.6:
+                    self._send(producer, n)
+                else:
+                    self.poll_op(consumer, commit=True)
+                producer.poll(0)
+                self.stop.wait(self.pace_s)
+            producer.flush(6)
+        finally:
+            consumer.close()
+
+    def _send(self, producer: Producer, n: int) -> None:
+        key, value = self.rng.randrange(self.env.keys), f"{self.process}-{n}"
+        inv = self.h.invoke(
+            "txn",
+            self.process,
+            {"process": self.process, "txn": False, "mops": [["send", key, value, None]]},
+        )
+
+        def done(err: KafkaError | None, msg: Message) -> None:
+            if err is None:
+                off = msg.offset()
+                mop = ["send", key, value, off if off is not None and off >= 0 else None]
+                self.h.complete(inv, OK, {"mops": [mop]})
+            else:
+                self.h.complete(inv, INFO, error=err.name())
+
+        try:
+            producer.produce(self.env.topic, value=value.encode(), partition=key, on_delivery=done)
+        except (BufferError, KafkaException) as exc:
+            self.h.complete(inv, FAIL, error=_name(exc))
+
+
+class TxnProcess(Process):
+    """Transactions of sends and polls, committed or aborted; a producer in doubt is replaced
+    (a new transactional producer for the same id fences it and aborts what it left open)."""
+
+    def _producer(self) -> Producer | None:
+        while not self.stop.is_set():
+            p = Producer(
+                self.env.config(
+                    {
+                        "transactional.id": f"jepsen-{self.env.seed}-{self.process}",
+                        "transaction.timeout.ms": 10000,
+                        "request.timeout.ms": 1500,
+                        "message.timeout.ms": 5000,
+                        "linger.ms": 2,
+                    }
+                )
+            )
+            try:
+                p.init_transactions(5)
+                return p
+            except KafkaException:
+                self.stop.wait(0.1)
+        return None
+
+    def run_ops(self) -> None:
+        consumer = self.consumer(subscribe=False)
+        producer = self._producer()
+        try:
+            for n in range(self.max_ops):
+                if producer is None or self.stop.is_set():
+                    break
+                if not self._txn(producer, consumer, n):
+                    producer.flush(0)
+                    producer = self._producer()
+                    consumer.close()
+                    consumer = self.consumer(subscribe=False)
+                self.stop.wait(self.pace_s)
+        finally:
+            consumer.close()
+
+    def _txn(self, producer: Producer, consumer: Consumer, n: int) -> bool:
+        plan = [
+            "send" if self.rng.random() < 0.7 else "poll" for _ in range(self.rng.randint(1, 4))
+        ]
+        decision = "commit" if self.rng.random() < 0.75 else "abort"
+        inv = self.h.invoke("txn", self.process, {"process": self.process, "txn": True, "mops": []})
+        mops: list[list[Any]] = []
+        try:
+            producer.begin_transaction()
+            for i, kind in enumerate(plan):
+                if kind == "send":
+                    key, value = self.rng.randrange(self.env.keys), f"{self.process}-{n}.{i}"
+                    mop: list[Any] = ["send", key, value, None]
+                    mops.append(mop)
+                    producer.produce(
+                        self.env.topic,
+                        value=value.encode(),
+                        partition=key,
+                        on_delivery=_offset_into(mop),
+                    )
+                else:
+                    mops.extend(self.poll_mops(consumer))
+                producer.poll(0)
+        except (BufferError, KafkaException) as exc:
+            return self._abort(producer, inv, mops, _name(exc))
+        if decision == "abort":
+            return self._abort(producer, inv, mops, "")
+        self.h.ok("end-txn", self.process, {"process": self.process, "op": inv.index})
+        try:
+            producer.commit_transaction(5)
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.txn_requires_abort():
+                return self._abort(producer, inv, mops, _name(exc))
+            self.h.complete(inv, INFO, {"mops": mops}, error=_name(exc))
+            return False
+        self.h.complete(inv, OK, {"mops": mops, "decision": "commit"})
+        return True
+
+    def _abort(self, producer: Producer, inv: Op, mops: list[list[Any]], error: str) -> bool:
+        """No commit was sent (or the commit certainly failed): the transaction did not commit."""
+        try:
+            producer.abort_transaction(5)
+        except KafkaException as exc:
+            self.h.complete(inv, FAIL, {"mops": mops}, error=error or _name(exc))
+            return False
+        self.h.complete(inv, OK, {"mops": mops, "decision": "abort"}, error=error)
+        return True
+
+
+def _offset_into(mop: list[Any]) -> Any:
+    def done(err: KafkaError | None, msg: Message) -> None:
+        off = msg.offset()
+        if err is None and off is not None and off >= 0:
+            mop[3] = off
+
+    return done
+
+
+class Monitor(Process):
+    """The group's committed offsets and every key's high watermark, over and over."""
+
+    def run_ops(self) -> None:
+        # read_uncommitted: the high watermark, not the last stable offset
+        settings = {"group.id": self.env.group, "enable.auto.commit": False}
+        consumer = Consumer(self.env.config({**settings, "isolation.level": "read_uncommitted"}))
+        tps = [TopicPartition(self.env.topic, k) for k in range(self.env.keys)]
+        try:
+            while not self.stop.is_set():
+                inv = self.h.invoke(
+                    "committed", self.process, {"group": self.env.group, "offsets": {}}
+                )
+                try:
+                    got = consumer.committed(tps, timeout=1.0)
+                    offsets = {
+                        tp.partition: tp.offset for tp in got if tp.error is None and tp.offset >= 0
+                    }
+                    self.h.complete(inv, OK, {"offsets": offsets})
+                except KafkaException as exc:
+                    self.h.complete(inv, INFO, error=_name(exc))
+                inv = self.h.invoke("hw", self.process, {"hw": {}})
+                hw: dict[int, int] = {}
+                for tp in tps:
+                    try:
+                        hw[tp.partition] = consumer.get_watermark_offsets(tp, 1.0, cached=False)[1]
+                    except KafkaException:
+                        continue
+                self.h.complete(inv, OK if hw else INFO, {"hw": hw})
+                self.stop.wait(0.05)
+        finally:
+            consumer.close()
+
+
+def processes(env: Env, plain: int, txn: int, max_ops: int) -> list[Process]:
+    out: list[Process] = [PlainProcess(f"p{i}", env, max_ops) for i in range(plain)]
+    out += [TxnProcess(f"t{i}", env, max_ops) for i in range(txn)]
+    out.append(Monitor("monitor", env, 0))
+    return out
+
+
+def final_read(env: Env, timeout: float = 20.0) -> str:
+    """Read every key from the beginning to its last stable offset (read_committed) and record
+    it as the `final` op; '' or why it could not."""
+    inv = env.history.invoke("final", "reader", {"records": {}})
+    c = Consumer(
+        env.config(
+            {
+                "group.id": f"{env.group}-final",
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+            }
+        )
+    )
+    records: dict[int, list[list[Any]]] = {k: [] for k in range(env.keys)}
+    try:
+        deadline = time.monotonic() + timeout
+        ends: dict[int, int] = {}
+        while len(ends) < env.keys and time.monotonic() < deadline:
+            for k in range(env.keys):
+                if k not in ends:
+                    try:
+                        tp = TopicPartition(env.topic, k)
+                        ends[k] = c.get_watermark_offsets(tp, 1.0, cached=False)[1]
+                    except KafkaException:
+                        pass
+        c.assign([TopicPartition(env.topic, k, OFFSET_BEGINNING) for k in range(env.keys)])
+        done = {k for k, end in ends.items() if end <= 0}
+        while len(done) < env.keys and time.monotonic() < deadline:
+            for msg in c.consume(500, 0.2):
+                if msg.error() is None:
+                    records[_partition(msg)].append([msg.offset(), (msg.value() or b"").decode()])
+            for tp in c.position([TopicPartition(env.topic, k) for k in range(env.keys)]):
+                if tp.partition in ends and tp.offset >= ends[tp.partition]:
+                    done.add(tp.partition)
+        if len(done) < env.keys:
+            why = f"read only keys {sorted(done)} to {ends} in {timeout}s"
+            env.history.complete(inv, INFO, {"records": records}, error=why)
+            return why
+        env.history.complete(inv, OK, {"records": records})
+        return ""
+    finally:
+        c.close()

@@ -1,0 +1,249 @@
+"""The queue workload's checkers on hand-made histories: each history holds exactly one
+anomaly, which its checker must find; the clean histories must give nothing at all."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.testing.jepsen import check
+from odradek.testing.jepsen.checker import ALL_KINDS
+from odradek.testing.jepsen.elle import cycles, edges
+from odradek.testing.jepsen.history import FAIL, INFO, OK, History
+
+
+class H:
+    """A history writer: sends, polls and transactions of micro-ops, then a final read."""
+
+    def __init__(self) -> None:
+        self.h = History()
+        self.final: dict[int, list[list[Any]]] = {}
+
+    def op(
+        self,
+        process: str,
+        mops: list[list[Any]],
+        txn: bool = False,
+        outcome: str = OK,
+        decision: str = "commit",
+        commit_sent: bool = True,
+    ) -> int:
+        invoke_mops = [m[:3] + [None] if m[0] == "send" else [m[0], m[1], []] for m in mops]
+        inv = self.h.invoke("txn", process, {"process": process, "txn": txn, "mops": invoke_mops})
+        if txn and commit_sent and decision == "commit":
+            self.h.ok("end-txn", process, {"process": process, "op": inv.index})
+        extra: dict[str, Any] = {"mops": mops}
+        if txn:
+            extra["decision"] = decision
+        self.h.complete(inv, outcome, extra)
+        return inv.index
+
+    def send(self, process: str, key: int, value: str, offset: int | None, **kw: Any) -> int:
+        return self.op(process, [["send", key, value, offset]], **kw)
+
+    def poll(self, process: str, key: int, records: list[tuple[int, str]]) -> int:
+        return self.op(process, [["poll", key, [list(r) for r in records]]])
+
+    def assign(self, process: str, keys: list[int]) -> None:
+        self.h.ok("assign", process, {"process": process, "keys": keys})
+
+    def reads(self, f: str, values: dict[int, int]) -> None:
+        field = "offsets" if f == "committed" else "hw"
+        inv = self.h.invoke(f, "monitor", {"group": "g", field: {}})
+        self.h.complete(inv, OK, {field: values})
+
+    def commit(self, offsets: dict[int, int]) -> None:
+        inv = self.h.invoke("commit", "c", {"process": "c", "group": "g", "offsets": {}})
+        self.h.complete(inv, OK, {"offsets": offsets})
+
+    def done(self, final: dict[int, list[tuple[int, str]]] | None = None) -> History:
+        records = final if final is not None else self.final
+        inv = self.h.invoke("final", "reader", {"records": {}})
+        self.h.complete(inv, OK, {"records": {k: [list(r) for r in v] for k, v in records.items()}})
+        return self.h
+
+
+def clean() -> H:
+    """Two producers on key 0, a transaction over keys 0 and 1, an aborted one, a consumer."""
+    b = H()
+    b.send("p1", 0, "a", 0)
+    b.send("p2", 0, "b", 1)
+    b.op("t", [["send", 0, "c", 2], ["send", 1, "d", 0]], txn=True)
+    b.op("t", [["send", 0, "x", 4], ["send", 1, "y", 2]], txn=True, decision="abort")
+    b.send("p1", 0, "e", 6)
+    b.assign("r", [0, 1])
+    b.poll("r", 0, [(0, "a"), (1, "b")])
+    b.poll("r", 0, [(2, "c"), (6, "e")])  # 4 was aborted: not a skip
+    b.poll("r", 1, [(0, "d")])
+    b.commit({0: 7})
+    b.reads("committed", {0: 7})
+    b.reads("hw", {0: 7, 1: 4})
+    b.final = {0: [(0, "a"), (1, "b"), (2, "c"), (6, "e")], 1: [(1 - 1, "d")]}
+    return b
+
+
+def test_clean_history_has_nothing() -> None:
+    report = check(clean().done())
+    assert report.valid, report.anomalies
+    assert report.observed == []
+
+
+def test_clean_history_with_rebalance_and_unknown_outcomes() -> None:
+    b = clean()
+    b.send("p1", 1, "f", None, outcome=INFO)  # unknown, never read: no anomaly
+    b.send("p2", 1, "g", None, outcome=FAIL)
+    b.assign("r", [0])  # a rebalance: the position may move back to the committed offset
+    b.poll("r", 0, [(1, "b"), (2, "c")])
+    assert check(b.done()).valid
+
+
+def _only(history: History, kind: str) -> None:
+    report = check(history)
+    found = report.all_kinds()
+    assert found == {kind}, [str(a) for a in report.anomalies + report.observed]
+    assert kind in ALL_KINDS
+
+
+def test_lost_write() -> None:
+    b = clean()
+    b.send("p3", 0, "lost", 7)
+    b.send("p3", 0, "later", 8)
+    b.final[0] = b.final[0] + [(8, "later")]
+    _only(b.done(), "lost-write")
+
+
+def test_unseen() -> None:
+    b = clean()
+    b.send("p3", 1, "unseen", 5)
+    _only(b.done(), "unseen")
+
+
+def test_duplicate() -> None:
+    b = clean()
+    b.final[0] = b.final[0] + [(7, "a")]
+    _only(b.done(), "duplicate")
+
+
+def test_inconsistent_offsets() -> None:
+    b = clean()
+    b.poll("other", 0, [(1, "z")])
+    b.send("p9", 0, "z", 1, outcome=INFO)  # written (maybe), read at an offset b holds
+    h = b.done()
+    report = check(h)
+    assert "inconsistent-offsets" in report.kinds(), report.anomalies
+
+
+def test_int_poll_skip() -> None:
+    b = clean()
+    b.poll("s", 0, [(0, "a"), (2, "c")])
+    _only(b.done(), "int-poll-skip")
+
+
+def test_ext_poll_skip() -> None:
+    b = clean()
+    b.assign("s", [0])
+    b.poll("s", 0, [(0, "a")])
+    b.poll("s", 0, [(2, "c")])
+    _only(b.done(), "ext-poll-skip")
+
+
+def test_int_nonmonotonic_poll() -> None:
+    b = clean()
+    b.poll("s", 0, [(1, "b"), (0, "a")])
+    _only(b.done(), "int-nonmonotonic-poll")
+
+
+def test_ext_nonmonotonic_poll() -> None:
+    b = clean()
+    b.assign("s", [0])
+    b.poll("s", 0, [(1, "b"), (2, "c")])
+    b.poll("s", 0, [(1, "b")])
+    _only(b.done(), "ext-nonmonotonic-poll")
+
+
+def test_nonmonotonic_send() -> None:
+    b = H()
+    b.send("p", 0, "a", 1)
+    b.send("p", 0, "b", 0)
+    _only(b.done({0: [(0, "b"), (1, "a")]}), "nonmonotonic-send")
+
+
+def test_aborted_read_g1a() -> None:
+    b = clean()
+    b.poll("s", 1, [(0, "d"), (2, "y")])  # y: the aborted transaction's
+    _only(b.done(), "G1a")
+
+
+def test_uncommitted_read() -> None:
+    b = H()
+    b.h.invoke("txn", "t", {"process": "t", "txn": True, "mops": [["send", 0, "u", None]]})
+    inv = b.h.ops[-1]
+    b.poll("r", 0, [(0, "u")])  # finished before the commit was sent
+    b.h.ok("end-txn", "t", {"process": "t", "op": inv.index})
+    b.h.complete(inv, OK, {"mops": [["send", 0, "u", 0]], "decision": "commit"})
+    _only(b.done({0: [(0, "u")]}), "uncommitted-read")
+
+
+def test_committed_offset_going_back() -> None:
+    b = clean()
+    b.reads("committed", {0: 5})
+    _only(b.done(), "offset-back")
+
+
+def test_high_watermark_going_back() -> None:
+    b = clean()
+    b.reads("hw", {0: 6})  # 6 < 7, read before; and the write at 6 was acknowledged
+    _only(b.done(), "hw-back")
+
+
+def _g0() -> H:
+    """T1 writes before T2 on key 0 and after it on key 1: a write cycle."""
+    b = H()
+    b.op("t1", [["send", 0, "a1", 0], ["send", 1, "b1", 1]], txn=True)
+    b.op("t2", [["send", 0, "a2", 1], ["send", 1, "b2", 0]], txn=True)
+    b.final = {0: [(0, "a1"), (1, "a2")], 1: [(0, "b2"), (1, "b1")]}
+    return b
+
+
+def test_g0_write_cycle() -> None:
+    _only(_g0().done(), "G0")
+    # Kafka does not promise against it: observed, not an anomaly
+    assert check(_g0().done()).valid
+
+
+def test_g1c_information_cycle() -> None:
+    """T2 commits first; T1's write of key 0 lies before T2's, yet T1 read T2's write."""
+    b = H()
+    b.op("t2", [["send", 0, "a2", 1], ["send", 1, "b2", 0]], txn=True)
+    b.op("t1", [["send", 0, "a1", 0], ["poll", 1, [[0, "b2"]]]], txn=True)
+    b.final = {0: [(0, "a1"), (1, "a2")], 1: [(0, "b2")]}
+    report = check(b.done(), guarantees=ALL_KINDS)
+    assert report.kinds() == {"G1c"}, report.anomalies
+
+
+def test_g2_anti_dependency_cycle() -> None:
+    """Each of T1 and T2 read a key's version just before the other's write of it."""
+    b = H()
+    b.send("w", 0, "a0", 0)
+    b.send("w", 1, "b0", 0)
+    b.op("t1", [["poll", 0, [[0, "a0"]]], ["send", 1, "b1", 1]], txn=True)
+    b.op("t2", [["poll", 1, [[0, "b0"]]], ["send", 0, "a1", 1]], txn=True)
+    b.final = {0: [(0, "a0"), (1, "a1")], 1: [(0, "b0"), (1, "b1")]}
+    report = check(b.done(), guarantees=ALL_KINDS)
+    assert report.kinds() == {"G2"}, report.anomalies
+
+
+def test_cycle_search_on_a_chain_finds_nothing() -> None:
+    es = edges({0: ["a", "b", "c"]}, {"a": 1, "b": 2, "c": 3}, {})
+    assert es == {(1, 2, "ww"), (2, 3, "ww")}
+    assert cycles(es) == []
+
+
+def test_unknown_transaction_passed_over_is_not_a_skip() -> None:
+    """A transaction whose commit is in doubt may have aborted: read_committed readers passing
+    over its write (at an offset its send was acknowledged with) skip nothing."""
+    b = clean()
+    b.op("t", [["send", 1, "maybe", 3]], txn=True, outcome=INFO)
+    b.send("p1", 1, "z", 5)
+    b.poll("s", 1, [(0, "d"), (5, "z")])
+    b.final[1] = [(0, "d"), (5, "z")]
+    assert check(b.done()).valid

@@ -1,0 +1,55 @@
+"""The queue workload over brokers on their own hosts: a three-node ZooKeeper ensemble and three
+`odradek serve` processes, each in its own network namespace, the clients in another; twenty
+short seeds of partitions (leader, controller, majority/minority, bridge, ZooKeeper cut), a slow
+or lossy link, kill -9 and SIGSTOP (one broker at a time), checked by the Jepsen
+queue checkers (odradek.testing.jepsen.checker). A failing seed prints its faults: rerun it
+with `python -m bench.jepsen --seed N -v`.
+
+Needs root and iproute2 (CI runs as root): without them the test fails naming what is missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from odradek.testing.jepsen import netns
+from odradek.testing.jepsen.hosts import HostCluster, journal_env
+from odradek.testing.jepsen.nemesis import ALL
+from odradek.testing.jepsen.seeds import SeedOptions, run_seed
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+SEEDS = range(20)
+# power loss is left out here: a broker back after losing power may still lead, for a moment,
+# in the epoch it led before (docs/notes.md); `python -m bench.jepsen --kinds power-loss` runs it
+KINDS = tuple(k for k in ALL if k != "power-loss")
+OPTIONS = SeedOptions(duration=1.6, longest=0.8, max_ops=50, settle_s=0.4, kinds=KINDS)
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostCluster]:
+    lack = netns.missing()
+    assert not lack, "hosts in network namespaces need " + ", ".join(lack)
+    netns.sweep()
+    work: Path = tmp_path_factory.mktemp("jepsen-hosts")
+    with HostCluster(work, env=journal_env(work)) as cluster:
+        yield cluster
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_seed_keeps_kafkas_guarantees(hosts: HostCluster, seed: int) -> None:
+    result = run_seed(hosts, seed, OPTIONS)
+    assert result.valid, "\n" + result.explain()
+    assert result.history.counts()["ok"] > 0, "\n" + result.explain()
+
+
+def test_namespaces_are_gone_after_close(tmp_path: Path) -> None:
+    with netns.Network(["a", "b"]) as net:
+        names = [net.ns("a"), net.ns("b")]
+        bridge = net.bridge
+    listed = netns._run("ip", "netns", "list").stdout
+    assert not any(n in listed for n in names)
+    assert netns._run("ip", "link", "show", bridge, check=False).returncode != 0
