@@ -95,6 +95,7 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    classic: crec.ClassicMemberMetadata | None = None  # a classic-protocol member (migration)
 
     def subscription(self) -> tuple[tuple[str, ...], str | None, str | None]:
         return (
@@ -730,6 +731,7 @@ class ConsumerGroupManager:
             m.subscribed_topic_regex = decoded.subscribed_topic_regex
             m.rebalance_timeout_ms = decoded.rebalance_timeout_ms
             m.server_assignor = decoded.server_assignor
+            m.classic = decoded.classic
         elif key.kind == crec.CURRENT_ASSIGNMENT:
             assert key.member_id is not None
             if not isinstance(decoded, crec.CurrentAssignmentValue):
@@ -838,7 +840,12 @@ def _metadata_of(m: ConsumerMember) -> tuple[object, ...]:
         m.subscribed_topic_regex,
         m.rebalance_timeout_ms,
         m.server_assignor,
+        _classic_key(m.classic),
     )
+
+
+def _classic_key(c: crec.ClassicMemberMetadata | None) -> tuple[object, ...] | None:
+    return None if c is None else (c.session_timeout_ms, tuple(c.supported_protocols))
 
 
 def _assignment_of(m: ConsumerMember) -> tuple[object, ...]:
@@ -868,6 +875,11 @@ def _clone(m: ConsumerMember) -> ConsumerMember:
         m.state,
         _copy(m.assigned),
         _copy(m.pending_revocation),
+        None
+        if m.classic is None
+        else crec.ClassicMemberMetadata(
+            m.classic.session_timeout_ms, list(m.classic.supported_protocols)
+        ),
     )
 
 

@@ -9,7 +9,9 @@ flexible (compact strings and arrays, tagged fields):
                                                                NumPartitions, PartitionMetadata]
     5  ConsumerGroupMemberMetadata     (GroupId, MemberId)  -> InstanceId, RackId, ClientId,
                                        ClientHost, SubscribedTopicNames, SubscribedTopicRegex,
-                                       RebalanceTimeoutMs, ServerAssignor
+                                       RebalanceTimeoutMs, ServerAssignor, and tagged field 0
+                                       ClassicMemberMetadata (SessionTimeoutMs, SupportedProtocols
+                                       [Name, Metadata]) for a classic member of the group
     6  ConsumerGroupTargetAssignmentMetadata (GroupId)      -> AssignmentEpoch
     7  ConsumerGroupTargetAssignmentMember (GroupId, MemberId) -> TopicPartitions [TopicId, []int32]
     8  ConsumerGroupCurrentMemberAssignment (GroupId, MemberId) -> MemberEpoch,
@@ -103,8 +105,39 @@ def member_metadata(group_id: str, m: ConsumerMember) -> Record:
     w.string(m.subscribed_topic_regex)
     w.i32(m.rebalance_timeout_ms)
     w.string(m.server_assignor)
-    w.tags()
+    if m.classic is None:
+        w.tags()
+    else:
+        tagged = _classic_metadata(m.classic)
+        w.uvarint(1)  # one tagged field: tag 0, its size, then the struct
+        w.uvarint(0)
+        w.uvarint(len(tagged))
+        w.out += tagged
     return _key(MEMBER_METADATA, group_id, m.member_id), w.finish()
+
+
+def _classic_metadata(c: ClassicMemberMetadata) -> bytes:
+    w = Writer(flexible=True)
+    w.i32(c.session_timeout_ms)
+    w.array_len(len(c.supported_protocols))
+    for name, metadata in c.supported_protocols:
+        w.string(name)
+        w.bytes_(metadata)
+        w.tags()
+    w.tags()
+    return w.finish()
+
+
+def _read_classic_metadata(data: bytes) -> ClassicMemberMetadata:
+    r = Reader(data, flexible=True)
+    session_timeout_ms = r.i32()
+    protocols: list[tuple[str, bytes]] = []
+    for _ in range(r.array_len()):
+        name = r.req_string()
+        protocols.append((name, r.bytes_()))
+        r.tags()
+    r.tags()
+    return ClassicMemberMetadata(session_timeout_ms, protocols)
 
 
 def current_assignment(group_id: str, m: ConsumerMember) -> Record:
@@ -185,6 +218,16 @@ def _read_partitions(r: Reader) -> Assignment:
 
 
 @dataclass(slots=True)
+class ClassicMemberMetadata:
+    """What a member of a consumer group that speaks the classic protocol (JoinGroup/SyncGroup,
+    KIP-848's online migration) joined with: its session timeout and its protocols with their
+    subscription metadata; None for a member speaking ConsumerGroupHeartbeat."""
+
+    session_timeout_ms: int
+    supported_protocols: list[tuple[str, bytes]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class MemberMetadataValue:
     instance_id: str | None
     rack_id: str | None
@@ -194,6 +237,7 @@ class MemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    classic: ClassicMemberMetadata | None = None
 
 
 @dataclass(slots=True)
@@ -233,8 +277,10 @@ def decode_value(kind: int, data: bytes) -> object:
         regex = r.string(nullable=True)
         timeout = r.i32()
         assignor = r.string(nullable=True)
+        tagged = r.tags()
+        classic = _read_classic_metadata(tagged[0]) if 0 in tagged else None
         return MemberMetadataValue(
-            instance_id, rack_id, client_id, client_host, names, regex, timeout, assignor
+            instance_id, rack_id, client_id, client_host, names, regex, timeout, assignor, classic
         )
     if kind == TARGET_MEMBER:
         return _read_partitions(r)
