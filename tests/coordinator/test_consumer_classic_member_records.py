@@ -51,15 +51,16 @@ def _member(classic: crec.ClassicMemberMetadata | None) -> ConsumerMember:
 
 def test_classic_member_metadata_is_written_as_kafkas_tagged_field() -> None:
     classic = crec.ClassicMemberMetadata(10000, [("range", b"\x00\x01sub"), ("roundrobin", b"")])
-    key, value = crec.member_metadata("g", _member(classic))
+    _, value = crec.member_metadata("g", _member(classic))
     assert value == _kafka_value(10000, [("range", b"\x00\x01sub"), ("roundrobin", b"")])
+    assert value is not None
     decoded = crec.decode_value(crec.MEMBER_METADATA, value)
     assert isinstance(decoded, crec.MemberMetadataValue)
     assert decoded.classic == classic
     assert decoded.subscribed_topic_names == ["t"]
     # a consumer-protocol member has no tagged field at all, as before
     _, plain = crec.member_metadata("g", _member(None))
-    assert plain.endswith(struct.pack(">i", 300000) + b"\0\0")
+    assert plain is not None and plain.endswith(struct.pack(">i", 300000) + b"\0\0")
     plain_decoded = crec.decode_value(crec.MEMBER_METADATA, plain)
     assert isinstance(plain_decoded, crec.MemberMetadataValue)
     assert plain_decoded.classic is None

@@ -1,0 +1,160 @@
+"""KIP-848 online migration, the upgrade's first half: a live classic group becomes a consumer
+group whose members are "classic members" (Kafka 4.x's `ConsumerGroup.fromClassicGroup` and
+`GroupMetadataManager.validateOnlineUpgrade`, `group.consumer.migration.policy`).
+
+- `upgrade_refusal`: why a classic group may not be converted (None when it may): the policy
+  forbids upgrades, a member does not use the `consumer` protocol type, or the group is full.
+- `consumer_group_from_classic`: the consumer group Kafka builds: group and assignment epoch =
+  the classic generation; every member at that epoch, STABLE, its target = its current
+  assignment (the classic SyncGroup assignment decoded, topics resolved to ids, unknown topics
+  dropped), its subscription from its ConsumerProtocolSubscription, and its classic session
+  timeout and protocols in `ClassicMemberMetadata`.
+- `conversion_records`: what Kafka appends for it: the classic group's GroupMetadata tombstone,
+  then each member's metadata, the group epoch, the partition metadata, the target assignment
+  and its epoch, each member's current assignment. Committed offsets are not touched.
+
+Not done yet (docs/notes.md): serving classic members inside a consumer group (JoinGroup,
+SyncGroup, Heartbeat, LeaveGroup, OffsetCommit routed to the consumer group) and the downgrade;
+until then nothing calls this module and a ConsumerGroupHeartbeat for a non-empty classic group
+is refused as before.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Mapping
+
+from odradek.coordinator.group import consumer_records as crec
+from odradek.coordinator.group import records as classic_records
+from odradek.coordinator.group.assignment import subscribed_topics
+from odradek.coordinator.group.consumer_group import (
+    Assignment,
+    ConsumerGroup,
+    ConsumerGroupConfig,
+    ConsumerMember,
+    MemberState,
+)
+from odradek.coordinator.group.metadata import ClassicGroup, Member
+
+CONSUMER_PROTOCOL_TYPE = "consumer"
+Record = tuple[bytes, bytes | None]
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+
+def decode_assignment(data: bytes) -> dict[str, list[int]] | None:
+    """A ConsumerProtocolAssignment (v0-v3: int16 version, [topic, [int32]], user data) as
+    {topic: partitions}; empty bytes are an empty assignment, malformed bytes None."""
+    if not data:
+        return {}
+    try:
+        (version,) = _I16.unpack_from(data, 0)
+        if version < 0:
+            return None
+        (count,) = _I32.unpack_from(data, 2)
+        if count < 0 or count > len(data):
+            return None
+        pos = 6
+        out: dict[str, list[int]] = {}
+        for _ in range(count):
+            (n,) = _I16.unpack_from(data, pos)
+            pos += 2
+            if n < 0 or pos + n > len(data):
+                return None
+            topic = bytes(data[pos : pos + n]).decode("utf-8")
+            pos += n
+            (parts,) = _I32.unpack_from(data, pos)
+            pos += 4
+            if parts < 0 or pos + 4 * parts > len(data):
+                return None
+            out.setdefault(topic, []).extend(struct.unpack_from(f">{parts}i", data, pos))
+            pos += 4 * parts
+        return out
+    except (struct.error, UnicodeDecodeError):
+        return None
+
+
+def upgrade_refusal(group: ClassicGroup, config: ConsumerGroupConfig) -> str | None:
+    """Why `group` cannot be converted into a consumer group now, or None (Kafka's
+    validateOnlineUpgrade, whose messages these follow)."""
+    if not config.upgrade_allowed:
+        return (
+            f"Cannot upgrade classic group {group.group_id} to consumer group because the "
+            "online upgrade is disabled."
+        )
+    if any(m.protocol_type != CONSUMER_PROTOCOL_TYPE for m in group.members.values()):
+        return (
+            f"Cannot upgrade classic group {group.group_id} to consumer group because the "
+            "group does not use the consumer embedded protocol."
+        )
+    if len(group.members) >= config.max_size:
+        return (
+            f"Cannot upgrade classic group {group.group_id} to consumer group because the "
+            "group size exceeds the maximum size."
+        )
+    return None
+
+
+def _classic_member(
+    m: Member, protocol: str | None, generation: int, topics: Mapping[str, tuple[uuid.UUID, int]]
+) -> ConsumerMember:
+    subscription = subscribed_topics(m.metadata(protocol)) or set()
+    decoded = decode_assignment(m.assignment) or {}
+    assigned: Assignment = {}
+    for name, parts in decoded.items():
+        if name in topics:
+            tid, count = topics[name]
+            valid = {p for p in parts if 0 <= p < count}
+            if valid:
+                assigned.setdefault(tid, set()).update(valid)
+    return ConsumerMember(
+        m.member_id,
+        instance_id=m.group_instance_id,
+        client_id=m.client_id,
+        client_host=m.client_host,
+        rebalance_timeout_ms=m.rebalance_timeout_ms,
+        subscribed_topic_names=sorted(subscription),
+        member_epoch=generation,
+        previous_member_epoch=generation,
+        state=MemberState.STABLE,
+        assigned=assigned,
+        classic=crec.ClassicMemberMetadata(
+            m.session_timeout_ms, [(name, bytes(meta)) for name, meta in m.protocols]
+        ),
+    )
+
+
+def consumer_group_from_classic(
+    group: ClassicGroup, topics: Mapping[str, tuple[uuid.UUID, int]], assignor: str
+) -> ConsumerGroup:
+    """The consumer group a live classic group becomes (Kafka's ConsumerGroup.fromClassicGroup)."""
+    generation = group.generation_id
+    out = ConsumerGroup(
+        group.group_id, group_epoch=generation, assignment_epoch=generation, assignor=assignor
+    )
+    for m in group.members.values():
+        member = _classic_member(m, group.protocol_name, generation, topics)
+        out.members[member.member_id] = member
+        if member.instance_id is not None:
+            out.static_members[member.instance_id] = member.member_id
+        out.target[member.member_id] = {t: set(p) for t, p in member.assigned.items()}
+        for tid, parts in member.assigned.items():
+            for p in parts:
+                out.owners[(tid, p)] = member.member_id
+    subscribed = {t for m in out.members.values() for t in m.subscribed_topic_names}
+    out.subscription_metadata = {t: topics[t] for t in sorted(subscribed) if t in topics}
+    return out
+
+
+def conversion_records(group: ConsumerGroup) -> list[Record]:
+    """The records of a conversion, in Kafka's order, the classic group's tombstone first."""
+    out: list[Record] = [(classic_records.group_key(group.group_id), None)]
+    members = [group.members[m] for m in sorted(group.members)]
+    out += [crec.member_metadata(group.group_id, m) for m in members]
+    out.append(crec.group_metadata(group.group_id, group.group_epoch))
+    out.append(crec.partition_metadata(group.group_id, group.subscription_metadata))
+    out += crec.target_assignment(group.group_id, group.target, group.assignment_epoch)
+    out += [crec.current_assignment(group.group_id, m) for m in members]
+    return out

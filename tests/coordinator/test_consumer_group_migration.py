@@ -1,0 +1,131 @@
+"""KIP-848 online upgrade, the conversion itself: a live classic group of two consumers becomes
+a consumer group keeping both as classic members at the classic generation, their SyncGroup
+assignments as their targets, in the records Kafka 4.x writes."""
+
+from __future__ import annotations
+
+import struct
+import uuid
+
+from odradek.coordinator.group import consumer_records as crec
+from odradek.coordinator.group import records as classic_records
+from odradek.coordinator.group.assignment import encode_subscription
+from odradek.coordinator.group.consumer_group import (
+    ConsumerGroupConfig,
+    ConsumerGroupManager,
+    GroupState,
+    MemberState,
+)
+from odradek.coordinator.group.metadata import ClassicGroup, Member
+from odradek.coordinator.group.metadata import GroupState as ClassicState
+from odradek.coordinator.group.migration import (
+    consumer_group_from_classic,
+    conversion_records,
+    decode_assignment,
+    upgrade_refusal,
+)
+from odradek.coordinator.group.timers import ManualScheduler
+from odradek.wire.errors import ErrorCode
+
+T1 = uuid.UUID(int=1)
+T2 = uuid.UUID(int=2)
+TOPICS = {"orders": (T1, 4), "audit": (T2, 1)}
+
+
+def _assignment(parts: dict[str, list[int]], version: int = 1) -> bytes:
+    out = struct.pack(">hi", version, len(parts))
+    for topic, ps in parts.items():
+        out += struct.pack(">h", len(topic)) + topic.encode()
+        out += struct.pack(f">i{len(ps)}i", len(ps), *ps)
+    return out + struct.pack(">i", -1)
+
+
+def _classic_group(protocol_type: str = "consumer") -> ClassicGroup:
+    group = ClassicGroup("g", now_ms=0, state=ClassicState.STABLE)
+    group.protocol_type = protocol_type
+    group.protocol_name = "range"
+    group.generation_id = 5
+    for i, (parts, instance) in enumerate(
+        [({"orders": [0, 1], "gone": [0]}, None), ({"orders": [2, 3], "audit": [0]}, "i-2")]
+    ):
+        sub = encode_subscription(["orders", "audit"])
+        m = Member(
+            f"m{i}",
+            instance,
+            f"c{i}",
+            "/127.0.0.1",
+            30000,
+            6000,
+            protocol_type,
+            [("range", sub), ("cooperative-sticky", sub)],
+        )
+        m.assignment = _assignment(parts)
+        group.members[m.member_id] = m
+    return group
+
+
+def test_decode_assignment() -> None:
+    assert decode_assignment(_assignment({"a": [1, 0], "b": []}, version=3)) == {
+        "a": [1, 0],
+        "b": [],
+    }
+    assert decode_assignment(b"") == {}
+    assert decode_assignment(b"\x00\x00\x00\x00\x00\x05\x00") is None
+
+
+def test_upgrade_refusal_follows_the_policy_protocol_type_and_size() -> None:
+    group = _classic_group()
+    assert upgrade_refusal(group, ConsumerGroupConfig()) is None
+    assert upgrade_refusal(group, ConsumerGroupConfig(migration_policy="upgrade")) is None
+    for policy in ("downgrade", "disabled"):
+        refusal = upgrade_refusal(group, ConsumerGroupConfig(migration_policy=policy))
+        assert refusal is not None and "disabled" in refusal
+    connect = _classic_group(protocol_type="connect")
+    assert "embedded protocol" in (upgrade_refusal(connect, ConsumerGroupConfig()) or "")
+    assert "maximum size" in (upgrade_refusal(group, ConsumerGroupConfig(max_size=2)) or "")
+
+
+def test_classic_members_keep_their_assignment_at_the_generation() -> None:
+    converted = consumer_group_from_classic(_classic_group(), TOPICS, "uniform")
+    assert (converted.group_epoch, converted.assignment_epoch) == (5, 5)
+    assert converted.state is GroupState.STABLE
+    m0, m1 = converted.members["m0"], converted.members["m1"]
+    assert m0.assigned == {T1: {0, 1}}  # the deleted topic "gone" is dropped
+    assert m1.assigned == {T1: {2, 3}, T2: {0}}
+    assert converted.target == {"m0": {T1: {0, 1}}, "m1": {T1: {2, 3}, T2: {0}}}
+    assert converted.owners[(T1, 2)] == "m1"
+    assert converted.static_members == {"i-2": "m1"}
+    for m in (m0, m1):
+        assert (m.member_epoch, m.previous_member_epoch, m.state) == (5, 5, MemberState.STABLE)
+        assert m.subscribed_topic_names == ["audit", "orders"]
+        assert m.classic is not None and m.classic.session_timeout_ms == 6000
+        assert [name for name, _ in m.classic.supported_protocols] == [
+            "range",
+            "cooperative-sticky",
+        ]
+    assert converted.subscription_metadata == TOPICS
+
+
+def test_conversion_records_replay_to_the_converted_group() -> None:
+    converted = consumer_group_from_classic(_classic_group(), TOPICS, "uniform")
+    records = conversion_records(converted)
+    assert records[0] == (classic_records.group_key("g"), None)  # the classic group is gone
+
+    def append(_group: str, _records: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+        return ErrorCode.NONE
+
+    loaded = ConsumerGroupManager(ConsumerGroupConfig(), ManualScheduler(), dict, append)
+    for key, value in records[1:]:
+        decoded = crec.decode_key(key)
+        assert decoded is not None
+        loaded.replay_record(decoded, value)
+    group = loaded.get("g")
+    assert group is not None
+    assert (group.group_epoch, group.assignment_epoch) == (5, 5)
+    assert group.target == converted.target
+    assert group.subscription_metadata == TOPICS
+    for member_id, m in converted.members.items():
+        again = group.members[member_id]
+        assert again.classic == m.classic
+        assert again.assigned == m.assigned
+        assert again.member_epoch == 5
