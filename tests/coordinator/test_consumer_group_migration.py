@@ -22,6 +22,8 @@ from odradek.coordinator.group.migration import (
     consumer_group_from_classic,
     conversion_records,
     decode_assignment,
+    decode_subscription,
+    encode_assignment,
     upgrade_refusal,
 )
 from odradek.coordinator.group.timers import ManualScheduler
@@ -71,6 +73,36 @@ def test_decode_assignment() -> None:
     }
     assert decode_assignment(b"") == {}
     assert decode_assignment(b"\x00\x00\x00\x00\x00\x05\x00") is None
+
+
+def test_classic_join_subscription_and_sync_assignment() -> None:
+    v0 = decode_subscription(encode_subscription(["b", "a"], b"user"))
+    assert v0 is not None and (v0.version, v0.topics, v0.owned) == (0, ["b", "a"], {})
+    v3 = (
+        struct.pack(">hi", 3, 1)
+        + struct.pack(">h", 1)
+        + b"t"
+        + struct.pack(">i", -1)
+        + struct.pack(">ih", 1, 1)
+        + b"t"
+        + struct.pack(">iii", 2, 0, 2)
+        + struct.pack(">ih", 7, 2)
+        + b"r1"
+    )
+    decoded = decode_subscription(v3)
+    assert decoded is not None
+    assert (decoded.topics, decoded.owned, decoded.generation_id, decoded.rack_id) == (
+        ["t"],
+        {"t": [0, 2]},
+        7,
+        "r1",
+    )
+    assert decode_subscription(v3[:-3]) is None
+    assert decode_subscription(b"\xff\xff") is None
+    encoded = encode_assignment({"t": {2, 0}, "a": []}, version=3)
+    assert decode_assignment(encoded) == {"a": [], "t": [0, 2]}
+    assert encoded[:2] == b"\x00\x03"
+    assert encode_assignment({}, version=9)[:2] == b"\x00\x03"
 
 
 def test_upgrade_refusal_follows_the_policy_protocol_type_and_size() -> None:

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from odradek.coordinator.group import consumer_records as crec
 from odradek.coordinator.group import records as classic_records
-from odradek.coordinator.group.assignment import subscribed_topics
 from odradek.coordinator.group.consumer_group import (
     Assignment,
     ConsumerGroup,
@@ -76,6 +76,97 @@ def decode_assignment(data: bytes) -> dict[str, list[int]] | None:
         return None
 
 
+@dataclass(slots=True, frozen=True)
+class Subscription:
+    """A ConsumerProtocolSubscription (v0 topics and user data, v1+ owned partitions, v2+
+    generation, v3+ rack), what a classic member's JoinGroup tells a consumer group."""
+
+    version: int
+    topics: list[str]
+    owned: dict[str, list[int]] = field(default_factory=dict)
+    generation_id: int = -1
+    rack_id: str | None = None
+
+
+class _Cursor:
+    """Reads the embedded consumer protocol's non-flexible fields; raises struct.error."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def i16(self) -> int:
+        (v,) = _I16.unpack_from(self.data, self.pos)
+        self.pos += 2
+        return int(v)
+
+    def i32(self) -> int:
+        (v,) = _I32.unpack_from(self.data, self.pos)
+        self.pos += 4
+        return int(v)
+
+    def string(self) -> str | None:
+        n = self.i16()
+        if n < 0:
+            return None
+        if self.pos + n > len(self.data):
+            raise struct.error("string past the end")
+        self.pos += n
+        return self.data[self.pos - n : self.pos].decode("utf-8")
+
+    def count(self) -> int:
+        n = self.i32()
+        if n > len(self.data):
+            raise struct.error("count past the end")
+        return max(n, 0)
+
+    def skip_bytes(self) -> None:
+        n = self.i32()
+        if n > 0:
+            if self.pos + n > len(self.data):
+                raise struct.error("bytes past the end")
+            self.pos += n
+
+    def partitions(self) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for _ in range(self.count()):
+            topic = self.string() or ""
+            out.setdefault(topic, []).extend(self.i32() for _ in range(self.count()))
+        return out
+
+
+def decode_subscription(data: bytes) -> Subscription | None:
+    """A ConsumerProtocolSubscription, or None when malformed (versions above 3 read as 3, as
+    Kafka's ConsumerProtocol does)."""
+    try:
+        r = _Cursor(bytes(data))
+        version = r.i16()
+        if version < 0:
+            return None
+        topics = [t for t in (r.string() for _ in range(r.count())) if t is not None]
+        r.skip_bytes()
+        owned = r.partitions() if version >= 1 else {}
+        generation = r.i32() if version >= 2 else -1
+        rack = r.string() if version >= 3 else None
+        return Subscription(version, topics, owned, generation, rack)
+    except (struct.error, UnicodeDecodeError):
+        return None
+
+
+def encode_assignment(assigned: Mapping[str, Iterable[int]], version: int) -> bytes:
+    """A ConsumerProtocolAssignment (the SyncGroup answer to a classic member), in the version
+    of the member's subscription capped at 3, null user data."""
+    out = bytearray(_I16.pack(min(max(version, 0), 3)))
+    out += _I32.pack(len(assigned))
+    for topic in sorted(assigned):
+        raw = topic.encode("utf-8")
+        parts = sorted(assigned[topic])
+        out += _I16.pack(len(raw)) + raw + _I32.pack(len(parts))
+        out += struct.pack(f">{len(parts)}i", *parts)
+    out += _I32.pack(-1)
+    return bytes(out)
+
+
 def upgrade_refusal(group: ClassicGroup, config: ConsumerGroupConfig) -> str | None:
     """Why `group` cannot be converted into a consumer group now, or None (Kafka's
     validateOnlineUpgrade, whose messages these follow)."""
@@ -100,7 +191,7 @@ def upgrade_refusal(group: ClassicGroup, config: ConsumerGroupConfig) -> str | N
 def _classic_member(
     m: Member, protocol: str | None, generation: int, topics: Mapping[str, tuple[uuid.UUID, int]]
 ) -> ConsumerMember:
-    subscription = subscribed_topics(m.metadata(protocol)) or set()
+    subscription = decode_subscription(m.metadata(protocol))
     decoded = decode_assignment(m.assignment) or {}
     assigned: Assignment = {}
     for name, parts in decoded.items():
@@ -112,10 +203,11 @@ def _classic_member(
     return ConsumerMember(
         m.member_id,
         instance_id=m.group_instance_id,
+        rack_id=None if subscription is None else subscription.rack_id,
         client_id=m.client_id,
         client_host=m.client_host,
         rebalance_timeout_ms=m.rebalance_timeout_ms,
-        subscribed_topic_names=sorted(subscription),
+        subscribed_topic_names=[] if subscription is None else sorted(set(subscription.topics)),
         member_epoch=generation,
         previous_member_epoch=generation,
         state=MemberState.STABLE,
