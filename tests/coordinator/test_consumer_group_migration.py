@@ -14,11 +14,17 @@ from odradek.coordinator.group.consumer_group import (
     ConsumerGroupConfig,
     ConsumerGroupManager,
     GroupState,
+    HeartbeatRequest,
     MemberState,
 )
 from odradek.coordinator.group.metadata import ClassicGroup, Member
 from odradek.coordinator.group.metadata import GroupState as ClassicState
 from odradek.coordinator.group.migration import (
+    adopt,
+    classic_heartbeat,
+    classic_join,
+    classic_leave,
+    classic_sync,
     consumer_group_from_classic,
     conversion_records,
     decode_assignment,
@@ -161,3 +167,83 @@ def test_conversion_records_replay_to_the_converted_group() -> None:
         assert again.classic == m.classic
         assert again.assigned == m.assigned
         assert again.member_epoch == 5
+
+
+def _manager(scheduler: ManualScheduler) -> ConsumerGroupManager:
+    def append(_group: str, _records: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+        return ErrorCode.NONE
+
+    return ConsumerGroupManager(ConsumerGroupConfig(), scheduler, lambda: TOPICS, append)
+
+
+def _owned(assignment: bytes) -> set[tuple[str, int]]:
+    decoded = decode_assignment(assignment)
+    assert decoded is not None
+    return {(t, p) for t, ps in decoded.items() for p in ps}
+
+
+def test_classic_members_rebalance_with_a_consumer_protocol_member() -> None:
+    scheduler = ManualScheduler()
+    manager = _manager(scheduler)
+    adopt(manager, consumer_group_from_classic(_classic_group(), TOPICS, "uniform"))
+    # the classic members keep heartbeating at their generation while nothing changes
+    assert classic_heartbeat(manager, "g", "m0", None, 5) == ErrorCode.NONE
+    assert classic_heartbeat(manager, "g", "m0", None, 4) == ErrorCode.ILLEGAL_GENERATION
+    assert classic_heartbeat(manager, "g", "m9", None, 5) == ErrorCode.UNKNOWN_MEMBER_ID
+    # a consumer-protocol member joins: the group epoch moves, the classic members must rejoin
+    joined = manager.heartbeat(
+        HeartbeatRequest(
+            "g",
+            "",
+            0,
+            rebalance_timeout_ms=30000,
+            subscribed_topic_names=["orders", "audit"],
+            owned=[],
+        )
+    )
+    assert joined.error == ErrorCode.NONE and joined.member_id is not None
+    group = manager.get("g")
+    assert group is not None and group.group_epoch == 6
+    assert classic_heartbeat(manager, "g", "m0", None, 5) == ErrorCode.REBALANCE_IN_PROGRESS
+    sync_error, _ = classic_sync(manager, "g", "m0", None, 5, "consumer", "range")
+    assert sync_error == ErrorCode.REBALANCE_IN_PROGRESS
+    subs = encode_subscription(["orders", "audit"])
+    seen: set[tuple[str, int]] = set()
+    for member_id, instance in (("m0", None), ("m1", "i-2")):
+        answer = classic_join(
+            manager, "g", member_id, instance, [("range", subs)], 6000, 30000, "c", "/h"
+        )
+        assert (answer.error, answer.generation_id, answer.protocol_name) == (
+            ErrorCode.NONE,
+            6,
+            "range",
+        )
+        error, assignment = classic_sync(manager, "g", member_id, instance, 6, "consumer", "range")
+        assert error == ErrorCode.NONE
+        owned = _owned(assignment)
+        assert not owned & seen  # never two owners
+        seen |= owned
+        # committing at the new generation is accepted, at the old one refused
+        assert manager.validate_offset_commit("g", member_id, 6, 8) is None
+        assert manager.validate_offset_commit("g", member_id, 5, 8) == ErrorCode.ILLEGAL_GENERATION
+    # the consumer-protocol member gets the partitions the classic members released
+    hb = manager.heartbeat(HeartbeatRequest("g", joined.member_id, joined.member_epoch))
+    assert hb.error == ErrorCode.NONE and hb.assignment
+    theirs = {("orders" if t == T1 else "audit", p) for t, ps in hb.assignment.items() for p in ps}
+    assert theirs and not theirs & seen
+    assert theirs | seen == {("orders", p) for p in range(4)} | {("audit", 0)}
+    # a classic member that leaves is gone and the group epoch moves again
+    assert classic_leave(manager, "g", "m0", None) == ErrorCode.NONE
+    assert "m0" not in group.members and group.group_epoch == 7
+    assert classic_heartbeat(manager, "g", "m1", "i-2", 6) == ErrorCode.REBALANCE_IN_PROGRESS
+
+
+def test_a_classic_member_expires_after_its_own_session_timeout() -> None:
+    scheduler = ManualScheduler()
+    manager = _manager(scheduler)
+    adopt(manager, consumer_group_from_classic(_classic_group(), TOPICS, "uniform"))
+    scheduler.advance(5000)
+    assert classic_heartbeat(manager, "g", "m0", None, 5) == ErrorCode.NONE
+    scheduler.advance(1500)  # m1's 6 s session (not the group's 45 s) ran out
+    group = manager.get("g")
+    assert group is not None and sorted(group.members) == ["m0"]

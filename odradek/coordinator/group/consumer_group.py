@@ -148,6 +148,7 @@ class HeartbeatRequest:
     owned: list[tuple[uuid.UUID, list[int]]] | None = None
     client_id: str = ""
     client_host: str = ""
+    classic: crec.ClassicMemberMetadata | None = None  # a classic member's JoinGroup
 
 
 @dataclass(slots=True)
@@ -325,6 +326,8 @@ class ConsumerGroupManager:
             updated.subscribed_topic_regex = req.subscribed_topic_regex or None
         updated.client_id = req.client_id
         updated.client_host = req.client_host
+        if req.classic is not None:
+            updated.classic = req.classic
         bump = old_subscription is None or old_subscription != updated.subscription()
 
         members_after = dict(group.members)
@@ -649,9 +652,16 @@ class ConsumerGroupManager:
                 )
                 self.remove_member(group, member_id)
 
-        self.scheduler.schedule(
-            ("cg-session", group_id, member_id), self.session_timeout_ms(group_id), expire
-        )
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        timeout = self.session_timeout_ms(group_id)
+        if member is not None and member.classic is not None:
+            timeout = member.classic.session_timeout_ms  # a classic member's own session
+        self.scheduler.schedule(("cg-session", group_id, member_id), timeout, expire)
+
+    def touch(self, group_id: str, member_id: str) -> None:
+        """A classic member's Heartbeat or SyncGroup: its session starts again."""
+        self._schedule_session(group_id, member_id)
 
     def _schedule_rebalance_timeout(self, group_id: str, member: ConsumerMember) -> None:
         """Armed once when a member starts revoking at an epoch (Kafka's rebalance timeout):
@@ -792,7 +802,7 @@ class ConsumerGroupManager:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if transactional:
+        if transactional or member.classic is not None:  # a classic member commits by generation
             return ErrorCode.ILLEGAL_GENERATION if member_epoch != member.member_epoch else None
         if api_version < 9:
             return ErrorCode.UNSUPPORTED_VERSION

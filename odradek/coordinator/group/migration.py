@@ -29,13 +29,17 @@ from dataclasses import dataclass, field
 from odradek.coordinator.group import consumer_records as crec
 from odradek.coordinator.group import records as classic_records
 from odradek.coordinator.group.consumer_group import (
+    LEAVE_EPOCH,
     Assignment,
     ConsumerGroup,
     ConsumerGroupConfig,
+    ConsumerGroupManager,
     ConsumerMember,
+    HeartbeatRequest,
     MemberState,
 )
 from odradek.coordinator.group.metadata import ClassicGroup, Member
+from odradek.wire.errors import ErrorCode
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 Record = tuple[bytes, bytes | None]
@@ -250,3 +254,181 @@ def conversion_records(group: ConsumerGroup) -> list[Record]:
     out += crec.target_assignment(group.group_id, group.target, group.assignment_epoch)
     out += [crec.current_assignment(group.group_id, m) for m in members]
     return out
+
+
+# -- classic members inside a consumer group (Kafka's classicGroup*ToConsumerGroup) -------------
+
+
+@dataclass(slots=True)
+class ClassicJoinAnswer:
+    """A JoinGroup answered by a consumer group: no leader, no member list; the generation is
+    the member epoch, the protocol the member's first."""
+
+    error: ErrorCode
+    member_id: str = ""
+    generation_id: int = -1
+    protocol_name: str | None = None
+    message: str | None = None
+
+
+def classic_join(
+    manager: ConsumerGroupManager,
+    group_id: str,
+    member_id: str,
+    instance_id: str | None,
+    protocols: list[tuple[str, bytes]],
+    session_timeout_ms: int,
+    rebalance_timeout_ms: int,
+    client_id: str,
+    client_host: str,
+) -> ClassicJoinAnswer:
+    """A classic member (re)joins a consumer group (Kafka's classicGroupJoinToConsumerGroup):
+    its subscription updates the member (bumping the group epoch when it changed), the target
+    is recomputed, and the member reconciles with the partitions its subscription says it owns."""
+    group = manager.get(group_id)
+    subscription = decode_subscription(protocols[0][1]) if protocols else None
+    if group is None or subscription is None:
+        return ClassicJoinAnswer(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+    existing = group.members.get(member_id) if member_id else None
+    if instance_id is not None and existing is None:
+        static_id = group.static_members.get(instance_id)
+        existing = group.members.get(static_id) if static_id == member_id else None
+    if existing is not None and existing.classic is None:
+        return ClassicJoinAnswer(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+    topics = manager.topics()
+    owned = [
+        (topics[name][0], list(parts))
+        for name, parts in subscription.owned.items()
+        if name in topics
+    ]
+    epoch = existing.member_epoch if existing is not None else 0
+    request = HeartbeatRequest(
+        group_id,
+        member_id,
+        epoch,
+        instance_id=instance_id,
+        rack_id=subscription.rack_id,
+        rebalance_timeout_ms=rebalance_timeout_ms,
+        subscribed_topic_names=sorted(set(subscription.topics)),
+        owned=owned if epoch else [],
+        client_id=client_id,
+        client_host=client_host,
+        classic=crec.ClassicMemberMetadata(
+            session_timeout_ms, [(name, bytes(meta)) for name, meta in protocols]
+        ),
+    )
+    result = manager.heartbeat(request)
+    if result.error != ErrorCode.NONE or result.member_id is None:
+        return ClassicJoinAnswer(result.error, member_id, message=result.message)
+    return ClassicJoinAnswer(ErrorCode.NONE, result.member_id, result.member_epoch, protocols[0][0])
+
+
+def _find_classic(
+    manager: ConsumerGroupManager, group_id: str, member_id: str, instance_id: str | None
+) -> tuple[ConsumerGroup, ConsumerMember] | ErrorCode:
+    """Kafka's validateConsumerGroupMember and throwIfMemberDoesNotUseClassicProtocol."""
+    group = manager.get(group_id)
+    if group is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if instance_id is not None:
+        static_id = group.static_members.get(instance_id)
+        if static_id is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if static_id != member_id:
+            return ErrorCode.FENCED_INSTANCE_ID
+    member = group.members.get(member_id)
+    if member is None or member.classic is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    return group, member
+
+
+def classic_sync(
+    manager: ConsumerGroupManager,
+    group_id: str,
+    member_id: str,
+    instance_id: str | None,
+    generation_id: int,
+    protocol_type: str | None,
+    protocol_name: str | None,
+) -> tuple[ErrorCode, bytes]:
+    """SyncGroup of a classic member (Kafka's classicGroupSyncToConsumerGroup): its assigned
+    partitions as a ConsumerProtocolAssignment."""
+    found = _find_classic(manager, group_id, member_id, instance_id)
+    if isinstance(found, ErrorCode):
+        return found, b""
+    group, member = found
+    assert member.classic is not None
+    if generation_id != member.member_epoch:
+        return ErrorCode.ILLEGAL_GENERATION, b""
+    names = [name for name, _ in member.classic.supported_protocols]
+    if (protocol_type is not None and protocol_type != CONSUMER_PROTOCOL_TYPE) or (
+        protocol_name is not None and protocol_name not in names
+    ):
+        return ErrorCode.INCONSISTENT_GROUP_PROTOCOL, b""
+    if group.group_epoch > member.member_epoch and member.state != MemberState.UNREVOKED_PARTITIONS:
+        return ErrorCode.REBALANCE_IN_PROGRESS, b""
+    manager.touch(group_id, member_id)
+    by_id = {tid: name for name, (tid, _) in manager.topics().items()}
+    assigned = {by_id[t]: sorted(p) for t, p in member.assigned.items() if t in by_id}
+    first = decode_subscription(member.classic.supported_protocols[0][1])
+    return ErrorCode.NONE, encode_assignment(assigned, 0 if first is None else first.version)
+
+
+def _waiting_on_unreleased(group: ConsumerGroup, member: ConsumerMember) -> bool:
+    if member.state != MemberState.UNRELEASED_PARTITIONS:
+        return False
+    for tid, parts in group.target.get(member.member_id, {}).items():
+        held = member.assigned.get(tid, set())
+        for p in parts:
+            if p not in held and group.current_partition_epoch(tid, p) != -1:
+                return True
+    return False
+
+
+def classic_heartbeat(
+    manager: ConsumerGroupManager,
+    group_id: str,
+    member_id: str,
+    instance_id: str | None,
+    generation_id: int,
+) -> ErrorCode:
+    """Heartbeat of a classic member (Kafka's classicGroupHeartbeatToConsumerGroup):
+    REBALANCE_IN_PROGRESS when it must rejoin (the group epoch moved, it has partitions to
+    revoke, or the partitions it waits for are free)."""
+    found = _find_classic(manager, group_id, member_id, instance_id)
+    if isinstance(found, ErrorCode):
+        return found
+    group, member = found
+    if generation_id != member.member_epoch:
+        return ErrorCode.ILLEGAL_GENERATION
+    manager.touch(group_id, member_id)
+    if (
+        member.member_epoch < group.group_epoch
+        or member.state == MemberState.UNREVOKED_PARTITIONS
+        or (
+            member.state == MemberState.UNRELEASED_PARTITIONS
+            and not _waiting_on_unreleased(group, member)
+        )
+    ):
+        return ErrorCode.REBALANCE_IN_PROGRESS
+    return ErrorCode.NONE
+
+
+def classic_leave(
+    manager: ConsumerGroupManager, group_id: str, member_id: str, instance_id: str | None
+) -> ErrorCode:
+    """LeaveGroup of a classic member: it leaves for good (epoch -1), the group epoch moves."""
+    found = _find_classic(manager, group_id, member_id, instance_id)
+    if isinstance(found, ErrorCode):
+        return found
+    return manager.heartbeat(
+        HeartbeatRequest(group_id, member_id, LEAVE_EPOCH, instance_id=None)
+    ).error
+
+
+def adopt(manager: ConsumerGroupManager, group: ConsumerGroup) -> None:
+    """The converted group replaces the classic one in `manager` (after its records are
+    written); every classic member's session starts with its own session timeout."""
+    manager.groups[group.group_id] = group
+    for member_id in group.members:
+        manager.touch(group.group_id, member_id)
