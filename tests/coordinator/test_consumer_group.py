@@ -369,12 +369,31 @@ def test_offset_fetch_checks_and_coordinator_wiring() -> None:
     listed = coord.list_groups([], [])[1]
     assert listed == [(GROUP, "consumer", "Stable", "consumer")]
     assert coord.list_groups([], ["classic"])[1] == []
+    # a classic JoinGroup joins the consumer group as a classic member (KIP-848 migration):
+    # a member id first, then a subscription it can read, of the consumer protocol type
     result = asyncio.run(
         coord.join_group(
             GROUP, "", None, True, False, "c", "h", 1000, 6000, "consumer", [("range", b"")]
         )
     )
-    assert result.error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    assert result.error == ErrorCode.MEMBER_ID_REQUIRED and result.member_id
+    for protocol_type, metadata in (("consumer", b""), ("connect", b"\x00\x00\x00\x00\x00\x00")):
+        result = asyncio.run(
+            coord.join_group(
+                GROUP,
+                "x",
+                None,
+                True,
+                False,
+                "c",
+                "h",
+                1000,
+                6000,
+                protocol_type,
+                [("range", metadata)],
+            )
+        )
+        assert result.error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
 
 
 def test_only_changes_are_written_and_a_static_replacement_replays() -> None:

@@ -24,6 +24,7 @@ from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
 CONSUMER_MEMBER = 1  # MemberType (v1): 0 classic, 1 consumer
+CLASSIC_MEMBER = 0
 NOT_REQUESTED = -2147483648  # AuthorizedOperations when the request did not ask for them
 
 
@@ -168,7 +169,7 @@ async def consumer_group_describe(
                 target_assignment=_assignment(
                     M.Assignment, group.target.get(m.member_id, {}), names
                 ),
-                member_type=CONSUMER_MEMBER,
+                member_type=CONSUMER_MEMBER if m.classic is None else CLASSIC_MEMBER,
             )
             for m in group.members.values()
         ]

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from odradek.coordinator.codec import append_error as append_error  # the handlers' too
+from odradek.coordinator.group import migration
 from odradek.coordinator.group import records as rec
 from odradek.coordinator.group.assignors import assignor_name
 from odradek.coordinator.group.consumer_group import (
@@ -37,6 +39,7 @@ from odradek.coordinator.group.consumer_group import (
 from odradek.coordinator.group.join import JoinGroupOp, JoinParams
 from odradek.coordinator.group.loader import replay
 from odradek.coordinator.group.metadata import (
+    ClassicGroup,
     GroupState,
     JoinResult,
     OffsetAndMetadata,
@@ -447,6 +450,8 @@ class GroupCoordinator:
     async def join(self, req: JoinParams) -> JoinResult:
         """JoinGroup as one typed request; answered when the join phase completes."""
         error = self.status(req.group_id, "join")
+        if error is None and self._in_consumer_group(req.group_id):
+            return self._classic_join_to_consumer_group(req)
         if error is None:
             error = self._classic_allowed(req.group_id)
         if error is not None:
@@ -454,6 +459,69 @@ class GroupCoordinator:
         fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
         self.joins.join(req, _resolver(fut))
         return await fut
+
+    def _in_consumer_group(self, group_id: str) -> bool:
+        """A consumer group with members answers the classic requests itself (its classic
+        members, KIP-848 online migration)."""
+        group = self.consumer.get(group_id)
+        return group is not None and bool(group.members)
+
+    def _classic_join_to_consumer_group(self, req: JoinParams) -> JoinResult:
+        if req.protocol_type != migration.CONSUMER_PROTOCOL_TYPE or not req.protocols:
+            return JoinResult.failed(req.member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        if req.require_known and not req.member_id:
+            return JoinResult.failed(
+                f"{req.client_id}-{uuid.uuid4()}", ErrorCode.MEMBER_ID_REQUIRED
+            )
+        answer = migration.classic_join(
+            self.consumer,
+            req.group_id,
+            req.member_id or f"{req.client_id}-{uuid.uuid4()}",
+            req.instance_id,
+            [(name, bytes(meta)) for name, meta in req.protocols],
+            req.session_timeout_ms,
+            req.rebalance_timeout_ms,
+            req.client_id,
+            req.client_host,
+        )
+        log.info(
+            "[GroupId %s] classic member %s joined the consumer group: %s %s",
+            req.group_id,
+            answer.member_id,
+            answer.error.name,
+            answer.message or "",
+        )
+        if answer.error != ErrorCode.NONE:
+            return JoinResult.failed(req.member_id, answer.error)
+        return JoinResult(
+            ErrorCode.NONE,
+            answer.member_id,
+            answer.generation_id,
+            migration.CONSUMER_PROTOCOL_TYPE,
+            answer.protocol_name,
+        )
+
+    def _upgrade(self, classic: ClassicGroup) -> str | None:
+        """A ConsumerGroupHeartbeat joins a classic group with members: it becomes a consumer
+        group keeping them as classic members (Kafka's convertToConsumerGroup); the refusal
+        message when it may not."""
+        refusal = migration.upgrade_refusal(classic, self.config.consumer)
+        if refusal is not None:
+            return refusal
+        converted = migration.consumer_group_from_classic(
+            classic, self.consumer.topics(), self.config.consumer.assignors[0]
+        )
+        error = self._append(classic.group_id, migration.conversion_records(converted))
+        if error != ErrorCode.NONE:
+            return f"The group's conversion could not be written: {error.name}."
+        log.info(
+            "[GroupId %s] converted classic group with %d members to a consumer group",
+            classic.group_id,
+            len(converted.members),
+        )
+        self.machine.hand_over(classic)
+        migration.adopt(self.consumer, converted)
+        return None
 
     def _classic_allowed(self, group_id: str) -> ErrorCode | None:
         """A classic JoinGroup for a consumer-protocol group: an empty one becomes classic when
@@ -511,6 +579,25 @@ class GroupCoordinator:
             return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
         if error is not None:
             return SyncResult(error)
+        if self._in_consumer_group(req.group_id):
+            sync_error, assignment = migration.classic_sync(
+                self.consumer,
+                req.group_id,
+                req.member_id,
+                req.instance_id,
+                req.generation_id,
+                req.protocol_type,
+                req.protocol_name,
+            )
+            log.debug(
+                "[GroupId %s] classic member %s synced: %s",
+                req.group_id,
+                req.member_id,
+                sync_error.name,
+            )
+            if sync_error != ErrorCode.NONE:
+                return SyncResult(sync_error)
+            return SyncResult(ErrorCode.NONE, req.protocol_type, req.protocol_name, assignment)
         fut: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
         self.syncs.sync(req, _resolver(fut))
         return await fut
@@ -547,6 +634,10 @@ class GroupCoordinator:
             return ErrorCode.NONE  # the group is loading: answer blindly, as Kafka does
         if error is not None:
             return error
+        if self._in_consumer_group(group_id):
+            return migration.classic_heartbeat(
+                self.consumer, group_id, member_id, group_instance_id, generation_id
+            )
         return self.machine.heartbeat(group_id, member_id, group_instance_id, generation_id)
 
     def leave_group(
@@ -555,6 +646,16 @@ class GroupCoordinator:
         error = self.status(group_id, "leave")
         if error is not None:
             return error, []
+        if self._in_consumer_group(group_id):
+            return ErrorCode.NONE, [
+                (
+                    m,
+                    migration.classic_leave(
+                        self.consumer, group_id, m.member_id, m.group_instance_id
+                    ),
+                )
+                for m in members
+            ]
         return self.machine.leave(group_id, members)
 
     # -- the consumer protocol (KIP-848) ------------------------------------------------------
@@ -576,6 +677,17 @@ class GroupCoordinator:
         ):
             classic_busy = True  # an empty classic group may not be taken over
         classic_busy |= self.streams.is_streams_group(req.group_id)
+        if (
+            classic_busy
+            and classic is not None
+            and req.member_epoch == 0
+            and not self.streams.is_streams_group(req.group_id)
+            and not self.consumer.is_consumer_group(req.group_id)
+        ):
+            refusal = self._upgrade(classic)
+            if refusal is not None:
+                return HeartbeatResult.failed(ErrorCode.GROUP_ID_NOT_FOUND, refusal)
+            classic_busy = False
         return self.consumer.heartbeat(req, classic_busy)
 
     # -- the streams protocol (KIP-1071) ------------------------------------------------------

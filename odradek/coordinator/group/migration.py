@@ -152,7 +152,7 @@ def decode_subscription(data: bytes) -> Subscription | None:
         owned = r.partitions() if version >= 1 else {}
         generation = r.i32() if version >= 2 else -1
         rack = r.string() if version >= 3 else None
-        return Subscription(version, topics, owned, generation, rack)
+        return Subscription(version, topics, owned, generation, rack or None)  # "": no rack
     except (struct.error, UnicodeDecodeError):
         return None
 

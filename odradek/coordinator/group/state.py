@@ -72,6 +72,7 @@ class GroupEvent(Enum):
     EMPTIED = "emptied"  # the join phase completed with nobody left
     ASSIGNED = "assigned"  # the leader's assignment is stored
     DROPPED = "dropped"  # the group is deleted or its offsets partition unloaded
+    MIGRATED = "migrated"  # its members moved into a consumer group (KIP-848 online upgrade)
 
 
 # (state, event) -> next state; a pair not here is a bug (Kafka's assertValidTransition)
@@ -83,6 +84,7 @@ TRANSITIONS: dict[tuple[GroupState, GroupEvent], GroupState] = {
     (Preparing, GroupEvent.EMPTIED): Empty,
     (Completing, GroupEvent.ASSIGNED): Stable,
     **{(state, GroupEvent.DROPPED): Dead for state in GroupState},
+    **{(state, GroupEvent.MIGRATED): Empty for state in (Stable, Preparing, Completing)},
 }
 
 
@@ -162,6 +164,33 @@ class GroupStateMachine:
         self.scheduler.cancel(("sync", group.group_id))
         if self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]
+
+    def hand_over(self, group: ClassicGroup) -> None:
+        """The group's members now belong to a consumer group (KIP-848 online upgrade): it
+        stays, Empty, with its committed offsets; waiters are told to rejoin, timers cancelled.
+        Nothing is written here (the conversion writes the classic group's tombstone)."""
+        previous = group.state
+        if previous in (Stable, Preparing, Completing):
+            self._transition(group, GroupEvent.MIGRATED)
+        for member in list(group.members.values()):
+            if previous is Preparing:
+                group.maybe_invoke_join(
+                    member, JoinResult.failed(member.member_id, ErrorCode.REBALANCE_IN_PROGRESS)
+                )
+            else:
+                group.maybe_invoke_sync(member, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
+        for member_id in list(group.members) + list(group.pending_members):
+            self.scheduler.cancel(("heartbeat", group.group_id, member_id))
+        self.scheduler.cancel(("join", group.group_id))
+        self.scheduler.cancel(("sync", group.group_id))
+        for member_id in list(group.members):
+            group.remove(member_id)
+        group.pending_members.clear()
+        group.pending_sync_members.clear()
+        group.static_members.clear()
+        group.protocol_type = group.protocol_name = group.leader_id = None
+        group.join_timer = None
+        group.subscribed = None
 
     # -- persistence --------------------------------------------------------------------------
 
