@@ -327,7 +327,8 @@ def test_classic_and_consumer_groups_side_by_side(
         assert described.partition_assignor == "range"  # Group.start asks for range
         [ck_member] = described.members
         assert len(ck_member.assignment.topic_partitions) == PARTITIONS
-        # a consumer-protocol member may not join the live classic group
+        # a consumer-protocol member joining the live classic group converts it (KIP-848
+        # online upgrade, compat_tests/test_kip848_migration.py): the classic member stays
         with RawClient(kbroker.bootstrap) as raw:
             resp = raw.request(
                 protocol.ConsumerGroupHeartbeatRequest(
@@ -340,7 +341,9 @@ def test_classic_and_consumer_groups_side_by_side(
                 ),
                 1,
             )
-        assert resp.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        assert resp.error_code == ErrorCode.NONE
+        converted = describe(kbroker, classic_group.group)
+        assert sorted(m.member_type for m in converted.members) == [0, 1]
     finally:
         classic_group.cleanup()
 
