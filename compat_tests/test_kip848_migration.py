@@ -1,8 +1,9 @@
-"""KIP-848 online upgrade of a live classic group with confluent-kafka against `odradek serve`:
+"""KIP-848 online upgrade and downgrade of a live classic group, confluent-kafka on `odradek serve`:
 two classic consumers share a topic, one is restarted with `group.protocol=consumer`; the group
 becomes a consumer group keeping the other as a classic member (it rebalances through
-JoinGroup/SyncGroup inside the consumer group), every record is consumed and the committed
-offsets never move back."""
+JoinGroup/SyncGroup inside the consumer group), when the consumer-protocol member
+leaves, the group is classic again and the classic member continues alone; every record is
+consumed and the committed offsets never move back."""
 
 from __future__ import annotations
 
@@ -74,6 +75,17 @@ def test_a_live_classic_group_is_upgraded_by_a_consumer_protocol_member(group: G
             for p in t.partitions
         )
         assert owned == [(group.topic, p) for p in range(PARTITIONS)]
+        # downgrade: the consumer-protocol member leaves, the group is classic again and the
+        # classic member takes every partition
+        c.terminate()
+        group.settled([a])
+        wait_for(
+            lambda: describe(broker, group.group).error_code != 0,
+            SETTLE_S,
+            message="the group to be classic again",
+        )
+        d = group.start("confluent-kafka")  # and classic members join it as before
+        group.settled([a, d])
     finally:
         values = producer.stop()
     assert len(values) > 20

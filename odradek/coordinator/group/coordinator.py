@@ -25,10 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from odradek.coordinator.codec import append_error as append_error  # the handlers' too
+from odradek.coordinator.group import consumer_records as crec
 from odradek.coordinator.group import migration
 from odradek.coordinator.group import records as rec
 from odradek.coordinator.group.assignors import assignor_name
 from odradek.coordinator.group.consumer_group import (
+    LEAVE_EPOCH,
     ConsumerGroup,
     ConsumerGroupConfig,
     ConsumerGroupManager,
@@ -42,6 +44,7 @@ from odradek.coordinator.group.metadata import (
     ClassicGroup,
     GroupState,
     JoinResult,
+    Member,
     OffsetAndMetadata,
     Protocols,
     SyncResult,
@@ -688,7 +691,69 @@ class GroupCoordinator:
             if refusal is not None:
                 return HeartbeatResult.failed(ErrorCode.GROUP_ID_NOT_FOUND, refusal)
             classic_busy = False
-        return self.consumer.heartbeat(req, classic_busy)
+        result = self.consumer.heartbeat(req, classic_busy)
+        if req.member_epoch == LEAVE_EPOCH and result.error == ErrorCode.NONE:
+            self._maybe_downgrade(req.group_id)
+        return result
+
+    def _maybe_downgrade(self, group_id: str) -> None:
+        """The last consumer-protocol member left a group of classic members: it becomes a
+        classic group again, which rebalances (Kafka's convertToClassicGroup, policy downgrade
+        or bidirectional). Its generation is the group epoch; the members rejoin."""
+        group = self.consumer.get(group_id)
+        if (
+            group is None
+            or not group.members
+            or not self.config.consumer.downgrade_allowed
+            or any(m.classic is None for m in group.members.values())
+        ):
+            return
+        classic = self.machine.get_or_create(group_id)
+        names = {tid: name for name, (tid, _) in self.consumer.topics().items()}
+        assignments: dict[str, bytes] = {}
+        members: list[Member] = []
+        for m in group.members.values():
+            assert m.classic is not None
+            protocols = list(m.classic.supported_protocols)
+            member = Member(
+                m.member_id,
+                m.instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout_ms,
+                m.classic.session_timeout_ms,
+                migration.CONSUMER_PROTOCOL_TYPE,
+                protocols,
+            )
+            first = migration.decode_subscription(protocols[0][1]) if protocols else None
+            member.assignment = migration.encode_assignment(
+                {names[t]: sorted(p) for t, p in m.assigned.items() if t in names},
+                0 if first is None else first.version,
+            )
+            assignments[m.member_id] = member.assignment
+            members.append(member)
+        common = set.intersection(*(set(m.protocol_names) for m in members))
+        if not common:
+            return
+        classic.generation_id = group.group_epoch
+        classic.protocol_name = members[0].vote(common)
+        for member in members:
+            classic.add(member, None)
+        records = crec.group_tombstones(group)
+        records.append(self.machine.group_record(classic, assignments))
+        if self._append(group_id, records) != ErrorCode.NONE:
+            for member in members:
+                classic.remove(member.member_id)
+            return
+        log.info(
+            "[GroupId %s] converted consumer group with %d classic members to a classic group",
+            group_id,
+            len(members),
+        )
+        self.consumer.drop(group_id)
+        for member in members:
+            self.machine.schedule_heartbeat(classic, member)
+        self.machine.maybe_prepare_rebalance(classic, "the group was downgraded to classic")
 
     # -- the streams protocol (KIP-1071) ------------------------------------------------------
 
