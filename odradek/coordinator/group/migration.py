@@ -1,6 +1,6 @@
-"""KIP-848 online migration, the upgrade's first half: a live classic group becomes a consumer
-group whose members are "classic members" (Kafka 4.x's `ConsumerGroup.fromClassicGroup` and
-`GroupMetadataManager.validateOnlineUpgrade`, `group.consumer.migration.policy`).
+"""KIP-848 online migration (`group.consumer.migration.policy`): a live classic group becomes a
+consumer group whose members are "classic members" (Kafka 4.x's `ConsumerGroup.fromClassicGroup`,
+`GroupMetadataManager.validateOnlineUpgrade` and `classicGroup*ToConsumerGroup`).
 
 - `upgrade_refusal`: why a classic group may not be converted (None when it may): the policy
   forbids upgrades, a member does not use the `consumer` protocol type, or the group is full.
@@ -12,11 +12,10 @@ group whose members are "classic members" (Kafka 4.x's `ConsumerGroup.fromClassi
 - `conversion_records`: what Kafka appends for it: the classic group's GroupMetadata tombstone,
   then each member's metadata, the group epoch, the partition metadata, the target assignment
   and its epoch, each member's current assignment. Committed offsets are not touched.
+- `classic_join` / `classic_sync` / `classic_heartbeat` / `classic_leave`: the classic requests
+  of a classic member, answered by the consumer group (generation = member epoch).
 
-Not done yet (docs/notes.md): serving classic members inside a consumer group (JoinGroup,
-SyncGroup, Heartbeat, LeaveGroup, OffsetCommit routed to the consumer group) and the downgrade;
-until then nothing calls this module and a ConsumerGroupHeartbeat for a non-empty classic group
-is refused as before.
+The downgrade (back to a classic group) is the coordinator's `_maybe_downgrade`.
 """
 
 from __future__ import annotations
