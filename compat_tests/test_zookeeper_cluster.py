@@ -464,10 +464,11 @@ def test_transactions_v2_finalized_across_the_processes(cluster, tmp_path: Path)
     def levels() -> list[dict[str, int]]:
         return [finalized(a)[0] for a in addresses]
 
-    v2 = {"group.version": 1, "transaction.version": 2}
+    others = {"group.version": 1, "streams.version": 1}
+    v2 = {**others, "transaction.version": 2}
     assert levels() == [v2] * 3
     assert update_transaction_version(addresses[2], 0) == 0
-    cluster.wait_until(lambda: levels() == [{"group.version": 1}] * 3)
+    cluster.wait_until(lambda: levels() == [others] * 3)
     assert update_transaction_version(addresses[0], 2) == 0
     cluster.wait_until(lambda: levels() == [v2] * 3)
     assert len({finalized(a)[1] for a in addresses}) == 1  # one epoch everywhere
