@@ -23,10 +23,10 @@ from odradek.testing.jepsen.seeds import SeedOptions, run_seed
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 SEEDS = range(20)
-# power loss and kill -9 are left out here: a broker started again may still lead, for a moment,
-# in the epoch it led before (an open bug, docs/notes.md), which the soak finds in some seeds
-# (`python -m bench.jepsen --kinds power-loss,kill`); until it is fixed they would make this
-# test fail by chance rather than by a change
+# power loss and kill -9 are left out here: a broker restarted while the controller moves may
+# wait for a controller decision that does not come (an open bug, docs/notes.md), which the soak
+# finds in some seeds (`python -m bench.jepsen --kinds power-loss,kill`); until it is fixed they
+# would make this test fail by chance rather than by a change
 KINDS = tuple(k for k in ALL if k not in ("power-loss", "kill"))
 OPTIONS = SeedOptions(duration=1.6, longest=0.8, max_ops=50, settle_s=0.4, kinds=KINDS)
 

@@ -145,8 +145,11 @@ class Controller:
                     st.isr,
                 )
                 return st.with_leader_isr(candidates[0], st.leader_epoch + 1, [candidates[0]])
-        if st.leader in live:  # the returning leader is not in the ISR: nothing to do
-            return None
+        if st.leader in live:
+            # the restarted leader is not in the ISR: offline (no leader) in a new epoch, so
+            # it knows the controller saw its registration and does not lead in the old one
+            log.warning("%s-%d is offline: its restarted leader is not in the ISR", topic, idx)
+            return st.with_leader_isr(-1, st.leader_epoch + 1, list(st.isr))
         log.warning("%s-%d is offline: no live replica in the ISR %s", topic, idx, st.isr)
         return None
 

@@ -72,6 +72,9 @@ class ReplicaManager:
         self.controller = Controller(self.store, self.node_id, self._unclean_enabled)
         self.trackers: dict[Key, LeaderTracker] = {}
         self.applied: dict[Key, tuple[int, int]] = {}  # (leader, leader epoch) acted upon
+        # partitions the store said this broker led when it registered, with that leader epoch:
+        # it leads them only in a newer epoch, the controller's answer to the registration
+        self.awaiting: dict[Key, int] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.registered = False
         self.closing = asyncio.Event()
@@ -138,6 +141,16 @@ class ReplicaManager:
             for a in (broker.advertised_listener(x.name) for x in broker.config.advertised)
         )
         self.controller.observe()
+        # What the store says this broker led was decided before it (re)started: Kafka's broker
+        # leads nothing until the controller's LeaderAndIsr for its new registration, and the
+        # controller answers a registration by electing what it led again in a new epoch (or
+        # another in-sync replica). Until then those partitions have no leader here.
+        self.awaiting = {
+            (info.name, idx): st.leader_epoch
+            for info in list(self.store.topics.values())
+            for idx, st in enumerate(info.partitions)
+            if st.leader == self.node_id
+        }
         self.registered = True
         self.store.register_broker(
             BrokerRegistration(
@@ -265,11 +278,18 @@ class ReplicaManager:
         part = self.broker.topics.open_partition(info, idx)
         if part is None:
             return
+        waited = self.awaiting.get(key)
+        if waited is not None:
+            if st.leader == self.node_id and st.leader_epoch <= waited:
+                st = st.with_leader_isr(-1, st.leader_epoch, st.isr)  # no leader here yet
+            else:
+                del self.awaiting[key]
         previous = self.applied.get(key)
         if previous != (st.leader, st.leader_epoch):
             self.applied[key] = (st.leader, st.leader_epoch)
             if st.leader == self.node_id:
-                self._become_leader(part, st, first=previous is None)
+                # first since the start (or since waiting for the controller after it)
+                self._become_leader(part, st, first=previous is None or previous[0] < 0)
             else:
                 self._become_follower(part, st)
             return
