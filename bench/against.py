@@ -375,6 +375,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--phase-timeout", type=float, default=300.0)
     p.add_argument("--settle-seconds", type=float, default=2.0)
     p.add_argument(
+        "--rf3",
+        action="store_true",
+        help="only RF=3 against RF=1, acks=all, on three processes of each broker "
+        "(bench.against_rf3; --mb and --repeat apply)",
+    )
+    p.add_argument("--kafka-first", action="store_true", help="--rf3: Kafka's cluster first")
+    p.add_argument(
         "--quick",
         action="store_true",
         help="a minimal run: one round, 1 KiB, 1 partition, native only, 20 MB a row",
@@ -389,6 +396,10 @@ def main(argv: list[str] | None = None) -> int:
         opts.sizes, opts.partitions, opts.rates = (1024,), (1,), ()
         opts.e2e_records, opts.transactions, opts.settle_seconds = 0, 0, 0.0
     try:
+        if opts.rf3:
+            from bench import against_rf3
+
+            return 0 if against_rf3.run(opts) else 1
         rows = run(opts)
     except (
         BrokerStartError,

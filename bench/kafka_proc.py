@@ -94,11 +94,22 @@ rootLogger.appenderRef.file.ref = file
 class KafkaProcess:
     """One Kafka 4.4 JVM in KRaft combined mode; a context manager that always stops it."""
 
-    def __init__(self, overrides: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        overrides: dict[str, str] | None = None,
+        *,
+        node_id: int = 1,
+        cluster_id: str | None = None,
+    ) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="kafka-bench-"))
         self.port = free_port()
         self.controller_port = free_port()
         self.overrides = dict(overrides or {})
+        # several nodes of one KRaft quorum share a cluster id and a `controller.quorum.voters`
+        # (set through `overrides`); one node alone is its own quorum
+        self.node_id = node_id
+        self.cluster_id = cluster_id or new_cluster_id()
+        self._spawned_at = 0.0
         self.classpath = classpath(KAFKA_VERSION)
         self.format_ms: float | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -119,7 +130,8 @@ class KafkaProcess:
     def properties(self) -> dict[str, str]:
         return {
             **DEFAULT_SERVER_PROPERTIES,
-            "controller.quorum.voters": f"1@{HOST}:{self.controller_port}",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": f"{self.node_id}@{HOST}:{self.controller_port}",
             "listeners": f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}",
             "advertised.listeners": f"PLAINTEXT://{HOST}:{self.port}",
             "log.dirs": str(self.dir / "data"),
@@ -144,6 +156,12 @@ class KafkaProcess:
 
     def start(self, timeout: float = READY_TIMEOUT_S) -> StartupTiming:
         """Format the log dir, spawn kafka.Kafka, time it to its first ApiVersions answer."""
+        self.spawn(timeout)
+        return self.wait_ready(timeout)
+
+    def spawn(self, timeout: float = READY_TIMEOUT_S) -> None:
+        """Format the log dir and spawn kafka.Kafka without waiting for it (the nodes of a
+        quorum answer only once a majority of them runs)."""
         config = self.dir / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
         (self.dir / "log4j2.properties").write_text(_LOG4J2.format(log=self.dir / "server.log"))
@@ -153,7 +171,7 @@ class KafkaProcess:
                 SERVER_HEAP,
                 "kafka.tools.StorageTool",
                 "format",
-                f"--cluster-id={new_cluster_id()}",
+                f"--cluster-id={self.cluster_id}",
                 "-c",
                 str(config),
             ),
@@ -165,7 +183,7 @@ class KafkaProcess:
             raise BrokerStartError(f"kafka-storage format failed: {fmt.stderr.decode()[-2000:]}")
         self.format_ms = (time.perf_counter() - began) * 1000.0
         with open(self.dir / "stdout.log", "ab") as out:
-            spawned_at = time.perf_counter()
+            self._spawned_at = time.perf_counter()
             self._proc = subprocess.Popen(
                 self._java(SERVER_HEAP, "kafka.Kafka", str(config)),
                 stdin=subprocess.DEVNULL,
@@ -174,13 +192,16 @@ class KafkaProcess:
                 cwd=self.dir,
                 start_new_session=True,
             )
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> StartupTiming:
+        """Wait for the first ApiVersions answer of a spawned node (stops it on failure)."""
         try:
             answered_at = wait_for_api_versions(HOST, self.port, timeout=timeout, alive=self.alive)
         except Exception as exc:
             tail = self.log_tail()
             self.stop()
             raise BrokerStartError(f"Kafka did not start: {exc}\n{tail}") from exc
-        ms = (answered_at - spawned_at) * 1000.0
+        ms = (answered_at - self._spawned_at) * 1000.0
         return StartupTiming(api_versions_ms=ms, ready_line_ms=ms)
 
     def log_tail(self, chars: int = 4000) -> str:
