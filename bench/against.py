@@ -380,6 +380,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="only RF=3 against RF=1, acks=all, on three processes of each broker "
         "(bench.against_rf3; --mb and --repeat apply)",
     )
+    p.add_argument(
+        "--scale",
+        action="store_true",
+        help="only the scale rows (bench.against_scale): start, RSS and Metadata with "
+        "--topics x --scale-partitions partitions, --connections idle connections",
+    )
+    p.add_argument("--topics", type=int, default=1000)
+    p.add_argument("--scale-partitions", type=int, default=10)
+    p.add_argument("--metadata-runs", type=int, default=10)
+    p.add_argument("--connections", type=int, default=2000)
     p.add_argument("--kafka-first", action="store_true", help="--rf3: Kafka's cluster first")
     p.add_argument(
         "--quick",
@@ -396,6 +406,11 @@ def main(argv: list[str] | None = None) -> int:
         opts.sizes, opts.partitions, opts.rates = (1024,), (1,), ()
         opts.e2e_records, opts.transactions, opts.settle_seconds = 0, 0, 0.0
     try:
+        if opts.scale:
+            from bench import against_scale
+
+            opts.partitions = opts.scale_partitions
+            return 0 if against_scale.run(opts) else 1
         if opts.rf3:
             from bench import against_rf3
 

@@ -159,9 +159,13 @@ class KafkaProcess:
         self.spawn(timeout)
         return self.wait_ready(timeout)
 
-    def spawn(self, timeout: float = READY_TIMEOUT_S) -> None:
-        """Format the log dir and spawn kafka.Kafka without waiting for it (the nodes of a
-        quorum answer only once a majority of them runs)."""
+    def spawn(self, timeout: float = READY_TIMEOUT_S, fmt_dir: bool = True) -> None:
+        """Format the log dir (unless `fmt_dir` is false: a restart on the same data) and spawn
+        kafka.Kafka without waiting for it (the nodes of a quorum answer only once a majority
+        of them runs)."""
+        if not fmt_dir:
+            self._popen()
+            return
         config = self.dir / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
         (self.dir / "log4j2.properties").write_text(_LOG4J2.format(log=self.dir / "server.log"))
@@ -182,6 +186,10 @@ class KafkaProcess:
         if fmt.returncode != 0:
             raise BrokerStartError(f"kafka-storage format failed: {fmt.stderr.decode()[-2000:]}")
         self.format_ms = (time.perf_counter() - began) * 1000.0
+        self._popen()
+
+    def _popen(self) -> None:
+        config = self.dir / "server.properties"
         with open(self.dir / "stdout.log", "ab") as out:
             self._spawned_at = time.perf_counter()
             self._proc = subprocess.Popen(
@@ -212,8 +220,15 @@ class KafkaProcess:
                 parts.append(path.read_text("utf-8", "replace")[-chars:])
         return "\n".join(parts)
 
-    def stop(self, timeout: float = STOP_TIMEOUT_S) -> int | None:
-        """SIGTERM (a controlled shutdown), SIGKILL past `timeout`; removes the directory."""
+    def restart(self, timeout: float = READY_TIMEOUT_S) -> StartupTiming:
+        """A clean stop and a start on the same data and ports, timed to its first answer."""
+        self.stop(keep_data=True)
+        self.spawn(timeout, fmt_dir=False)
+        return self.wait_ready(timeout)
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S, keep_data: bool = False) -> int | None:
+        """SIGTERM (a controlled shutdown), SIGKILL past `timeout`; removes the directory
+        unless `keep_data`."""
         proc, self._proc = self._proc, None
         code: int | None = None
         if proc is not None:
@@ -225,7 +240,8 @@ class KafkaProcess:
                     proc.kill()
                     proc.wait(timeout)
             code = proc.returncode
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if not keep_data:
+            shutil.rmtree(self.dir, ignore_errors=True)
         return code
 
     def __enter__(self) -> KafkaProcess:
