@@ -96,9 +96,15 @@ def measure_odradek(opts: argparse.Namespace) -> ScaleResult:
 def measure_kafka(opts: argparse.Namespace) -> ScaleResult:
     with kafka_proc.KafkaProcess() as kafka:
         kafka.start()
-        _fill(kafka.bootstrap, opts)
-        timing = kafka.restart()
-        return _after_restart(kafka.port, kafka.pid, timing.api_versions_ms, opts)
+        try:
+            _fill(kafka.bootstrap, opts)
+            timing = kafka.restart()
+            return _after_restart(kafka.port, kafka.pid, timing.api_versions_ms, opts)
+        except Exception:
+            tail = kafka.log_tail(20000).splitlines()
+            shown = [ln for ln in tail if "ERROR" in ln or "FATAL" in ln or "Exception" in ln]
+            print("\n".join(shown[-20:]), file=sys.stderr)
+            raise
 
 
 def render_scale(results: dict[str, ScaleResult]) -> str:
@@ -147,8 +153,15 @@ def run(opts: argparse.Namespace, out: Callable[[str], None] = print) -> dict[st
     results: dict[str, ScaleResult] = {}
     for name, fn in ((ODRADEK, measure_odradek), (KAFKA, measure_kafka)):
         t0 = time.perf_counter()
-        results[name] = fn(opts)
-        print(f"bench: {name} scale rows took {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+        try:
+            results[name] = fn(opts)
+        except Exception as exc:  # the other broker's rows are still worth printing
+            print(f"bench: {name} scale rows failed: {exc!r}", file=sys.stderr)
+            continue
+        print(
+            f"bench: {name} scale rows took {time.perf_counter() - t0:.0f} s: {results[name]}",
+            file=sys.stderr,
+        )
     out(render_scale(results))
     out("")
     out(
