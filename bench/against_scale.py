@@ -101,7 +101,7 @@ def measure_kafka(opts: argparse.Namespace) -> ScaleResult:
             timing = kafka.restart()
             return _after_restart(kafka.port, kafka.pid, timing.api_versions_ms, opts)
         except Exception:
-            tail = kafka.log_tail(20000).splitlines()
+            tail = kafka.log_tail(200_000_000).splitlines()  # the whole log
             shown = [ln for ln in tail if "ERROR" in ln or "FATAL" in ln or "Exception" in ln]
             print("\n".join(shown[-20:]), file=sys.stderr)
             raise
