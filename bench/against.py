@@ -375,6 +375,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--phase-timeout", type=float, default=300.0)
     p.add_argument("--settle-seconds", type=float, default=2.0)
     p.add_argument(
+        "--rf3",
+        action="store_true",
+        help="only RF=3 against RF=1, acks=all, on three processes of each broker "
+        "(bench.against_rf3; --mb and --repeat apply)",
+    )
+    p.add_argument(
+        "--scale",
+        action="store_true",
+        help="only the scale rows (bench.against_scale): start, RSS and Metadata with "
+        "--topics x --scale-partitions partitions, --connections idle connections",
+    )
+    p.add_argument("--topics", type=int, default=1000)
+    p.add_argument("--scale-partitions", type=int, default=10)
+    p.add_argument("--metadata-runs", type=int, default=10)
+    p.add_argument("--connections", type=int, default=2000)
+    p.add_argument("--kafka-first", action="store_true", help="--rf3: Kafka's cluster first")
+    p.add_argument(
         "--quick",
         action="store_true",
         help="a minimal run: one round, 1 KiB, 1 partition, native only, 20 MB a row",
@@ -389,6 +406,15 @@ def main(argv: list[str] | None = None) -> int:
         opts.sizes, opts.partitions, opts.rates = (1024,), (1,), ()
         opts.e2e_records, opts.transactions, opts.settle_seconds = 0, 0, 0.0
     try:
+        if opts.scale:
+            from bench import against_scale
+
+            opts.partitions = opts.scale_partitions
+            return 0 if against_scale.run(opts) else 1
+        if opts.rf3:
+            from bench import against_rf3
+
+            return 0 if against_rf3.run(opts) else 1
         rows = run(opts)
     except (
         BrokerStartError,

@@ -94,11 +94,22 @@ rootLogger.appenderRef.file.ref = file
 class KafkaProcess:
     """One Kafka 4.4 JVM in KRaft combined mode; a context manager that always stops it."""
 
-    def __init__(self, overrides: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        overrides: dict[str, str] | None = None,
+        *,
+        node_id: int = 1,
+        cluster_id: str | None = None,
+    ) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="kafka-bench-"))
         self.port = free_port()
         self.controller_port = free_port()
         self.overrides = dict(overrides or {})
+        # several nodes of one KRaft quorum share a cluster id and a `controller.quorum.voters`
+        # (set through `overrides`); one node alone is its own quorum
+        self.node_id = node_id
+        self.cluster_id = cluster_id or new_cluster_id()
+        self._spawned_at = 0.0
         self.classpath = classpath(KAFKA_VERSION)
         self.format_ms: float | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -119,7 +130,8 @@ class KafkaProcess:
     def properties(self) -> dict[str, str]:
         return {
             **DEFAULT_SERVER_PROPERTIES,
-            "controller.quorum.voters": f"1@{HOST}:{self.controller_port}",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": f"{self.node_id}@{HOST}:{self.controller_port}",
             "listeners": f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}",
             "advertised.listeners": f"PLAINTEXT://{HOST}:{self.port}",
             "log.dirs": str(self.dir / "data"),
@@ -144,6 +156,16 @@ class KafkaProcess:
 
     def start(self, timeout: float = READY_TIMEOUT_S) -> StartupTiming:
         """Format the log dir, spawn kafka.Kafka, time it to its first ApiVersions answer."""
+        self.spawn(timeout)
+        return self.wait_ready(timeout)
+
+    def spawn(self, timeout: float = READY_TIMEOUT_S, fmt_dir: bool = True) -> None:
+        """Format the log dir (unless `fmt_dir` is false: a restart on the same data) and spawn
+        kafka.Kafka without waiting for it (the nodes of a quorum answer only once a majority
+        of them runs)."""
+        if not fmt_dir:
+            self._popen()
+            return
         config = self.dir / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
         (self.dir / "log4j2.properties").write_text(_LOG4J2.format(log=self.dir / "server.log"))
@@ -153,7 +175,7 @@ class KafkaProcess:
                 SERVER_HEAP,
                 "kafka.tools.StorageTool",
                 "format",
-                f"--cluster-id={new_cluster_id()}",
+                f"--cluster-id={self.cluster_id}",
                 "-c",
                 str(config),
             ),
@@ -164,8 +186,12 @@ class KafkaProcess:
         if fmt.returncode != 0:
             raise BrokerStartError(f"kafka-storage format failed: {fmt.stderr.decode()[-2000:]}")
         self.format_ms = (time.perf_counter() - began) * 1000.0
+        self._popen()
+
+    def _popen(self) -> None:
+        config = self.dir / "server.properties"
         with open(self.dir / "stdout.log", "ab") as out:
-            spawned_at = time.perf_counter()
+            self._spawned_at = time.perf_counter()
             self._proc = subprocess.Popen(
                 self._java(SERVER_HEAP, "kafka.Kafka", str(config)),
                 stdin=subprocess.DEVNULL,
@@ -174,13 +200,16 @@ class KafkaProcess:
                 cwd=self.dir,
                 start_new_session=True,
             )
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> StartupTiming:
+        """Wait for the first ApiVersions answer of a spawned node (stops it on failure)."""
         try:
             answered_at = wait_for_api_versions(HOST, self.port, timeout=timeout, alive=self.alive)
         except Exception as exc:
             tail = self.log_tail()
             self.stop()
             raise BrokerStartError(f"Kafka did not start: {exc}\n{tail}") from exc
-        ms = (answered_at - spawned_at) * 1000.0
+        ms = (answered_at - self._spawned_at) * 1000.0
         return StartupTiming(api_versions_ms=ms, ready_line_ms=ms)
 
     def log_tail(self, chars: int = 4000) -> str:
@@ -191,8 +220,15 @@ class KafkaProcess:
                 parts.append(path.read_text("utf-8", "replace")[-chars:])
         return "\n".join(parts)
 
-    def stop(self, timeout: float = STOP_TIMEOUT_S) -> int | None:
-        """SIGTERM (a controlled shutdown), SIGKILL past `timeout`; removes the directory."""
+    def restart(self, timeout: float = READY_TIMEOUT_S) -> StartupTiming:
+        """A clean stop and a start on the same data and ports, timed to its first answer."""
+        self.stop(keep_data=True)
+        self.spawn(timeout, fmt_dir=False)
+        return self.wait_ready(timeout)
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S, keep_data: bool = False) -> int | None:
+        """SIGTERM (a controlled shutdown), SIGKILL past `timeout`; removes the directory
+        unless `keep_data`."""
         proc, self._proc = self._proc, None
         code: int | None = None
         if proc is not None:
@@ -204,7 +240,8 @@ class KafkaProcess:
                     proc.kill()
                     proc.wait(timeout)
             code = proc.returncode
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if not keep_data:
+            shutil.rmtree(self.dir, ignore_errors=True)
         return code
 
     def __enter__(self) -> KafkaProcess:

@@ -114,3 +114,21 @@ def test_table_rows_take_medians_and_cpu_per_gb_over_all_rounds() -> None:
 def test_against_an_unknown_broker_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert runner.main(["--against", "redpanda"]) == 2
     assert "only 'kafka'" in capsys.readouterr().err
+
+
+def test_rf3_ratio_and_cpu_per_gb_summed_over_rounds() -> None:
+    from bench.against_rf3 import Rf3Result, render_rf3
+
+    r = Rf3Result(
+        {1: [400.0, 200.0, 300.0], 3: [100.0, 90.0, 110.0]},
+        {1: [(1.0, 500_000_000), (1.0, 500_000_000)], 3: [(3.0, 250_000_000), (1.5, 250_000_000)]},
+    )
+    assert r.median(1) == 300.0 and r.median(3) == 100.0
+    assert r.ratio() == pytest.approx(1 / 3)
+    assert r.cpu_per_gb(1) == pytest.approx(2.0)  # 2 s over 1 GB
+    assert r.cpu_per_gb(3) == pytest.approx(9.0)  # 4.5 s over 0.5 GB
+    assert r.cpu_ratio() == pytest.approx(4.5)
+    empty = Rf3Result({1: [], 3: []}, {1: [], 3: []})
+    table = render_rf3({ODRADEK: r, KAFKA: empty})
+    assert "| odradek | 300.0 | 100.0 | 0.33 | 2.00 | 9.00 | 4.50 |" in table
+    assert "| Kafka | - | - | - | - | - | - |" in table

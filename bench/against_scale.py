@@ -1,0 +1,172 @@
+"""The scale rows, odradek against Kafka: `python -m bench --against kafka --scale`.
+
+One broker at a time (the other stopped), each as bench.against starts it, with
+RLIMIT_NOFILE 20,000 for both: `--topics` x `--partitions` partitions (default 1,000 x 10)
+are created and given one record each (bench.scale's pieces), then the broker is stopped
+cleanly and started again on the same data: the table gives the time from the spawn to the
+first ApiVersions answer, the RSS after that start, the full Metadata round trip (v12, every
+topic, median and max of `--metadata-runs`), then the RSS with `--connections` idle
+connections open (each has had one ApiVersions answer) and the growth they caused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bench import kafka_proc, procstat, scale
+from bench.broker_proc import HOST
+
+ODRADEK = "odradek"
+KAFKA = "Kafka"
+
+
+@dataclass(slots=True)
+class ScaleResult:
+    partitions: int
+    restart_ms: float
+    rss_restarted_mb: float
+    metadata_ms: list[float]
+    metadata_bytes: int
+    rss_before_conns_mb: float
+    rss_conns_mb: float
+    connections: int
+
+
+def idle_connections_rss(port: int, pid: int, count: int) -> tuple[float, float]:
+    """RSS MB before and with `count` open connections, each answered one ApiVersions."""
+
+    async def go() -> tuple[float, float]:
+        before = procstat.memory_mb(pid)[0]
+        writers = []
+        try:
+            for i in range(count):
+                reader, writer = await asyncio.open_connection(HOST, port)
+                writers.append(writer)
+                await scale._round_trip(reader, writer, scale.api_versions_request(i + 1))
+            await asyncio.sleep(2.0)  # let the broker settle before its RSS is read
+            return before, procstat.memory_mb(pid)[0]
+        finally:
+            for w in writers:
+                w.close()
+
+    return asyncio.run(go())
+
+
+def _fill(bootstrap: str, opts: argparse.Namespace) -> list[str]:
+    names = [f"scale-{i:05d}" for i in range(opts.topics)]
+    scale.create_topics(bootstrap, names, opts.partitions, 100)
+    scale.produce_everywhere(bootstrap, names, opts.partitions)
+    return names
+
+
+def _after_restart(port: int, pid: int, restart_ms: float, opts: argparse.Namespace) -> ScaleResult:
+    rss = procstat.memory_mb(pid)[0]
+    times, size = scale.metadata_times(port, opts.metadata_runs)
+    before, with_conns = idle_connections_rss(port, pid, opts.connections)
+    return ScaleResult(
+        opts.topics * opts.partitions,
+        restart_ms,
+        rss,
+        times,
+        size,
+        before,
+        with_conns,
+        opts.connections,
+    )
+
+
+def measure_odradek(opts: argparse.Namespace) -> ScaleResult:
+    proc = scale.LimitedProcess(20000, overrides={"num.partitions": "1"})
+    try:
+        proc.start(timeout=60.0)
+        _fill(proc.bootstrap, opts)
+        timing = proc.restart()
+        return _after_restart(proc.port, proc.pid, timing.api_versions_ms, opts)
+    finally:
+        proc.stop()
+
+
+def measure_kafka(opts: argparse.Namespace) -> ScaleResult:
+    with kafka_proc.KafkaProcess() as kafka:
+        kafka.start()
+        try:
+            _fill(kafka.bootstrap, opts)
+            timing = kafka.restart()
+            return _after_restart(kafka.port, kafka.pid, timing.api_versions_ms, opts)
+        except Exception:
+            tail = kafka.log_tail(200_000_000).splitlines()  # the whole log
+            shown = [ln for ln in tail if "ERROR" in ln or "FATAL" in ln or "Exception" in ln]
+            print("\n".join(shown[-20:]), file=sys.stderr)
+            raise
+
+
+def render_scale(results: dict[str, ScaleResult]) -> str:
+    od, ka = results.get(ODRADEK), results.get(KAFKA)
+
+    def row(label: str, get: Callable[[ScaleResult], float], digits: int = 1) -> str:
+        a = get(od) if od else None
+        b = get(ka) if ka else None
+        ratio = f"{a / b:.2f}" if a is not None and b else "-"
+        fa = "-" if a is None else f"{a:,.{digits}f}"
+        fb = "-" if b is None else f"{b:,.{digits}f}"
+        return f"| {label} | {fa} | {fb} | {ratio} |"
+
+    n = (od or ka).partitions if (od or ka) else 0
+    c = (od or ka).connections if (od or ka) else 0
+    return "\n".join(
+        [
+            "| scale row | odradek | Kafka | odradek / Kafka |",
+            "|---|---|---|---|",
+            row(
+                f"restart to first ApiVersions answer, {n:,} partitions, ms",
+                lambda r: r.restart_ms,
+                0,
+            ),
+            row(f"RSS after that restart, {n:,} partitions, MB", lambda r: r.rss_restarted_mb),
+            row(
+                f"Metadata (all topics) p50, {n:,} partitions, ms",
+                lambda r: statistics.median(r.metadata_ms),
+                2,
+            ),
+            row(
+                f"Metadata (all topics) max, {n:,} partitions, ms", lambda r: max(r.metadata_ms), 2
+            ),
+            row("Metadata response KB", lambda r: r.metadata_bytes / 1000),
+            row(f"RSS with {c:,} idle connections MB", lambda r: r.rss_conns_mb),
+            row(
+                f"RSS growth for {c:,} idle connections MB",
+                lambda r: r.rss_conns_mb - r.rss_before_conns_mb,
+            ),
+        ]
+    )
+
+
+def run(opts: argparse.Namespace, out: Callable[[str], None] = print) -> dict[str, ScaleResult]:
+    load_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    results: dict[str, ScaleResult] = {}
+    for name, fn in ((ODRADEK, measure_odradek), (KAFKA, measure_kafka)):
+        t0 = time.perf_counter()
+        try:
+            results[name] = fn(opts)
+        except Exception as exc:  # the other broker's rows are still worth printing
+            print(f"bench: {name} scale rows failed: {exc!r}", file=sys.stderr)
+            continue
+        print(
+            f"bench: {name} scale rows took {time.perf_counter() - t0:.0f} s: {results[name]}",
+            file=sys.stderr,
+        )
+    out(render_scale(results))
+    out("")
+    out(
+        f"One broker at a time, RLIMIT_NOFILE 20,000; {opts.topics:,} topics x {opts.partitions} "
+        f"partitions, one record each; {os.cpu_count()} CPUs; load average (1, 5, 15 min) "
+        f"{load_start} at the start, {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end."
+    )
+    return results
