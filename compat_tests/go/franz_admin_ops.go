@@ -140,6 +140,12 @@ func franzAdminOps(spec *Spec) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	// kgo opts in to KIP-890 part 2 at BeginTransaction only if it already holds a broker's
+	// ApiVersions (finalized features): a client that has sent nothing yet runs its first
+	// transaction on version 1 whatever the cluster finalized
+	if err := txn.Ping(ctx); err != nil {
+		return nil, err
+	}
 	if err := txn.BeginTransaction(); err != nil {
 		return nil, err
 	}

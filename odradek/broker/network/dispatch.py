@@ -3,8 +3,10 @@
 Protocol violations (bad header, unknown API, unsupported version, undecodable body, a null
 where the schema forbids one) raise `ProtocolError`, which closes that one connection with one
 warning line; business errors are in the response.
-An ApiVersions request of an unsupported version is answered with v0, UNSUPPORTED_VERSION and the
-full key list, so the client can pick a version it shares with us.
+An ApiVersions request of an unsupported version is answered with v0, UNSUPPORTED_VERSION and,
+as Kafka since 2.4 (KIP-511), one key: ApiVersions with the versions served, so the client asks
+again at one of them and gets the whole answer (finalized features included). With the full key
+list instead, franz-go took the v0 answer as final and never learned the cluster's features.
 """
 
 from __future__ import annotations
@@ -43,9 +45,8 @@ class ProtocolError(Exception):
 
 
 def unsupported_api_versions(broker: Broker, correlation_id: int) -> list[Piece]:
-    resp = protocol.ApiVersionsResponse(
-        error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=served(broker)
-    )
+    own = [key for key in served(broker) if key[0] == ApiKey.API_VERSIONS]
+    resp = protocol.ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=own)
     return [protocol.encode_response(ApiKey.API_VERSIONS, 0, correlation_id, resp)]
 
 

@@ -73,13 +73,14 @@ def advertised() -> list[tuple[int, int, int]]:
 
 
 def served(broker: Broker) -> list[tuple[int, int, int]]:
-    """What ApiVersions lists on this broker, in its normal answer and in the v0 answer to an
-    unsupported ApiVersions version alike: every registered API but the ones this broker's
-    set-up leaves out. DescribeQuorum is a KRaft API, so a ZooKeeper-mode broker does not list
-    it (as Kafka's zkBroker listener lacks it). The client-telemetry APIs (KIP-714) are listed
-    only when a client-metrics receiver is configured (the Prometheus endpoint), as Kafka lists
-    them only with a ClientTelemetry metrics reporter: otherwise clients such as librdkafka
-    would start telemetry (and log it) for metrics that go nowhere."""
+    """What ApiVersions lists on this broker (the v0 answer to an unsupported ApiVersions
+    version lists only ApiVersions, dispatch.py): every registered API but the ones this
+    broker's set-up leaves out. DescribeQuorum is a KRaft API, so a ZooKeeper-mode broker
+    does not list it (as Kafka's zkBroker listener lacks it). The client-telemetry APIs
+    (KIP-714) are listed only when a client-metrics receiver is configured (the Prometheus
+    endpoint), as Kafka lists them only with a ClientTelemetry metrics reporter: otherwise
+    clients such as librdkafka would start telemetry (and log it) for metrics that go
+    nowhere."""
     hidden: set[int] = set()
     if broker.config.get("zookeeper.connect"):
         hidden.add(ApiKey.DESCRIBE_QUORUM)
