@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=None, help="stop after this many rounds")
     parser.add_argument("--connections", type=int, default=4)
     parser.add_argument("--requests", type=int, default=150, help="requests per round")
-    parser.add_argument("--rss-limit-mb", type=int, default=200)
+    parser.add_argument("--rss-growth-limit-mb", type=int, default=160)
     parser.add_argument(
         "--probe-timeout", type=float, default=5.0, help="s to wait for a connection's probe"
     )
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
             args.seed,
             connections=args.connections,
             requests=args.requests,
-            rss_limit=args.rss_limit_mb << 20,
+            rss_growth_limit=args.rss_growth_limit_mb << 20,
             probe_timeout=args.probe_timeout,
         )
         round_no = args.first_round

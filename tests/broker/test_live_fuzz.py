@@ -6,9 +6,11 @@ hostile values (odradek.testing.hostile) over several connections, for ODRADEK_F
 (default 30; `python -m bench.fuzz` soaks longer) with seed ODRADEK_FUZZ_SEED (default 20261124).
 After every round: a real client (confluent-kafka) still produces and reads back a record,
 nothing was logged with a traceback or at ERROR and no thread or finalizer failed
-(`TracebackCatcher`), and the process's anonymous memory (the broker is in-process) stayed under
-200 MB. Timings are not asserted; `python -m bench.fuzz` reports the worst stall. A failure names
-its seed and round, which `python -m bench.fuzz --seed S --first-round R --rounds 1` replays.
+(`TracebackCatcher`), and the process's anonymous memory (the broker is in-process) grew by at
+most 160 MB since the fuzzing began (a bound on growth: the test session holds whatever its
+earlier tests loaded, 200 MB and more by this test in a full run). Timings are not asserted;
+`python -m bench.fuzz` reports the worst stall. A failure names its seed and round, which
+`python -m bench.fuzz --seed S --first-round R --rounds 1` replays.
 
 The catcher itself is tested first: a handler's exception, a traceback logged under a quiet
 root logger or formatted into a warning, a thread's exception and an unraisable one all count.
