@@ -632,11 +632,12 @@ async def share_acknowledge(ctx: RequestContext, req: protocol.Message) -> proto
     coord = share_coordinator(ctx.broker)
 
     def top_error(code: int, message: str | None = None) -> protocol.Message:
+        # no lock was renewed: 0, as Kafka 4.4 answers a refused ShareAcknowledge v2
         return Resp(
             throttle_time_ms=0,
             error_code=code,
             error_message=message,
-            acquisition_lock_timeout_ms=coord.group_lock_ms(group_id),
+            acquisition_lock_timeout_ms=0,
             responses=[],
             node_endpoints=[],
         )
