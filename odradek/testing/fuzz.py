@@ -403,6 +403,34 @@ def _drain_until(sock: socket.socket, correlation_id: int, deadline: float) -> s
         buf += chunk
 
 
+MAX_PAD = 2 << 20  # completing a lying frame costs at most this; a larger claim is left stalled
+
+
+def frame_gap(stream: bytes | bytearray) -> int | None:
+    """Zero bytes that complete the frame `stream` (all one connection sent) ends inside.
+
+    A lying size prefix or a truncated one leaves the broker waiting for the rest of a frame
+    (Kafka's NetworkReceive does the same), so a probe sent after it would be read as that
+    frame's body and never answered. 0 when the stream ends on a frame boundary; None when it
+    holds a negative size (the broker closes) or the gap is over MAX_PAD.
+    """
+    pos = 0
+    while pos + 4 <= len(stream):
+        (size,) = _SIZE.unpack_from(stream, pos)
+        if size < 0:
+            return None
+        pos += 4 + size
+    if pos < len(stream):  # a partial size prefix: zeros complete it
+        head = bytes(stream[pos:]).ljust(4, b"\0")
+        (size,) = _SIZE.unpack(head)
+        if size < 0:
+            return None
+        gap = 4 - (len(stream) - pos) + size
+    else:
+        gap = pos - len(stream)
+    return gap if gap <= MAX_PAD else None
+
+
 def _discard_input(sock: socket.socket) -> bool:
     """Read whatever is waiting without blocking; False once the peer closed."""
     while True:
@@ -456,23 +484,29 @@ class LiveFuzzer:
         socks: dict[int, socket.socket | None] = {
             i: self._connect() for i in range(self.connections)
         }
+        sent = {i: bytearray() for i in range(self.connections)}  # since the socket opened
         closed = stalled = 0
         try:
             for send in plan:
                 sock = socks[send.conn]
                 if sock is None:  # the broker closed it: the next request opens a new one
                     sock = socks[send.conn] = self._connect()
+                    sent[send.conn].clear()
                 self.sent_log.append((time.monotonic(), round_no, send.label))
+                sent[send.conn] += send.data
                 if not self._send(sock, send):
                     sock.close()
                     socks[send.conn] = None
                     closed += 1
             deadline = time.monotonic() + self.probe_timeout
-            for sock in socks.values():
+            for conn, sock in socks.items():
                 if sock is None:
                     continue
+                # a frame left incomplete is completed first, so the probe is read as a
+                # request: stalled then means the broker did not answer, not that it waits
+                gap = frame_gap(sent[conn])
                 try:
-                    sock.sendall(_probe_frame(7_777_777))
+                    sock.sendall(bytes(gap or 0) + _probe_frame(7_777_777))
                 except OSError:
                     closed += 1
                     continue
