@@ -9,6 +9,7 @@ that odradek still serves. Each broker gets the same prepared topic and group fi
 from __future__ import annotations
 
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pytest
@@ -108,19 +109,31 @@ ALL = VARIANTS + default_variants(COMMON_KEYS)
 def test_response_matches_kafka(variant: Variant, sides: Sides) -> None:
     plan = sides.plan(variant)
     assert plan, f"no version of {variant.name} is served by odradek and a reference"
-    failures = []
-    for ref, version in plan:
-        side = sides.by_ref[ref]
-        answers = []
+    jobs = [
+        (ref, version, bootstrap, ctx)
+        for ref, version in plan
         for bootstrap, ctx in (
-            (sides.odradek.bootstrap, side.ours),
-            (side.reference.bootstrap, side.theirs),
-        ):
-            spec = variant.spec(ctx, version)
-            resp = send(bootstrap, variant.cls, spec, version, variant.wait, variant.probe)
-            answers.append(variant.project(resp) if variant.project else resp)
+            (sides.odradek.bootstrap, sides.by_ref[ref].ours),
+            (sides.by_ref[ref].reference.bootstrap, sides.by_ref[ref].theirs),
+        )
+    ]
+
+    def answer(job: tuple[str, int, str, Ctx]) -> object:
+        _ref, version, bootstrap, ctx = job
+        spec = variant.spec(ctx, version)
+        resp = send(bootstrap, variant.cls, spec, version, variant.wait, variant.probe)
+        return variant.project(resp) if variant.project else resp
+
+    if variant.concurrent:
+        with ThreadPoolExecutor(len(jobs)) as pool:
+            answers = list(pool.map(answer, jobs))
+    else:
+        answers = [answer(job) for job in jobs]
+    failures = []
+    for i, (ref, version) in enumerate(plan):
+        ours, theirs = answers[2 * i], answers[2 * i + 1]
         try:
-            side.checker.check(variant.name, answers[0], answers[1], version=version)
+            sides.by_ref[ref].checker.check(variant.name, ours, theirs, version=version)
         except AssertionError as exc:
             failures.append(f"v{version}: {exc}")
     assert not failures, "\n".join(failures)
