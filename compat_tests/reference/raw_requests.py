@@ -1046,6 +1046,7 @@ def default_variants(keys: list[int]) -> list[Variant]:
             project=only_errors if k in listing else None,
             probe=k == 0,  # Produce's default acks is 0: no answer
             concurrent=k == 24,  # Kafka leaves an empty v4+ batch unanswered
+            wait=3.0 if k == 24 else 5.0,
         )
         for k in keys
     ]
