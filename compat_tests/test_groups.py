@@ -25,7 +25,6 @@ from kafka import TopicPartition
 
 from compat_tests.group_harness import (
     PARTITIONS,
-    SESSION_MS,
     BackgroundProducer,
     Group,
     admin_client,
@@ -42,6 +41,13 @@ pytestmark = pytest.mark.compat
 
 PY_CLIENTS = ["kafka-python", "confluent-kafka", "aiokafka"]
 LEAVE_SESSION_MS = 60000  # longer than any takeover wait: the broker must act on LeaveGroup
+# Where a killed member's session must run out (no LeaveGroup): half the harness's 6 s, which
+# the broker allows once group.min.session.timeout.ms is lowered (as Kafka's own integration
+# tests do); members heartbeat every 500 ms.
+SHORT_SESSION_MS = 3000
+short_sessions = pytest.mark.parametrize(
+    "broker", [{"group.min.session.timeout.ms": "1000"}], indirect=True
+)
 
 
 @pytest.fixture
@@ -143,23 +149,24 @@ def test_member_joins_and_leaves_mid_stream(
     assert len(stable_description(broker, group)["members"]) == 1
 
 
+@short_sessions
 @pytest.mark.parametrize("client", with_java(PY_CLIENTS))
 def test_killed_member_replaced_after_session_timeout(
     broker: BrokerProcess, make_group, topic_name: str, client: str
 ) -> None:
     create_topic(broker, topic_name)
     group = make_group(broker, topic_name)
-    a, b = group.start(client), group.start(client)
+    a, b = (group.start(client, session_ms=SHORT_SESSION_MS) for _ in range(2))
     group.settled([a, b])
     a.kill()
     killed_at = time.monotonic()
     group.settled([b])
     # the crash was noticed through the session timeout, not a LeaveGroup
-    assert time.monotonic() - killed_at >= SESSION_MS / 1000 - 1.5
+    assert time.monotonic() - killed_at >= SHORT_SESSION_MS / 1000 - 1.5
     values = [f"after-kill-{i}" for i in range(60)]
     produce(broker, topic_name, values)
     group.consumed(values, [b])
-    c = group.start(client)
+    c = group.start(client, session_ms=SHORT_SESSION_MS)
     group.settled([b, c])
     more = [f"replaced-{i}" for i in range(60)]
     produce(broker, topic_name, more)
@@ -505,6 +512,7 @@ def test_broker_restart_keeps_committed_offsets(
 
 
 @pytest.mark.slow
+@short_sessions
 @pytest.mark.parametrize("client", PY_CLIENTS)
 def test_churn(broker: BrokerProcess, make_group, topic_name: str, client: str) -> None:
     create_topic(broker, topic_name)
@@ -532,11 +540,11 @@ def test_churn(broker: BrokerProcess, make_group, topic_name: str, client: str) 
     watcher = threading.Thread(target=monitor, daemon=True)
     watcher.start()
     writer = BackgroundProducer(broker, topic_name, "churn", every_s=0.01)
-    live = [group.start(client), group.start(client)]
+    live = [group.start(client, session_ms=SHORT_SESSION_MS) for _ in range(2)]
     try:
         group.settled(live)
         for round_ in range(4):
-            newcomer = group.start(client)
+            newcomer = group.start(client, session_ms=SHORT_SESSION_MS)
             live.append(newcomer)
             group.until(lambda m=newcomer: bool(m.assignment), f"round {round_} newcomer")
             leaver = live.pop(0)
