@@ -9,7 +9,6 @@ Read/Write/DeleteShareGroupState over them).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from collections.abc import Mapping
@@ -17,7 +16,8 @@ from typing import TYPE_CHECKING
 
 from odradek.broker.partitions.internal_topics import creator
 from odradek.broker.partitions.partition import Partition
-from odradek.broker.replication.client import PeerClient, PeerError
+from odradek.broker.replication.client import PeerError
+from odradek.broker.replication.peers import NoEndpoint, PeerPool
 from odradek.coordinator import group_configs
 from odradek.coordinator.share.coordinator import ShareCoordinator
 from odradek.wire.protocol import Message
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 EXTENSION = "_odradek_share_coordinator"
-CONNECT_TIMEOUT_S = 5.0
 
 
 class BrokerShareHost:
@@ -36,8 +35,7 @@ class BrokerShareHost:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self._peers: dict[int, PeerClient] = {}
-        self._peer_locks: dict[int, asyncio.Lock] = {}
+        self._peers = PeerPool(broker, "share-persister")
 
     @property
     def node_id(self) -> int:
@@ -88,35 +86,16 @@ class BrokerShareHost:
     async def peer_request(
         self, node: int, api_key: int, version: int, request: Message, timeout_s: float
     ) -> Message | None:
-        endpoint = next((e for e in self.broker.broker_endpoints(None) if e[0] == node), None)
-        if endpoint is None:
+        try:
+            return await self._peers.request(node, api_key, version, request, timeout_s)
+        except NoEndpoint:
             return None
-        lock = self._peer_locks.setdefault(node, asyncio.Lock())
-        async with lock:
-            client = self._peers.get(node)
-            if client is None or (client.host, client.port) != (endpoint[1], endpoint[2]):
-                if client is not None:
-                    client.close()
-                security = self.broker.security
-                client = self._peers[node] = PeerClient(
-                    endpoint[1],
-                    endpoint[2],
-                    f"share-persister-{self.broker.node_id}",
-                    security.peer_tls(),
-                    security.peer_sasl,
-                )
-            try:
-                if not client.connected:
-                    await client.connect(CONNECT_TIMEOUT_S)
-                return await client.request(api_key, version, request, timeout_s)
-            except PeerError as exc:
-                log.info("share state request to broker %d failed: %s", node, exc)
-                return None
+        except PeerError as exc:
+            log.info("share state request to broker %d failed: %s", node, exc)
+            return None
 
     def close(self) -> None:
-        for client in self._peers.values():
-            client.close()
-        self._peers.clear()
+        self._peers.close()
 
 
 def share_coordinator(broker: Broker) -> ShareCoordinator:

@@ -13,12 +13,12 @@ then settles the group's transactional offsets.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import TYPE_CHECKING
 
 from odradek.broker.partitions.partition import AppendResult
-from odradek.broker.replication.client import PeerClient, PeerError
+from odradek.broker.replication.client import PeerError
+from odradek.broker.replication.peers import NoEndpoint, PeerPool
 from odradek.clock import now_ms
 from odradek.log.disk_faults import KafkaStorageError
 from odradek.log.transactions import complete_transaction
@@ -120,8 +120,7 @@ class MarkerSender:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self.clients: dict[int, PeerClient] = {}
-        self.locks: dict[int, asyncio.Lock] = {}
+        self.peers = PeerPool(broker, "txn-markers")
 
     def _leader(self, topic: str, index: int) -> int | None:
         info = self.broker.topics.info(topic)
@@ -164,9 +163,6 @@ class MarkerSender:
         commit: bool,
         partitions: list[TopicPartition],
     ) -> dict[TopicPartition, ErrorCode]:
-        endpoint = next((e for e in self.broker.broker_endpoints() if e[0] == node), None)
-        if endpoint is None:
-            return dict.fromkeys(partitions, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         Req = protocol.WriteTxnMarkersRequest
         Marker = Req.WritableTxnMarker
         by_topic: dict[str, list[int]] = {}
@@ -186,28 +182,14 @@ class MarkerSender:
                 )
             ]
         )
-        lock = self.locks.setdefault(node, asyncio.Lock())
-        async with lock:
-            client = self.clients.get(node)
-            if client is None or (client.host, client.port) != (endpoint[1], endpoint[2]):
-                if client is not None:
-                    client.close()
-                client = self.clients[node] = PeerClient(
-                    endpoint[1],
-                    endpoint[2],
-                    f"txn-markers-{self.broker.node_id}",
-                    self.broker.security.peer_tls(),
-                    self.broker.security.peer_sasl,
-                )
-            try:
-                if not client.connected:
-                    await client.connect(5.0)
-                resp = await client.request(
-                    ApiKey.WRITE_TXN_MARKERS, 1, request, MARKER_TIMEOUT_MS / 1000 + 5
-                )
-            except PeerError as exc:
-                log.info("WriteTxnMarkers to broker %d failed: %s", node, exc)
-                return dict.fromkeys(partitions, ErrorCode.NETWORK_EXCEPTION)
+        timeout_s = MARKER_TIMEOUT_MS / 1000 + 5
+        try:
+            resp = await self.peers.request(node, ApiKey.WRITE_TXN_MARKERS, 1, request, timeout_s)
+        except NoEndpoint:
+            return dict.fromkeys(partitions, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        except PeerError as exc:
+            log.info("WriteTxnMarkers to broker %d failed: %s", node, exc)
+            return dict.fromkeys(partitions, ErrorCode.NETWORK_EXCEPTION)
         out = dict.fromkeys(partitions, ErrorCode.UNKNOWN_SERVER_ERROR)
         for result in resp.markers:
             for t in result.topics:
@@ -216,6 +198,4 @@ class MarkerSender:
         return out
 
     def close(self) -> None:
-        for client in self.clients.values():
-            client.close()
-        self.clients.clear()
+        self.peers.close()

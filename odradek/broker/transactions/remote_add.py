@@ -7,11 +7,11 @@ to any other of the transaction."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from odradek.broker.replication.client import PeerClient, PeerError
+from odradek.broker.replication.client import PeerError
+from odradek.broker.replication.peers import NoEndpoint, PeerPool
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
@@ -31,8 +31,7 @@ class RemoteTxnAdder:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self.clients: dict[int, PeerClient] = {}
-        self.locks: dict[int, asyncio.Lock] = {}
+        self.peers = PeerPool(broker, "txn-add-partitions")
 
     async def add(
         self,
@@ -44,9 +43,6 @@ class RemoteTxnAdder:
     ) -> ErrorCode:
         """The coordinator's answer: NONE, or the first error of any partition (one
         transaction's partitions share their coordinator error)."""
-        endpoint = next((e for e in self.broker.broker_endpoints() if e[0] == node), None)
-        if endpoint is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
         Req = protocol.AddPartitionsToTxnRequest
         Txn = Req.AddPartitionsToTxnTransaction
         by_topic: dict[str, list[int]] = {}
@@ -66,29 +62,15 @@ class RemoteTxnAdder:
                 )
             ]
         )
-        lock = self.locks.setdefault(node, asyncio.Lock())
-        async with lock:
-            client = self.clients.get(node)
-            if client is None or (client.host, client.port) != (endpoint[1], endpoint[2]):
-                if client is not None:
-                    client.close()
-                client = self.clients[node] = PeerClient(
-                    endpoint[1],
-                    endpoint[2],
-                    f"txn-add-partitions-{self.broker.node_id}",
-                    self.broker.security.peer_tls(),
-                    self.broker.security.peer_sasl,
-                )
-            try:
-                if not client.connected:
-                    await client.connect(5.0)
-                resp = await client.request(
-                    ApiKey.ADD_PARTITIONS_TO_TXN, VERSION, request, TIMEOUT_S
-                )
-            except PeerError as exc:
-                log.info("AddPartitionsToTxn to broker %d failed: %s", node, exc)
-                client.close()
-                return ErrorCode.NETWORK_EXCEPTION
+        try:
+            resp = await self.peers.request(
+                node, ApiKey.ADD_PARTITIONS_TO_TXN, VERSION, request, TIMEOUT_S
+            )
+        except NoEndpoint:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        except PeerError as exc:
+            log.info("AddPartitionsToTxn to broker %d failed: %s", node, exc)
+            return ErrorCode.NETWORK_EXCEPTION
         if resp.error_code:
             return ErrorCode(resp.error_code)
         for txn in resp.results_by_transaction:
@@ -99,6 +81,4 @@ class RemoteTxnAdder:
         return ErrorCode.NONE
 
     def close(self) -> None:
-        for client in self.clients.values():
-            client.close()
-        self.clients.clear()
+        self.peers.close()
