@@ -241,7 +241,8 @@ maven_jars() {
     local dir=$ROOT/$1 dest=$CACHE/$2 want_mvn
     want_mvn=$(cat "$dir/pom.xml" "$dir/jars.sha256" | sha256sum | cut -d' ' -f1)
     if [ "$want_mvn" = "$(cat "$dest/.stamp" 2>/dev/null || true)" ] && [ -s "$dest/classpath" ] \
-        && (cd "$dest/lib" 2>/dev/null && cut -d' ' -f3 SHA256SUMS | xargs ls >/dev/null 2>&1); then
+        && (cd "$dest/lib" 2>/dev/null && cut -d' ' -f3 "$dir/jars.sha256" | xargs ls >/dev/null 2>&1); then
+        cmp -s "$dir/jars.sha256" "$dest/lib/SHA256SUMS" || cp "$dir/jars.sha256" "$dest/lib/SHA256SUMS"
         return 0
     fi
     step "$3" "fetch $2 ($1/pom.xml) from Maven Central into .cache/$2"
@@ -299,34 +300,9 @@ fi
 # cache of .cache/ keeps it), every jar checked against reference/kafka-*/jars.sha256, and
 # .cache/kafka-<version>/classpath written. About 110 MB for both on a cold cache; a no-op
 # while the stamp matches the pom, the hash list and the jars present.
-reference_kafka() {  # reference_kafka DIR VERSION
-    local dir=$ROOT/reference/$1 dest=$CACHE/kafka-$2 want_ref have_ref
-    want_ref=$(cat "$dir/pom.xml" "$dir/jars.sha256" | sha256sum | cut -d' ' -f1)
-    have_ref=$(cat "$dest/.stamp" 2>/dev/null || true)
-    if [ "$want_ref" = "$have_ref" ] && [ -s "$dest/classpath" ] \
-        && (cd "$dest/lib" 2>/dev/null && cut -d' ' -f3 "$dir/jars.sha256" | xargs ls >/dev/null 2>&1); then
-        return 0
-    fi
-    step 8 "fetch Apache Kafka $2 from Maven Central into .cache/kafka-$2 (reference broker)"
-    rm -rf "$dest"
-    if ! mvn -B -q -C -f "$dir/pom.xml" -Dmaven.repo.local="$CACHE/m2" \
-        dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$dest/lib" \
-        >"$CACHE/mvn-kafka-$2.log" 2>&1; then
-        say "mvn could not fetch Kafka $2: its output is in .cache/mvn-kafka-$2.log" >&2
-        exit 1
-    fi
-    # exactly the pinned jars, each with its pinned sha256
-    if ! (cd "$dest/lib" && sha256sum --quiet --strict -c "$dir/jars.sha256") \
-        || [ "$(find "$dest/lib" -name '*.jar' | wc -l)" != "$(wc -l <"$dir/jars.sha256")" ]; then
-        say "Kafka $2's jars differ from reference/$1/jars.sha256" >&2
-        exit 1
-    fi
-    cut -d' ' -f3 "$dir/jars.sha256" | sed "s|^|$dest/lib/|" | paste -sd: >"$dest/classpath"
-    echo "$want_ref" >"$dest/.stamp"
-}
 if [ "$PROFILE" = test ]; then
-    reference_kafka kafka-4.4 4.4.0
-    reference_kafka kafka-3.9 3.9.2
+    maven_jars reference/kafka-4.4 kafka-4.4.0 8
+    maven_jars reference/kafka-3.9 kafka-3.9.2 8
 fi
 # --- END reference Kafka ---------------------------------------------------------------------
 
@@ -384,33 +360,10 @@ fi
 # with the file and MirrorMaker 2 connectors at 4.3.1 (reference/connect-4.3/pom.xml: the file and
 # mirror connectors have no 4.4.0 on Maven Central) into .cache/<name>-<version>/lib, each jar
 # checked against the jars.sha256 beside its pom, and a classpath file written (about 110 MB on a
-# cold cache; a no-op while the stamp matches), the same way as the reference broker above.
-jvm_apps() {  # jvm_apps DIR NAME-VERSION
-    local dir=$ROOT/reference/$1 dest=$CACHE/$2 want_apps
-    want_apps=$(cat "$dir/pom.xml" "$dir/jars.sha256" | sha256sum | cut -d' ' -f1)
-    if [ "$want_apps" = "$(cat "$dest/.stamp" 2>/dev/null || true)" ] && [ -s "$dest/classpath" ] \
-        && (cd "$dest/lib" 2>/dev/null && cut -d' ' -f3 "$dir/jars.sha256" | xargs ls >/dev/null 2>&1); then
-        return 0
-    fi
-    step 8 "fetch $2 (reference/$1/pom.xml) from Maven Central into .cache/$2"
-    rm -rf "$dest"
-    if ! mvn -B -q -C -f "$dir/pom.xml" -Dmaven.repo.local="$CACHE/m2" \
-        dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$dest/lib" \
-        >"$CACHE/mvn-$2.log" 2>&1; then
-        say "mvn could not fetch $2: its output is in .cache/mvn-$2.log" >&2
-        exit 1
-    fi
-    if ! (cd "$dest/lib" && sha256sum --quiet --strict -c "$dir/jars.sha256") \
-        || [ "$(find "$dest/lib" -name '*.jar' | wc -l)" != "$(wc -l <"$dir/jars.sha256")" ]; then
-        say "$2's jars differ from reference/$1/jars.sha256" >&2
-        exit 1
-    fi
-    cut -d' ' -f3 "$dir/jars.sha256" | sed "s|^|$dest/lib/|" | paste -sd: >"$dest/classpath"
-    echo "$want_apps" >"$dest/.stamp"
-}
+# cold cache; a no-op while the stamp matches), by maven_jars as the reference broker's above.
 if [ "$PROFILE" = test ]; then
-    jvm_apps jvm-apps-4.4 jvm-apps-4.4.0
-    jvm_apps connect-4.3 connect-4.3.1
+    maven_jars reference/jvm-apps-4.4 jvm-apps-4.4.0 8
+    maven_jars reference/connect-4.3 connect-4.3.1 8
 fi
 # --- END Kafka's JVM applications -------------------------------------------------------------
 
