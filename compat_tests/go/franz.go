@@ -224,14 +224,11 @@ type produceCase struct {
 // franzProduce: per case, a topic of `partitions` written with the case's codec and acks,
 // read back from the start, and ListOffsets at the start, end and a timestamp.
 func franzProduce(spec *Spec) (any, error) {
-	ctx, cancel := context.WithDeadline(context.Background(), deadline(spec))
-	defer cancel()
-	admCl, err := newFranz(spec)
+	ctx, _, adm, done, err := franzSetup(spec)
 	if err != nil {
 		return nil, err
 	}
-	defer admCl.Close()
-	adm := kadm.NewClient(admCl)
+	defer done()
 	var results []produceCase
 	for _, c := range spec.Cases {
 		res := produceCase{Codec: c.Codec, Acks: c.Acks, Topic: c.Topic, ByTime: map[string][]int64{}}
@@ -247,10 +244,7 @@ func franzProduce(spec *Spec) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		var recs []*kgo.Record
-		for i := 0; i < spec.Count; i++ {
-			recs = append(recs, franzRecord(c.Topic, c.Codec+"-"+c.Acks, i, spec.Partitions, spec.BaseTS))
-		}
+		recs := franzRecords(c.Topic, c.Codec+"-"+c.Acks, 0, spec.Count, spec.Partitions, spec.BaseTS)
 		results_ := prod.ProduceSync(ctx, recs...)
 		prod.Close()
 		if err := results_.FirstErr(); err != nil {
@@ -295,14 +289,11 @@ func franzProduce(spec *Spec) (any, error) {
 // franzTxn: consume-transform-produce through a GroupTransactSession (read_committed), after
 // an aborted transaction on the output topic; then a read_committed reader of the output.
 func franzTxn(spec *Spec) (any, error) {
-	ctx, cancel := context.WithDeadline(context.Background(), deadline(spec))
-	defer cancel()
-	admCl, err := newFranz(spec)
+	ctx, _, adm, done, err := franzSetup(spec)
 	if err != nil {
 		return nil, err
 	}
-	defer admCl.Close()
-	adm := kadm.NewClient(admCl)
+	defer done()
 	for _, t := range []string{spec.Topic, spec.Output} {
 		if err := createTopic(ctx, adm, t, int32(spec.Partitions), nil); err != nil {
 			return nil, err
@@ -313,10 +304,7 @@ func franzTxn(spec *Spec) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var recs []*kgo.Record
-	for i := 0; i < spec.Count; i++ {
-		recs = append(recs, franzRecord(spec.Topic, "in", i, spec.Partitions, spec.BaseTS))
-	}
+	recs := franzRecords(spec.Topic, "in", 0, spec.Count, spec.Partitions, spec.BaseTS)
 	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		return nil, fmt.Errorf("produce input: %w", err)
 	}
@@ -428,14 +416,11 @@ func (m *member) owned() []int32 {
 // partitions are split between them the second half is written; together they must see
 // every record.
 func franzGroup(spec *Spec) (any, error) {
-	ctx, cancel := context.WithDeadline(context.Background(), deadline(spec))
-	defer cancel()
-	admCl, err := newFranz(spec)
+	ctx, _, adm, done, err := franzSetup(spec)
 	if err != nil {
 		return nil, err
 	}
-	defer admCl.Close()
-	adm := kadm.NewClient(admCl)
+	defer done()
 	if err := createTopic(ctx, adm, spec.Topic, int32(spec.Partitions), nil); err != nil {
 		return nil, err
 	}
@@ -445,10 +430,7 @@ func franzGroup(spec *Spec) (any, error) {
 	}
 	defer prod.Close()
 	produceRange := func(from, to int) error {
-		var recs []*kgo.Record
-		for i := from; i < to; i++ {
-			recs = append(recs, franzRecord(spec.Topic, "g", i, spec.Partitions, spec.BaseTS))
-		}
+		recs := franzRecords(spec.Topic, "g", from, to, spec.Partitions, spec.BaseTS)
 		return prod.ProduceSync(ctx, recs...).FirstErr()
 	}
 	half := spec.Count / 2
@@ -608,14 +590,11 @@ func franzGroup(spec *Spec) (any, error) {
 
 // franzAdmin: kadm topics, partitions, configs and offsets.
 func franzAdmin(spec *Spec) (any, error) {
-	ctx, cancel := context.WithDeadline(context.Background(), deadline(spec))
-	defer cancel()
-	cl, err := newFranz(spec)
+	ctx, _, adm, done, err := franzSetup(spec)
 	if err != nil {
 		return nil, err
 	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	defer done()
 	out := map[string]any{}
 	retention := "3600000"
 	created, err := adm.CreateTopic(ctx, 2, 1, map[string]*string{"retention.ms": &retention}, spec.Topic)
@@ -742,20 +721,17 @@ func franzAdmin(spec *Spec) (any, error) {
 // franzACL: on a SASL listener with an authorizer, a user without ACLs is denied produce and
 // topic creation as Kafka answers them; after the super user grants Write, the produce works.
 func franzACL(spec *Spec) (any, error) {
-	ctx, cancel := context.WithDeadline(context.Background(), deadline(spec))
-	defer cancel()
-	var sec []kgo.Opt // TLS comes from franzOpts (spec.CAFile)
-	adminCl, err := newFranz(spec, append(sec, franzSASL(spec.Mechanism, spec.AdminUser, spec.AdminPass))...)
+	// TLS comes from franzOpts (spec.CAFile)
+	ctx, _, adm, done, err := franzSetup(spec, franzSASL(spec.Mechanism, spec.AdminUser, spec.AdminPass))
 	if err != nil {
 		return nil, err
 	}
-	defer adminCl.Close()
-	adm := kadm.NewClient(adminCl)
+	defer done()
 	out := map[string]any{}
 	if err := createTopic(ctx, adm, spec.Topic, 1, nil); err != nil {
 		return nil, fmt.Errorf("admin create: %w", err)
 	}
-	userOpts := append(sec, franzSASL(spec.Mechanism, spec.User, spec.Password),
+	userOpts := append([]kgo.Opt{}, franzSASL(spec.Mechanism, spec.User, spec.Password),
 		kgo.DisableIdempotentWrite(), kgo.RequiredAcks(kgo.LeaderAck()), kgo.RetryTimeout(3*time.Second),
 		kgo.ProduceRequestTimeout(5*time.Second))
 	userCl, err := newFranz(spec, userOpts...)

@@ -89,14 +89,11 @@ func alterQuotas(ctx context.Context, adm *kadm.Client, entries []kadm.AlterClie
 // unknown dir; an open transaction seen by DescribeProducers, DescribeTransactions and
 // ListTransactions, then committed.
 func franzAdminOps(spec *Spec) (any, error) {
-	ctx, cancel := context.WithDeadline(context.Background(), deadline(spec))
-	defer cancel()
-	cl, err := newFranz(spec)
+	ctx, cl, adm, done, err := franzSetup(spec)
 	if err != nil {
 		return nil, err
 	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	defer done()
 	out := map[string]any{}
 
 	user, client := spec.Topic+"-user", spec.Topic+"-client"
@@ -149,10 +146,7 @@ func franzAdminOps(spec *Spec) (any, error) {
 	if err := txn.BeginTransaction(); err != nil {
 		return nil, err
 	}
-	var recs []*kgo.Record
-	for i := 0; i < spec.Count; i++ {
-		recs = append(recs, franzRecord(spec.Topic, "ops", i, spec.Partitions, spec.BaseTS))
-	}
+	recs := franzRecords(spec.Topic, "ops", 0, spec.Count, spec.Partitions, spec.BaseTS)
 	if err := txn.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		return nil, fmt.Errorf("produce in transaction: %w", err)
 	}
@@ -264,14 +258,11 @@ func franzAdminOps(spec *Spec) (any, error) {
 // partition's replicas moved to the broker that had none plus one of the old ones; waits for
 // ListPartitionReassignments to be empty and reads every record back.
 func franzReassign(spec *Spec) (any, error) {
-	ctx, cancel := context.WithDeadline(context.Background(), deadline(spec))
-	defer cancel()
-	cl, err := newFranz(spec)
+	ctx, _, adm, done, err := franzSetup(spec)
 	if err != nil {
 		return nil, err
 	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	defer done()
 	brokers, err := adm.ListBrokers(ctx)
 	if err != nil {
 		return nil, err
@@ -287,10 +278,7 @@ func franzReassign(spec *Spec) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var recs []*kgo.Record
-	for i := 0; i < spec.Count; i++ {
-		recs = append(recs, franzRecord(spec.Topic, "move", i, 1, spec.BaseTS))
-	}
+	recs := franzRecords(spec.Topic, "move", 0, spec.Count, 1, spec.BaseTS)
 	err = prod.ProduceSync(ctx, recs...).FirstErr()
 	prod.Close()
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -48,14 +47,11 @@ type shareMember struct {
 // share.auto.offset.reset=earliest); member a releases the first record it gets, every other
 // record is accepted. Reports what each member accepted and the group as described.
 func franzShare(spec *Spec) (any, error) {
-	ctx, cancel := context.WithDeadline(context.Background(), deadline(spec))
-	defer cancel()
-	admCl, err := newFranz(spec)
+	ctx, admCl, adm, done, err := franzSetup(spec)
 	if err != nil {
 		return nil, err
 	}
-	defer admCl.Close()
-	adm := kadm.NewClient(admCl)
+	defer done()
 	if err := createTopic(ctx, adm, spec.Topic, int32(spec.Partitions), nil); err != nil {
 		return nil, err
 	}
@@ -66,10 +62,7 @@ func franzShare(spec *Spec) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var recs []*kgo.Record
-	for i := 0; i < spec.Count; i++ {
-		recs = append(recs, franzRecord(spec.Topic, "share", i, spec.Partitions, spec.BaseTS))
-	}
+	recs := franzRecords(spec.Topic, "share", 0, spec.Count, spec.Partitions, spec.BaseTS)
 	err = prod.ProduceSync(ctx, recs...).FirstErr()
 	prod.Close()
 	if err != nil {

@@ -67,6 +67,28 @@ func saramaMessage(topic, tag string, i, partitions int, baseTS int64) *sarama.P
 	return m
 }
 
+// saramaMessages: messages from..to-1 of `tag` on `topic` (saramaMessage).
+func saramaMessages(topic, tag string, from, to, partitions int, baseTS int64) []*sarama.ProducerMessage {
+	var msgs []*sarama.ProducerMessage
+	for i := from; i < to; i++ {
+		msgs = append(msgs, saramaMessage(topic, tag, i, partitions, baseTS))
+	}
+	return msgs
+}
+
+// saramaSetup: the spec's config and a ClusterAdmin on it, for the caller to close.
+func saramaSetup(spec *Spec) (*sarama.Config, sarama.ClusterAdmin, error) {
+	cfg, err := saramaConfig(spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	adm, err := sarama.NewClusterAdmin(spec.Brokers, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, adm, nil
+}
+
 func saramaRec(m *sarama.ConsumerMessage) Rec {
 	out := Rec{Partition: m.Partition, Offset: m.Offset, Timestamp: m.Timestamp.UnixMilli(),
 		Key: hexOrNil(m.Key), Value: fmt.Sprintf("%x", m.Value), Headers: [][2]string{}}
@@ -120,11 +142,7 @@ func saramaReadAll(spec *Spec, cfg *sarama.Config, topic string, partitions, wan
 // saramaProduce: per case a topic written by the sync producer ("async": the async one)
 // with the case's codec and acks, read back by partition consumers.
 func saramaProduce(spec *Spec) (any, error) {
-	base, err := saramaConfig(spec)
-	if err != nil {
-		return nil, err
-	}
-	adm, err := sarama.NewClusterAdmin(spec.Brokers, base)
+	_, adm, err := saramaSetup(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -154,10 +172,7 @@ func saramaProduce(spec *Spec) (any, error) {
 			cfg.Producer.Idempotent = true
 			cfg.Net.MaxOpenRequests = 1
 		}
-		var msgs []*sarama.ProducerMessage
-		for i := 0; i < spec.Count; i++ {
-			msgs = append(msgs, saramaMessage(c.Topic, c.Codec+"-"+c.Acks, i, spec.Partitions, spec.BaseTS))
-		}
+		msgs := saramaMessages(c.Topic, c.Codec+"-"+c.Acks, 0, spec.Count, spec.Partitions, spec.BaseTS)
 		if c.Acks == "async" {
 			prod, err := sarama.NewAsyncProducer(spec.Brokers, cfg)
 			if err != nil {
@@ -251,10 +266,11 @@ func (m *saramaMember) owned() []int32 {
 func saramaGroup(spec *Spec) (any, error) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline(spec))
 	defer cancel()
-	cfg, err := saramaConfig(spec)
+	cfg, adm, err := saramaSetup(spec)
 	if err != nil {
 		return nil, err
 	}
+	defer adm.Close()
 	switch spec.Balancer {
 	case "sticky":
 		cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategySticky()}
@@ -264,11 +280,6 @@ func saramaGroup(spec *Spec) (any, error) {
 		cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyRange()}
 	}
 	cfg.Consumer.Offsets.AutoCommit.Interval = 100 * time.Millisecond
-	adm, err := sarama.NewClusterAdmin(spec.Brokers, cfg)
-	if err != nil {
-		return nil, err
-	}
-	defer adm.Close()
 	if err := saramaCreate(adm, spec.Topic, int32(spec.Partitions), nil); err != nil {
 		return nil, err
 	}
@@ -278,10 +289,7 @@ func saramaGroup(spec *Spec) (any, error) {
 	}
 	defer prod.Close()
 	send := func(from, to int) error {
-		var msgs []*sarama.ProducerMessage
-		for i := from; i < to; i++ {
-			msgs = append(msgs, saramaMessage(spec.Topic, "g", i, spec.Partitions, spec.BaseTS))
-		}
+		msgs := saramaMessages(spec.Topic, "g", from, to, spec.Partitions, spec.BaseTS)
 		return prod.SendMessages(msgs)
 	}
 	half := spec.Count / 2
@@ -385,11 +393,7 @@ func saramaGroup(spec *Spec) (any, error) {
 // saramaTxn: an aborted transaction, then a committed one with AddOffsetsToTxn; read back
 // with read_committed and read_uncommitted consumers.
 func saramaTxn(spec *Spec) (any, error) {
-	cfg, err := saramaConfig(spec)
-	if err != nil {
-		return nil, err
-	}
-	adm, err := sarama.NewClusterAdmin(spec.Brokers, cfg)
+	cfg, adm, err := saramaSetup(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -421,10 +425,7 @@ func saramaTxn(spec *Spec) (any, error) {
 	if err := prod.BeginTxn(); err != nil {
 		return nil, err
 	}
-	var msgs []*sarama.ProducerMessage
-	for i := 0; i < spec.Count; i++ {
-		msgs = append(msgs, saramaMessage(spec.Output, "txn", i, spec.Partitions, spec.BaseTS))
-	}
+	msgs := saramaMessages(spec.Output, "txn", 0, spec.Count, spec.Partitions, spec.BaseTS)
 	if err := prod.SendMessages(msgs); err != nil {
 		return nil, fmt.Errorf("send: %w", err)
 	}
@@ -554,11 +555,7 @@ func saramaAdmin(spec *Spec) (any, error) {
 
 // saramaSASL: a round trip over the configured SASL (and TLS) listener, and a wrong password.
 func saramaSASL(spec *Spec) (any, error) {
-	cfg, err := saramaConfig(spec)
-	if err != nil {
-		return nil, err
-	}
-	adm, err := sarama.NewClusterAdmin(spec.Brokers, cfg)
+	cfg, adm, err := saramaSetup(spec)
 	if err != nil {
 		return nil, err
 	}
