@@ -9,12 +9,98 @@ hex and records as {"p", "o", "ts", "key", "value", "headers"}.
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from typing import Any
 
 from odradek.testing.security import Security
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+GROUP_COUNT, GROUP_PARTITIONS = 40, 4  # the two-member group scenarios
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# -- the scenarios' specs, the same for every program -----------------------------------------
+
+
+def produce_spec(
+    bootstrap: str,
+    prefix: str,
+    cases: list[tuple[str, str]],
+    count: int,
+    partitions: int,
+    replicas: int = 1,
+    **extra: object,
+) -> dict[str, Any]:
+    """A topic `<prefix>-<codec>-<acks>` per case, `count` records timestamped an hour ago."""
+    return {
+        "replicas": replicas,
+        "brokers": [bootstrap],
+        "cases": [{"codec": c, "acks": a, "topic": f"{prefix}-{c}-{a}"} for c, a in cases],
+        "count": count,
+        "partitions": partitions,
+        "base_ts": now_ms() - 3_600_000,
+        **extra,
+    }
+
+
+def group_spec(bootstrap: str, name: str, replicas: int = 1, **extra: object) -> dict[str, Any]:
+    """Two members of group `<name>-g` on topic `name` (GROUP_PARTITIONS, GROUP_COUNT)."""
+    return {
+        "replicas": replicas,
+        "brokers": [bootstrap],
+        "topic": name,
+        "group": f"{name}-g",
+        "count": GROUP_COUNT,
+        "partitions": GROUP_PARTITIONS,
+        "base_ts": now_ms(),
+        **extra,
+    }
+
+
+def txn_spec(
+    bootstrap: str, name: str, count: int, partitions: int, replicas: int = 1, **extra: object
+) -> dict[str, Any]:
+    """Transactions of `<name>-txn` into `<name>-out`, offsets committed for `<name>-g`."""
+    return {
+        "replicas": replicas,
+        "brokers": [bootstrap],
+        "output": f"{name}-out",
+        "group": f"{name}-g",
+        "txn_id": f"{name}-txn",
+        "count": count,
+        "partitions": partitions,
+        "base_ts": now_ms(),
+        **extra,
+    }
+
+
+def check_group_split(
+    out: dict[str, Any], count: int = GROUP_COUNT, partitions: int = GROUP_PARTITIONS
+) -> None:
+    """Every record read, the partitions split between the two members, and the group's
+    committed offsets at each partition's end."""
+    assert out["distinct"] == count
+    owned = sorted(out["a_owns"] + out["b_owns"])
+    assert owned == list(range(partitions)), owned
+    per_partition = {str(p): len(range(p, count, partitions)) for p in range(partitions)}
+    assert out["committed"] == per_partition
+
+
+def check_aborted_then_committed(out: dict[str, Any], count: int, partitions: int) -> None:
+    """An aborted record per partition seen only read_uncommitted; the committed records in
+    order after the markers; the offset (7) committed with the transaction."""
+    check_records(out["committed"], "txn", count, partitions, out["base_ts"], from_zero=False)
+    aborted = sorted(
+        bytes.fromhex(r["value"])
+        for r in out["uncommitted"]
+        if bytes.fromhex(r["value"]).startswith(b"aborted-")
+    )
+    assert aborted == [f"aborted-{p}".encode() for p in range(partitions)]
+    assert out["group_offsets"]["0"] == 7
 
 
 def expected(tag: str, i: int, partitions: int, base_ts: int) -> dict[str, Any]:

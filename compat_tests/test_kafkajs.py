@@ -22,7 +22,6 @@ addon that does not compile against Node 20's headers, hence zstd-codec.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,17 @@ from typing import Any
 import pytest
 
 from compat_tests.harness import BrokerProcess, unique_name
-from compat_tests.polyglot_checks import check_records, expected, first_offset_at, sasl_spec
+from compat_tests.polyglot_checks import (
+    check_aborted_then_committed,
+    check_group_split,
+    check_records,
+    expected,
+    first_offset_at,
+    group_spec,
+    produce_spec,
+    sasl_spec,
+    txn_spec,
+)
 from compat_tests.polyglot_harness import NodePrograms, start_sasl_ssl_broker
 from compat_tests.test_cluster import ClusterProcess
 from odradek.testing.security import Security
@@ -52,18 +61,9 @@ def run_produce(
     which: list[tuple[str, str]] | None = None,
     replicas: int = 1,
 ) -> dict[str, Any]:
-    base_ts = int(time.time() * 1000) - 3_600_000
-    cases = [{"codec": c, "acks": a, "topic": f"{prefix}-{c}-{a}"} for c, a in which or CASES]
-    spec = {
-        "replicas": replicas,
-        "brokers": [bootstrap],
-        "cases": cases,
-        "count": COUNT,
-        "partitions": PARTITIONS,
-        "base_ts": base_ts,
-    }
+    spec = produce_spec(bootstrap, prefix, which or CASES, COUNT, PARTITIONS, replicas)
     out = node.run(SCRIPT, "produce", spec, timeout=150)
-    out["base_ts"] = base_ts
+    out["base_ts"] = spec["base_ts"]
     return out
 
 
@@ -79,52 +79,26 @@ def check_produce_case(run: dict[str, Any], codec: str, acks: str) -> None:
 
 
 def run_group(node: NodePrograms, bootstrap: str, name: str, replicas: int = 1) -> dict[str, Any]:
-    spec = {
-        "replicas": replicas,
-        "brokers": [bootstrap],
-        "topic": name,
-        "group": f"{name}-g",
-        "count": 40,
-        "partitions": 4,
-        "base_ts": int(time.time() * 1000),
-    }
-    return node.run(SCRIPT, "group", spec, timeout=90)
+    return node.run(SCRIPT, "group", group_spec(bootstrap, name, replicas), timeout=90)
 
 
-def check_group(out: dict[str, Any], count: int = 40, partitions: int = 4) -> None:
-    assert out["distinct"] == count
-    assert sorted(out["a_owns"] + out["b_owns"]) == list(range(partitions))
+def check_group(out: dict[str, Any]) -> None:
+    check_group_split(out)
     assert out["a_read"] > 0 and out["b_read"] > 0
-    assert out["a_read"] + out["b_read"] == count, "a record read twice without a rebalance"
-    per_partition = {str(p): len(range(p, count, partitions)) for p in range(partitions)}
-    assert out["committed"] == per_partition
+    assert out["a_read"] + out["b_read"] == out["distinct"], (
+        "a record read twice without a rebalance"
+    )
 
 
 def run_txn(node: NodePrograms, bootstrap: str, name: str, replicas: int = 1) -> dict[str, Any]:
-    spec = {
-        "replicas": replicas,
-        "brokers": [bootstrap],
-        "output": f"{name}-out",
-        "group": f"{name}-g",
-        "txn_id": f"{name}-txn",
-        "count": 24,
-        "partitions": PARTITIONS,
-        "base_ts": int(time.time() * 1000),
-    }
+    spec = txn_spec(bootstrap, name, 24, PARTITIONS, replicas)
     out = node.run(SCRIPT, "txn", spec, timeout=90)
     out["base_ts"] = spec["base_ts"]
     return out
 
 
-def check_txn(out: dict[str, Any], count: int = 24) -> None:
-    check_records(out["committed"], "txn", count, PARTITIONS, out["base_ts"], from_zero=False)
-    aborted = sorted(
-        bytes.fromhex(r["value"])
-        for r in out["uncommitted"]
-        if bytes.fromhex(r["value"]).startswith(b"aborted-")
-    )
-    assert aborted == [f"aborted-{p}".encode() for p in range(PARTITIONS)]
-    assert out["group_offsets"]["0"] == 7
+def check_txn(out: dict[str, Any]) -> None:
+    check_aborted_then_committed(out, 24, PARTITIONS)
 
 
 @pytest.fixture(scope="module")

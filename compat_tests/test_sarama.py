@@ -18,7 +18,6 @@ sarama.MinVersion, 0.8.2, would send) and "max" (sarama.MaxVersion):
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,16 @@ from typing import Any
 import pytest
 
 from compat_tests.harness import BrokerProcess, unique_name
-from compat_tests.polyglot_checks import CODECS, check_records, sasl_spec
+from compat_tests.polyglot_checks import (
+    CODECS,
+    check_aborted_then_committed,
+    check_group_split,
+    check_records,
+    group_spec,
+    produce_spec,
+    sasl_spec,
+    txn_spec,
+)
 from compat_tests.polyglot_harness import GoPrograms, start_sasl_ssl_broker
 from compat_tests.test_cluster import ClusterProcess
 from odradek.testing.security import Security
@@ -47,19 +55,11 @@ def run_produce(
     which: list[tuple[str, str]] | None = None,
     replicas: int = 1,
 ) -> dict[str, Any]:
-    base_ts = int(time.time() * 1000) - 3_600_000
-    cases = [{"codec": c, "acks": a, "topic": f"{prefix}-{c}-{a}"} for c, a in which or CASES]
-    spec = {
-        "replicas": replicas,
-        "brokers": [bootstrap],
-        "cases": cases,
-        "count": COUNT,
-        "partitions": PARTITIONS,
-        "base_ts": base_ts,
-        "version": version,
-    }
+    spec = produce_spec(
+        bootstrap, prefix, which or CASES, COUNT, PARTITIONS, replicas, version=version
+    )
     out = go.run("sarama", "produce", spec, timeout=150)
-    out["base_ts"] = base_ts
+    out["base_ts"] = spec["base_ts"]
     return out
 
 
@@ -76,56 +76,26 @@ def check_produce_case(run: dict[str, Any], codec: str, acks: str) -> None:
 def run_group(
     go: GoPrograms, bootstrap: str, name: str, balancer: str, version: str, replicas: int = 1
 ) -> Any:
-    spec = {
-        "replicas": replicas,
-        "brokers": [bootstrap],
-        "topic": name,
-        "group": f"{name}-g",
-        "count": 40,
-        "partitions": 4,
-        "balancer": balancer,
-        "version": version,
-        "base_ts": int(time.time() * 1000),
-    }
+    spec = group_spec(bootstrap, name, replicas, balancer=balancer, version=version)
     return go.run("sarama", "group", spec, timeout=90)
 
 
-def check_group(out: dict[str, Any], count: int = 40, partitions: int = 4) -> None:
-    assert out["distinct"] == count
-    assert sorted(out["a_owns"] + out["b_owns"]) == list(range(partitions))
+def check_group(out: dict[str, Any]) -> None:
+    check_group_split(out)
     assert out["a_read"] > 0 and out["b_read"] > 0
-    per_partition = {str(p): len(range(p, count, partitions)) for p in range(partitions)}
-    assert out["committed"] == per_partition
 
 
 def run_txn(
     go: GoPrograms, bootstrap: str, name: str, version: str, replicas: int = 1
 ) -> dict[str, Any]:
-    spec = {
-        "replicas": replicas,
-        "brokers": [bootstrap],
-        "output": f"{name}-out",
-        "group": f"{name}-g",
-        "txn_id": f"{name}-txn",
-        "count": 24,
-        "partitions": PARTITIONS,
-        "version": version,
-        "base_ts": int(time.time() * 1000),
-    }
+    spec = txn_spec(bootstrap, name, 24, PARTITIONS, replicas, version=version)
     out = go.run("sarama", "txn", spec, timeout=90)
     out["base_ts"] = spec["base_ts"]
     return out
 
 
-def check_txn(out: dict[str, Any], count: int = 24) -> None:
-    check_records(out["committed"], "txn", count, PARTITIONS, out["base_ts"], from_zero=False)
-    aborted = sorted(
-        bytes.fromhex(r["value"])
-        for r in out["uncommitted"]
-        if bytes.fromhex(r["value"]).startswith(b"aborted-")
-    )
-    assert aborted == [f"aborted-{p}".encode() for p in range(PARTITIONS)]
-    assert out["group_offsets"]["0"] == 7
+def check_txn(out: dict[str, Any]) -> None:
+    check_aborted_then_committed(out, 24, PARTITIONS)
 
 
 @pytest.fixture(scope="module", params=VERSIONS)
