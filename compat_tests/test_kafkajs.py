@@ -28,18 +28,9 @@ from typing import Any
 
 import pytest
 
+from compat_tests import polyglot_checks as scenarios
 from compat_tests.harness import BrokerProcess, unique_name
-from compat_tests.polyglot_checks import (
-    check_aborted_then_committed,
-    check_group_split,
-    check_records,
-    expected,
-    first_offset_at,
-    group_spec,
-    produce_spec,
-    sasl_spec,
-    txn_spec,
-)
+from compat_tests.polyglot_checks import check_records, expected, first_offset_at, sasl_spec
 from compat_tests.polyglot_harness import NodePrograms, start_sasl_ssl_broker
 from compat_tests.test_cluster import ClusterProcess
 from odradek.testing.security import Security
@@ -61,7 +52,7 @@ def run_produce(
     which: list[tuple[str, str]] | None = None,
     replicas: int = 1,
 ) -> dict[str, Any]:
-    spec = produce_spec(bootstrap, prefix, which or CASES, COUNT, PARTITIONS, replicas)
+    spec = scenarios.produce_spec(bootstrap, prefix, which or CASES, COUNT, PARTITIONS, replicas)
     out = node.run(SCRIPT, "produce", spec, timeout=150)
     out["base_ts"] = spec["base_ts"]
     return out
@@ -79,11 +70,11 @@ def check_produce_case(run: dict[str, Any], codec: str, acks: str) -> None:
 
 
 def run_group(node: NodePrograms, bootstrap: str, name: str, replicas: int = 1) -> dict[str, Any]:
-    return node.run(SCRIPT, "group", group_spec(bootstrap, name, replicas), timeout=90)
+    return node.run(SCRIPT, "group", scenarios.group_spec(bootstrap, name, replicas), timeout=90)
 
 
 def check_group(out: dict[str, Any]) -> None:
-    check_group_split(out)
+    scenarios.check_group_split(out)
     assert out["a_read"] > 0 and out["b_read"] > 0
     assert out["a_read"] + out["b_read"] == out["distinct"], (
         "a record read twice without a rebalance"
@@ -91,14 +82,14 @@ def check_group(out: dict[str, Any]) -> None:
 
 
 def run_txn(node: NodePrograms, bootstrap: str, name: str, replicas: int = 1) -> dict[str, Any]:
-    spec = txn_spec(bootstrap, name, 24, PARTITIONS, replicas)
+    spec = scenarios.txn_spec(bootstrap, name, 24, PARTITIONS, replicas)
     out = node.run(SCRIPT, "txn", spec, timeout=90)
     out["base_ts"] = spec["base_ts"]
     return out
 
 
 def check_txn(out: dict[str, Any]) -> None:
-    check_aborted_then_committed(out, 24, PARTITIONS)
+    scenarios.check_aborted_then_committed(out, 24, PARTITIONS)
 
 
 @pytest.fixture(scope="module")
