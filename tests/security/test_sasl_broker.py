@@ -47,9 +47,9 @@ def ck_conf(broker, mechanism: str = "PLAIN", **extra) -> dict:
     }
 
 
-def ck_produce(conf: dict, values: list[bytes]) -> list[str]:
+def ck_produce(conf: dict, values: list[bytes], timeout_ms: int = 10_000) -> list[str]:
     errors: list[str] = []
-    producer = ck.Producer({**conf, "message.timeout.ms": 10_000})
+    producer = ck.Producer({**conf, "message.timeout.ms": timeout_ms})
     for v in values:
         producer.produce("t", value=v, on_delivery=lambda e, m: e and errors.append(e.name()))
     producer.flush(TIMEOUT_S)
@@ -100,9 +100,19 @@ def test_kafka_python_plain(broker):
 
 def test_a_wrong_password_fails_with_kafkas_message_and_nothing_is_written(broker):
     before = broker.call(lambda b: b.topics.get("t", 0).log.log_end_offset)
-    conf = ck_conf(broker, **{"sasl.username": "alice", "sasl.password": "wrong"})
-    errors = ck_produce(conf, [b"never"])
+    reported: list[ck.KafkaError] = []
+    conf = ck_conf(
+        broker,
+        **{"sasl.username": "alice", "sasl.password": "wrong", "error_cb": reported.append},
+    )
+    # the record times out rather than being refused: 3 s of librdkafka's retries, not 10
+    errors = ck_produce(conf, [b"never"], timeout_ms=3_000)
     assert errors, "a producer with a wrong password must not deliver"
+    assert any(
+        e.code() == ck.KafkaError._AUTHENTICATION
+        and "Authentication failed: Invalid username or password" in e.str()
+        for e in reported
+    ), reported
     assert broker.call(lambda b: b.topics.get("t", 0).log.log_end_offset) == before
 
     with RawClient(broker.bootstrap) as raw:
