@@ -19,7 +19,8 @@ import pytest
 
 from compat_tests.harness import BrokerProcess
 from compat_tests.java_harness import JavaPrograms, kafka_lib_classpath
-from compat_tests.reference.kafka_ref import KafkaReference, run_class
+from compat_tests.reference.kafka_ref import KafkaReference
+from compat_tests.reference.kafka_tools import ToolBatch
 
 SOURCES = Path(__file__).resolve().parents[1] / "java4"
 # the coordinator looks for timed-out transactions this often (Kafka's default: 10 s)
@@ -176,14 +177,17 @@ def test_librdkafka_transactions_v1_beside_v2(odradek_tv2: BrokerProcess) -> Non
     assert high == 12  # 9 records and 3 markers: nothing beyond
 
 
-def kafka_features(bootstrap: str, *args: str) -> str:
-    """Kafka 4.4's `kafka-features` tool (FeatureCommand); returns what it printed."""
-    proc = run_class(
-        "4.4", "org.apache.kafka.tools.FeatureCommand", "--bootstrap-server", bootstrap, *args
-    )
-    out = proc.stdout.decode() + proc.stderr.decode()
-    assert proc.returncode == 0, out
-    return out
+def kafka_features(bootstrap: str, *commands: tuple[str, ...]) -> list[str]:
+    """Kafka 4.4's `kafka-features` tool (FeatureCommand), each of `commands` in turn in one
+    JVM (ToolBatch); what each printed."""
+    batch = ToolBatch()
+    for args in commands:
+        batch.add("kafka-features", "--bootstrap-server", bootstrap, *args)
+    outs = []
+    for run in batch.run():
+        assert run.rc == 0, run
+        outs.append(run.out + run.err)
+    return outs
 
 
 def test_kafka_features_upgrade_and_downgrade_switch_the_producer(
@@ -194,16 +198,23 @@ def test_kafka_features_upgrade_and_downgrade_switch_the_producer(
     proc = odradek_process(tmp_path, 0).start()
     try:
         level = re.compile(r"Feature: transaction.version\s.*FinalizedVersionLevel: (\d+)")
-        assert level.findall(kafka_features(proc.bootstrap, "describe")) == ["0"]
-        kafka_features(proc.bootstrap, "upgrade", "--feature", "transaction.version=2")
-        assert level.findall(kafka_features(proc.bootstrap, "describe")) == ["2"]
+        before, _, after = kafka_features(
+            proc.bootstrap,
+            ("describe",),
+            ("upgrade", "--feature", "transaction.version=2"),
+            ("describe",),
+        )
+        assert level.findall(before) == ["0"]
+        assert level.findall(after) == ["2"]
         lines, explain = run_txn_v2(java4, proc.bootstrap)
         epochs = [epoch for epoch, _state in epochs_of(lines).values()]
         assert epochs == [epochs[0] + i for i in range(4)], explain
         check_outcome(lines, explain)
 
-        kafka_features(proc.bootstrap, "downgrade", "--feature", "transaction.version=0")
-        assert level.findall(kafka_features(proc.bootstrap, "describe")) == ["0"]
+        _, after = kafka_features(
+            proc.bootstrap, ("downgrade", "--feature", "transaction.version=0"), ("describe",)
+        )
+        assert level.findall(after) == ["0"]
         lines, explain = run_txn_v2(java4, proc.bootstrap)
         assert len({epoch for epoch, _state in epochs_of(lines).values()}) == 1, explain
         check_outcome(lines, explain)
