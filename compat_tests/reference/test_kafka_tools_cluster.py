@@ -12,6 +12,7 @@ import json
 import re
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import confluent_kafka as ck
@@ -66,11 +67,11 @@ def _wait_replicas(bootstrap: str, topic: str, replicas: list[int]) -> None:
 
 
 def _run(bootstraps: dict[str, str], ids: dict[str, list[int]], work: Path, topic: str):
-    """The two phases against both sides; the outputs per side, in order."""
-    runs: dict[str, list] = {}
-    for side, bootstrap in bootstraps.items():
+    """The two phases against both sides; the outputs per side, in order. Each step is one
+    JVM (ToolBatch) for both sides, the sides' commands in turn."""
+    moves = {side: work / f"move-{side}.json" for side in bootstraps}
+    for side, move in moves.items():
         b = ids[side]
-        move = work / f"move-{side}.json"
         move.write_text(
             json.dumps(
                 {
@@ -79,67 +80,70 @@ def _run(bootstraps: dict[str, str], ids: dict[str, list[int]], work: Path, topi
                 }
             )
         )
-        first = ToolBatch()
-        first.add(
-            "kafka-topics",
-            "--bootstrap-server",
-            bootstrap,
-            "--create",
-            "--topic",
-            topic,
-            "--replica-assignment",
-            f"{b[0]}:{b[1]},{b[1]}:{b[2]}",
-        )
-        runs[side] = first.run()
+
+    def both(commands: Callable[[str, list[int], Path], list[tuple[str, ...]]]) -> None:
+        batch = ToolBatch()
+        index: dict[str, list[int]] = {}
+        for side, bootstrap in bootstraps.items():
+            for tool, *args in commands(bootstrap, ids[side], moves[side]):
+                index.setdefault(side, []).append(
+                    batch.add(tool, "--bootstrap-server", bootstrap, *args)
+                )
+        done = batch.run()
+        for side, at in index.items():
+            runs.setdefault(side, []).extend(done[i] for i in at)
+
+    runs: dict[str, list] = {}
+    both(
+        lambda _bootstrap, b, _move: [
+            (
+                "kafka-topics",
+                "--create",
+                "--topic",
+                topic,
+                "--replica-assignment",
+                f"{b[0]}:{b[1]},{b[1]}:{b[2]}",
+            )
+        ]
+    )
+    for bootstrap in bootstraps.values():
         _produce(bootstrap, topic)
-        execute = ToolBatch()
-        execute.add(
-            "kafka-reassign-partitions",
-            "--bootstrap-server",
-            bootstrap,
-            "--execute",
-            "--reassignment-json-file",
-            str(move),
-        )
-        runs[side] += execute.run()
+    both(
+        lambda _bootstrap, _b, move: [
+            ("kafka-reassign-partitions", "--execute", "--reassignment-json-file", str(move))
+        ]
+    )
+    for side, bootstrap in bootstraps.items():
+        b = ids[side]
         _wait_replicas(bootstrap, topic, [b[2], b[1]])
-        second = ToolBatch()
-        second.add(
-            "kafka-reassign-partitions",
-            "--bootstrap-server",
-            bootstrap,
-            "--verify",
-            "--reassignment-json-file",
-            str(move),
-        )
-        second.add(
-            "kafka-leader-election",
-            "--bootstrap-server",
-            bootstrap,
-            "--election-type",
-            "preferred",
-            "--topic",
-            topic,
-            "--partition",
-            "0",
-        )
-        second.add("kafka-topics", "--bootstrap-server", bootstrap, "--describe", "--topic", topic)
-        second.add(
-            "kafka-console-consumer",
-            "--bootstrap-server",
-            bootstrap,
-            "--topic",
-            topic,
-            "--partition",
-            "0",
-            "--offset",
-            "earliest",
-            "--max-messages",
-            "10",
-            "--timeout-ms",
-            "30000",
-        )
-        runs[side] += second.run()
+    both(
+        lambda _bootstrap, _b, move: [
+            ("kafka-reassign-partitions", "--verify", "--reassignment-json-file", str(move)),
+            (
+                "kafka-leader-election",
+                "--election-type",
+                "preferred",
+                "--topic",
+                topic,
+                "--partition",
+                "0",
+            ),
+            ("kafka-topics", "--describe", "--topic", topic),
+            (
+                "kafka-console-consumer",
+                "--topic",
+                topic,
+                "--partition",
+                "0",
+                "--offset",
+                "earliest",
+                "--max-messages",
+                "10",
+                "--timeout-ms",
+                "30000",
+            ),
+        ]
+    )
     return runs
 
 
