@@ -207,6 +207,9 @@ class ConsumerGroupManager:
         self._regex_cache: dict[str, re.Pattern[str]] = {}
         # (group, member) -> the member epoch its revocation timer was armed at
         self._revoking: dict[tuple[str, str], int] = {}
+        # asked before a member is fenced (left, session, rebalance, join or sync timeout): True
+        # when it converted the group instead (KIP-848 online downgrade, set by the coordinator)
+        self.on_fence: Callable[[ConsumerGroup, str], bool] | None = None
 
     # -- queries ---------------------------------------------------------------------------------
 
@@ -444,7 +447,9 @@ class ConsumerGroupManager:
             if existing is None:
                 self._check_size(group)
                 return ConsumerMember(member_id, instance_id=req.instance_id), None
-            if existing.member_epoch != LEAVE_STATIC_EPOCH:
+            # a classic member (or one replacing a classic member) takes over at once (Kafka)
+            both_consumer = req.classic is None and existing.classic is None
+            if both_consumer and existing.member_epoch != LEAVE_STATIC_EPOCH:
                 raise HeartbeatError(
                     ErrorCode.UNRELEASED_INSTANCE_ID,
                     f"Static member {existing.member_id} with instance id {req.instance_id} "
@@ -612,6 +617,8 @@ class ConsumerGroupManager:
         member = group.members.get(member_id)
         if member is None:
             return
+        if self.on_fence is not None and self.on_fence(group, member_id):
+            return  # the group is classic now, without this member
         records = crec.member_tombstones(group.group_id, member_id)
         records.append(crec.group_metadata(group.group_id, group.group_epoch + 1))
         self._write(group.group_id, records)
@@ -640,6 +647,8 @@ class ConsumerGroupManager:
         self._revoking.pop((group_id, member_id), None)
         self.scheduler.cancel(("cg-session", group_id, member_id))
         self.scheduler.cancel(("cg-rebalance", group_id, member_id))
+        self.scheduler.cancel(("cg-join", group_id, member_id))  # a classic member's
+        self.scheduler.cancel(("cg-sync", group_id, member_id))
 
     def _schedule_session(self, group_id: str, member_id: str) -> None:
         def expire() -> None:
@@ -668,7 +677,8 @@ class ConsumerGroupManager:
         heartbeats that still own the partitions do not push it back."""
         key = ("cg-rebalance", group_id, member.member_id)
         armed = (group_id, member.member_id)
-        if member.state != MemberState.UNREVOKED_PARTITIONS:
+        # a classic member has its join and sync timeouts instead (migration.py), as in Kafka
+        if member.state != MemberState.UNREVOKED_PARTITIONS or member.classic is not None:
             if self._revoking.pop(armed, None) is not None:
                 self.scheduler.cancel(key)
             return
