@@ -148,6 +148,7 @@ class GroupSummary:
     protocol_type: str = ""
     protocol: str = ""
     members: list[MemberSummary] = field(default_factory=list)
+    message: str | None = None  # with GROUP_ID_NOT_FOUND (DescribeGroups v6)
 
 
 class GroupCoordinator:
@@ -994,11 +995,16 @@ class GroupCoordinator:
         if error is not None:
             return GroupSummary(error, group_id)
         group = self.machine.get(group_id)
-        if (
-            group is None
-            or self.consumer.is_consumer_group(group_id)
-            or self.streams.is_streams_group(group_id)
-        ):
+        if self.consumer.is_consumer_group(group_id) or self.streams.is_streams_group(group_id):
+            # Kafka 4.x describes only classic groups here, a mixed one (classic members in a
+            # consumer group) included: ConsumerGroupDescribe is for the others
+            return GroupSummary(
+                ErrorCode.GROUP_ID_NOT_FOUND,
+                group_id,
+                GroupState.DEAD.value,
+                message=f"Group {group_id} is not a classic group.",
+            )
+        if group is None:
             return GroupSummary(ErrorCode.GROUP_ID_NOT_FOUND, group_id, GroupState.DEAD.value)
         stable = group.is_(GroupState.STABLE)
         members = [

@@ -1,0 +1,216 @@
+"""KIP-848 online upgrade and downgrade of a live classic group with real clients, each scenario
+run on odradek and on Apache Kafka 4.4 (so a failure is ours, not the test's).
+
+Members are confluent-kafka processes (compat_tests/group_member.py): classic ones (range
+assignor) and consumer-protocol ones (`group.protocol=consumer`). Both brokers run short group
+timeouts (3 s sessions, 500 ms consumer heartbeats; Kafka's own floors lowered for that), in
+a module-scoped odradek and a module-scoped Kafka node released after the module.
+
+- upgrade, then downgrade on leave: a consumer-protocol member joining a live classic group
+  converts it (the classic member rebalances inside the consumer group); DescribeGroups answers
+  the mixed group as Kafka 4.x does (GROUP_ID_NOT_FOUND from v6, Dead); when the member
+  leaves, the group is classic again and classic members join it as before; every record is
+  consumed and committed offsets never move back.
+- fencing: a classic member killed inside the consumer group is removed after its own session
+  timeout; the last consumer-protocol member killed is fenced by its session timeout and the
+  group is downgraded, its classic member taking every partition.
+- static replacement: a classic member starting with the instance id of the killed static
+  consumer-protocol member replaces it and downgrades the group at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compat_tests.group_harness import (
+    PARTITIONS,
+    BackgroundProducer,
+    Group,
+    committed,
+    create_topic,
+)
+from compat_tests.harness import BrokerProcess, unique_name, wait_for
+from compat_tests.reference.conftest import ODRADEK_OVERRIDES, ReferencePool
+from compat_tests.reference.kafka_ref import KafkaReference
+from compat_tests.test_kip848 import SETTLE_S, describe
+from odradek.testing.raw import RawClient
+from odradek.wire import protocol
+from odradek.wire.errors import ErrorCode
+
+SESSION_MS = 3000
+FAST_GROUPS = {
+    "group.consumer.session.timeout.ms": str(SESSION_MS),
+    "group.consumer.heartbeat.interval.ms": "500",
+    "group.min.session.timeout.ms": "1000",
+}
+# Kafka refuses consumer-group timeouts under its floors (45 s sessions, 5 s heartbeats)
+KAFKA_FAST_GROUPS = {
+    **FAST_GROUPS,
+    "group.consumer.min.session.timeout.ms": str(SESSION_MS),
+    "group.consumer.min.heartbeat.interval.ms": "500",
+}
+
+
+@pytest.fixture(scope="module")
+def mig_odradek(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    proc = BrokerProcess(
+        tmp_path_factory.mktemp("odradek-mig"), overrides={**ODRADEK_OVERRIDES, **FAST_GROUPS}
+    )
+    proc.start()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def mig_kafka(reference_pool: ReferencePool) -> Iterator[KafkaReference]:
+    cluster = reference_pool.get("4.4", overrides=KAFKA_FAST_GROUPS)
+    yield cluster
+    reference_pool.release(cluster)
+
+
+@pytest.fixture(params=["odradek", "kafka"])
+def group(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Group]:
+    broker = request.getfixturevalue(f"mig_{request.param}")
+    topic = unique_name("migrate")
+    create_topic(broker, topic)
+    g = Group(broker, topic, topic + "-g", tmp_path, lambda: None)
+    yield g
+    g.cleanup()
+
+
+def start(group: Group, protocol: str = "classic", instance_id: str | None = None) -> Any:
+    return group.start(
+        "confluent-kafka", protocol=protocol, session_ms=SESSION_MS, instance_id=instance_id
+    )
+
+
+def describe_groups(group: Group, version: int) -> tuple[int, str, str, int]:
+    """DescribeGroups (15): (error, state, protocol type, members) of the group."""
+    with RawClient(group.broker.bootstrap) as raw:
+        request = protocol.DescribeGroupsRequest(
+            groups=[group.group], include_authorized_operations=False
+        )
+        resp = raw.request(request, version)
+    (g,) = resp.groups
+    return g.error_code, g.group_state, g.protocol_type, len(g.members)
+
+
+def is_classic(group: Group) -> bool:
+    """ConsumerGroupDescribe no longer finds it (GROUP_ID_NOT_FOUND): a classic group."""
+    return describe(group.broker, group.group).error_code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def member_types(group: Group) -> list[int]:
+    """ConsumerGroupDescribe v1's member types (KIP-1099): 0 classic, 1 consumer."""
+    g = describe(group.broker, group.group)
+    assert g.error_code == 0, g
+    return sorted(m.member_type for m in g.members)
+
+
+def test_a_live_classic_group_is_upgraded_then_downgraded_on_leave(group: Group) -> None:
+    broker = group.broker
+    producer = BackgroundProducer(broker, group.topic, "mig")
+    backwards: list[str] = []
+    stop = threading.Event()
+    last: dict[int, int] = {}
+
+    def watch_commits() -> None:
+        while not stop.is_set():
+            try:
+                now = committed(broker, group.group)
+            except Exception:  # the coordinator may be briefly unavailable: look again
+                now = {}
+            for p, o in now.items():
+                if o < last.get(p, -1):
+                    backwards.append(f"partition {p}: {last[p]} -> {o}")
+                last[p] = max(o, last.get(p, -1))
+            stop.wait(0.2)
+
+    watcher = threading.Thread(target=watch_commits, daemon=True)
+    watcher.start()
+    try:
+        a = start(group)
+        b = start(group)
+        group.settled([a, b])
+        b.terminate()  # restarted with the consumer protocol
+        group.settled([a])
+        c = start(group, "consumer")
+        group.settled([a, c])
+        assert member_types(group) == [0, 1]
+        g = describe(broker, group.group)
+        owned = sorted(
+            (t.topic_name, p)
+            for m in g.members
+            for t in m.assignment.topic_partitions
+            for p in t.partitions
+        )
+        assert owned == [(group.topic, p) for p in range(PARTITIONS)]
+        # DescribeGroups describes classic groups only: a mixed one is not found (v6), Dead
+        assert describe_groups(group, 6)[:2] == (ErrorCode.GROUP_ID_NOT_FOUND, "Dead")
+        assert describe_groups(group, 5) == (0, "Dead", "", 0)
+        # downgrade: the consumer-protocol member leaves, the group is classic again and the
+        # classic member takes every partition
+        c.terminate()
+        group.settled([a])
+        wait_for(lambda: is_classic(group), SETTLE_S, message="the group to be classic again")
+        d = start(group)  # and classic members join it as before
+        group.settled([a, d])
+        wait_for(
+            lambda: describe_groups(group, 6) == (0, "Stable", "consumer", 2),
+            SETTLE_S,
+            message="DescribeGroups to show the classic group",
+        )
+    finally:
+        values = producer.stop()
+    assert len(values) > 20
+    group.consumed(values, timeout=SETTLE_S)
+    wait_for(
+        lambda: sum(committed(broker, group.group).values()) >= len(values),
+        SETTLE_S,
+        message=f"commits to cover {len(values)} records",
+    )
+    stop.set()
+    watcher.join(5)
+    assert not backwards, backwards
+    assert not [m for m in group.members if m.saw("error")], group.state()
+
+
+def test_killed_members_are_fenced_and_the_last_consumer_member_downgrades(group: Group) -> None:
+    a = start(group)
+    b = start(group)
+    group.settled([a, b])
+    c = start(group, "consumer")
+    group.settled([a, b, c])
+    assert member_types(group) == [0, 0, 1]
+    # a classic member crashes: its own session timeout removes it from the consumer group
+    b.kill()
+    group.settled([a, c])
+    assert member_types(group) == [0, 1]
+    # the consumer-protocol member crashes: fenced by its session, the group becomes classic
+    c.kill()
+    group.settled([a])
+    wait_for(lambda: is_classic(group), SETTLE_S, message="the group to be classic again")
+    wait_for(
+        lambda: describe_groups(group, 6) == (0, "Stable", "consumer", 1),
+        SETTLE_S,
+        message="DescribeGroups to show the classic group",
+    )
+    assert not a.saw("error"), group.state()
+
+
+def test_a_classic_static_member_replacing_the_consumer_member_downgrades(group: Group) -> None:
+    a = start(group)
+    group.settled([a])
+    c = start(group, "consumer", instance_id="inst-c")
+    group.settled([a, c])
+    assert member_types(group) == [0, 1]
+    c.kill()  # no leave: its static membership stays for the session timeout
+    d = start(group, instance_id="inst-c")  # a classic consumer with the same instance id
+    wait_for(lambda: is_classic(group), SETTLE_S, message="the group to be classic again")
+    group.settled([a, d])
+    assert not a.saw("error") and not d.saw("error"), group.state()
