@@ -240,3 +240,15 @@ def test_a_classic_member_that_rejoins_and_syncs_in_time_stays() -> None:
         w.consumer("c", c.member_epoch)
     group = w.coord.consumer.get("g")
     assert group is not None and "m0" in group.members and "m1" not in group.members
+
+
+def test_an_admin_removing_the_consumer_member_by_instance_id_downgrades() -> None:
+    # Kafka 4.4's LeaveGroup into a consumer group removes members of either protocol, a
+    # static one by its instance id alone (AdminClient.removeMembersFromConsumerGroup)
+    w = World()
+    w.upgrade(instance="i-c")
+    _, results = w.coord.leave_group("g", [LeaveMember("", "i-c")])
+    assert [e for _m, e in results] == [ErrorCode.NONE]
+    group = w.classic_group()
+    assert sorted(group.members) == ["m0", "m1"]
+    assert group.state == GroupState.PREPARING_REBALANCE

@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from odradek.coordinator.group import consumer_records as crec
 from odradek.coordinator.group import records as classic_records
 from odradek.coordinator.group.consumer_group import (
-    LEAVE_EPOCH,
     Assignment,
     ConsumerGroup,
     ConsumerGroupConfig,
@@ -478,13 +477,27 @@ def classic_heartbeat(
 def classic_leave(
     manager: ConsumerGroupManager, group_id: str, member_id: str, instance_id: str | None
 ) -> ErrorCode:
-    """LeaveGroup of a classic member: it leaves for good (epoch -1), the group epoch moves."""
-    found = _find_classic(manager, group_id, member_id, instance_id)
-    if isinstance(found, ErrorCode):
-        return found
-    return manager.heartbeat(
-        HeartbeatRequest(group_id, member_id, LEAVE_EPOCH, instance_id=None)
-    ).error
+    """LeaveGroup into a consumer group (Kafka 4.4's classicGroupLeaveToConsumerGroup): the member
+    leaves for good, the group epoch moves. An admin's removal may name a member of either
+    protocol, a static one by its instance id alone (empty member id); removing the last
+    consumer-protocol member downgrades the group (the manager's fencing)."""
+    group = manager.get(group_id)
+    if group is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if instance_id is not None:
+        static_id = group.static_members.get(instance_id)
+        if static_id is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_id and static_id != member_id:
+            return ErrorCode.FENCED_INSTANCE_ID
+        member_id = static_id
+    if member_id not in group.members:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    log.info(
+        "[GroupId %s] Member %s has left group through explicit LeaveGroup.", group_id, member_id
+    )
+    manager.remove_member(group, member_id)
+    return ErrorCode.NONE
 
 
 def adopt(manager: ConsumerGroupManager, group: ConsumerGroup) -> None:
