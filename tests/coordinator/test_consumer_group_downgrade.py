@@ -88,11 +88,11 @@ class World:
             )
         )
 
-    def join(self, member_id: str, instance: str | None = None) -> Any:
+    def join(self, member_id: str, instance: str | None = None, sub: bytes = SUB) -> Any:
         return asyncio.run(
             self.coord.join_group(
                 "g", member_id, instance, False, False, "c", "/h", 30000, 6000, "consumer",
-                [("range", SUB)],
+                [("range", sub)],
             )
         )  # fmt: skip
 
@@ -252,3 +252,13 @@ def test_an_admin_removing_the_consumer_member_by_instance_id_downgrades() -> No
     group = w.classic_group()
     assert sorted(group.members) == ["m0", "m1"]
     assert group.state == GroupState.PREPARING_REBALANCE
+
+
+def test_a_replacement_with_another_subscription_downgrades_into_a_rebalance() -> None:
+    w = World()
+    w.upgrade(instance="i-c")
+    joined = w.join("", instance="i-c", sub=encode_subscription(["orders", "refunds"]))
+    assert joined.error == ErrorCode.NONE
+    group = w.classic_group()  # the group epoch moved: the assignment is stale, so it rebalances
+    assert group.state == GroupState.PREPARING_REBALANCE
+    assert sorted(group.members) == sorted(["m0", "m1", joined.member_id])

@@ -484,6 +484,7 @@ class GroupCoordinator:
                 group, self.config.consumer, self.config.group.max_size, replaced=replaced
             ):
                 replaced = None
+        assignment_epoch = group.assignment_epoch if group is not None else 0
         answer = migration.classic_join(
             self.consumer,
             req.group_id,
@@ -506,8 +507,9 @@ class GroupCoordinator:
             return JoinResult.failed(req.member_id, answer.error)
         if replaced is not None and group is not None:
             # the last consumer-protocol member was replaced: the group is classic again,
-            # stable when the target assignment is current (Kafka 4.x)
-            stale = group.assignment_epoch < group.group_epoch
+            # Stable when the target assignment was current; when the join moved the group
+            # epoch (another subscription), it rebalances as Kafka 4.4 does
+            stale = assignment_epoch < group.group_epoch
             self._downgrade(group, None, "stale assignment" if stale else None)
         return JoinResult(
             ErrorCode.NONE,
