@@ -1,8 +1,9 @@
 """KIP-848 online upgrade and downgrade of a live classic group with real clients, each scenario
 run on odradek and on Apache Kafka 4.4 (so a failure is ours, not the test's).
 
-Members are confluent-kafka processes (compat_tests/group_member.py): classic ones (range
-assignor) and consumer-protocol ones (`group.protocol=consumer`). Both brokers run short group
+Members are processes (compat_tests/group_member.py): classic ones (confluent-kafka and
+kafka-python, range assignor) and consumer-protocol ones (confluent-kafka,
+`group.protocol=consumer`). Both brokers run short group
 timeouts (3 s sessions, 500 ms consumer heartbeats; Kafka's own floors lowered for that), in
 a module-scoped odradek and a module-scoped Kafka node released after the module.
 
@@ -83,10 +84,13 @@ def group(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Group]:
     g.cleanup()
 
 
-def start(group: Group, protocol: str = "classic", instance_id: str | None = None) -> Any:
-    return group.start(
-        "confluent-kafka", protocol=protocol, session_ms=SESSION_MS, instance_id=instance_id
-    )
+def start(
+    group: Group,
+    protocol: str = "classic",
+    instance_id: str | None = None,
+    client: str = "confluent-kafka",
+) -> Any:
+    return group.start(client, protocol=protocol, session_ms=SESSION_MS, instance_id=instance_id)
 
 
 def describe_groups(group: Group, version: int) -> tuple[int, str, str, int]:
@@ -182,7 +186,7 @@ def test_a_live_classic_group_is_upgraded_then_downgraded_on_leave(group: Group)
 
 def test_killed_members_are_fenced_and_the_last_consumer_member_downgrades(group: Group) -> None:
     a = start(group)
-    b = start(group)
+    b = start(group, client="kafka-python")
     group.settled([a, b])
     c = start(group, "consumer")
     group.settled([a, b, c])
@@ -204,7 +208,7 @@ def test_killed_members_are_fenced_and_the_last_consumer_member_downgrades(group
 
 
 def test_a_classic_static_member_replacing_the_consumer_member_downgrades(group: Group) -> None:
-    a = start(group)
+    a = start(group, client="kafka-python")
     group.settled([a])
     c = start(group, "consumer", instance_id="inst-c")
     group.settled([a, c])
