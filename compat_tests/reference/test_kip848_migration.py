@@ -17,11 +17,16 @@ a module-scoped odradek and a module-scoped Kafka node released after the module
   group is downgraded, its classic member taking every partition.
 - static replacement: a classic member starting with the instance id of the killed static
   consumer-protocol member replaces it and downgrades the group at once.
+- classic members' rebalance timeouts, with two hand-driven classic members (raw requests: no
+  client library can be made to heartbeat without rejoining): told to rejoin, one never does
+  JoinGroup, the other rejoins and never does SyncGroup; both keep heartbeating, both are fenced
+  once their 2 s rebalance timeout passes and the consumer-protocol member takes everything.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,6 +44,8 @@ from compat_tests.harness import BrokerProcess, unique_name, wait_for
 from compat_tests.reference.conftest import ODRADEK_OVERRIDES, ReferencePool
 from compat_tests.reference.kafka_ref import KafkaReference
 from compat_tests.test_kip848 import SETTLE_S, describe
+from odradek.coordinator.group.assignment import encode_subscription
+from odradek.coordinator.group.migration import encode_assignment
 from odradek.testing.raw import RawClient
 from odradek.wire import protocol
 from odradek.wire.errors import ErrorCode
@@ -218,3 +225,122 @@ def test_a_classic_static_member_replacing_the_consumer_member_downgrades(group:
     wait_for(lambda: is_classic(group), SETTLE_S, message="the group to be classic again")
     group.settled([a, d])
     assert not a.saw("error") and not d.saw("error"), group.state()
+
+
+NOT_READY = (
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_COORDINATOR,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+)
+
+
+class RawClassicMember:
+    """A classic consumer driven request by request (JoinGroup v5, SyncGroup v3, Heartbeat v3)
+    with a 3 s session and a 2 s rebalance timeout."""
+
+    def __init__(self, group: Group) -> None:
+        self.group = group
+        self.raw = RawClient(group.broker.bootstrap)
+        self.member_id = ""
+        self.generation = -1
+
+    def join(self) -> int:
+        P = protocol.JoinGroupRequest.JoinGroupRequestProtocol
+        deadline = time.monotonic() + SETTLE_S
+        # FindCoordinator (one broker: it is the coordinator) creates __consumer_offsets
+        wait_for(
+            lambda: (
+                self.raw.request(
+                    protocol.FindCoordinatorRequest(key=self.group.group, key_type=0), 1
+                ).error_code
+                == ErrorCode.NONE
+            ),
+            SETTLE_S,
+            interval=0.1,
+            message="the group coordinator",
+        )
+        while True:  # a new member first gets its id (MEMBER_ID_REQUIRED, KIP-394)
+            resp = self.raw.request(
+                protocol.JoinGroupRequest(
+                    group_id=self.group.group,
+                    session_timeout_ms=SESSION_MS,
+                    rebalance_timeout_ms=2000,
+                    member_id=self.member_id,
+                    group_instance_id=None,
+                    protocol_type="consumer",
+                    protocols=[P(name="range", metadata=encode_subscription([self.group.topic]))],
+                ),
+                5,
+            )
+            if resp.error_code in NOT_READY and time.monotonic() < deadline:
+                time.sleep(0.1)  # the offsets topic is being created: ask again
+                continue
+            self.member_id = resp.member_id
+            if resp.error_code != ErrorCode.MEMBER_ID_REQUIRED:
+                break
+        self.generation = resp.generation_id
+        return int(resp.error_code)
+
+    def sync(self, partitions: list[int]) -> int:
+        A = protocol.SyncGroupRequest.SyncGroupRequestAssignment
+        assignment = encode_assignment({self.group.topic: partitions}, 0)
+        leader = [A(member_id=self.member_id, assignment=assignment)] if partitions else []
+        resp = self.raw.request(
+            protocol.SyncGroupRequest(
+                group_id=self.group.group,
+                generation_id=self.generation,
+                member_id=self.member_id,
+                group_instance_id=None,
+                protocol_type="consumer",
+                protocol_name="range",
+                assignments=leader,
+            ),
+            3,
+        )
+        return int(resp.error_code)
+
+    def heartbeat(self) -> int:
+        resp = self.raw.request(
+            protocol.HeartbeatRequest(
+                group_id=self.group.group,
+                generation_id=self.generation,
+                member_id=self.member_id,
+                group_instance_id=None,
+            ),
+            3,
+        )
+        return int(resp.error_code)
+
+
+def test_classic_members_that_do_not_rejoin_or_sync_in_time_are_fenced(group: Group) -> None:
+    stalling = RawClassicMember(group)  # the classic group's only member, then told to rejoin
+    syncless = RawClassicMember(group)
+    try:
+        assert stalling.join() == ErrorCode.NONE
+        assert stalling.sync(list(range(PARTITIONS))) == ErrorCode.NONE
+        c = start(group, "consumer")  # upgrades the group
+        wait_for(
+            lambda: stalling.heartbeat() == ErrorCode.REBALANCE_IN_PROGRESS,
+            SETTLE_S,
+            interval=0.5,
+            message="the classic member to be told to rejoin",
+        )
+        assert syncless.join() == ErrorCode.NONE  # a second classic member, never syncing
+        assert member_types(group) == [0, 0, 1]
+        fenced: dict[str, float] = {}
+        deadline = time.monotonic() + SETTLE_S
+        while len(fenced) < 2 and time.monotonic() < deadline:
+            for name, member in (("stalling", stalling), ("syncless", syncless)):
+                if name not in fenced:
+                    error = member.heartbeat()  # within the session: only the timeouts fence
+                    if error == ErrorCode.UNKNOWN_MEMBER_ID:
+                        fenced[name] = time.monotonic()
+                    else:
+                        assert error in (ErrorCode.NONE, ErrorCode.REBALANCE_IN_PROGRESS), error
+            time.sleep(0.5)
+        assert sorted(fenced) == ["stalling", "syncless"], fenced
+        group.settled([c])
+        assert member_types(group) == [1]
+    finally:
+        stalling.raw.close()
+        syncless.raw.close()
