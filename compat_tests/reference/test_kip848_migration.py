@@ -21,12 +21,16 @@ a module-scoped odradek and a module-scoped Kafka node released after the module
   client library can be made to heartbeat without rejoining): told to rejoin, one never does
   JoinGroup, the other rejoins and never does SyncGroup; both keep heartbeating, both are fenced
   once their 2 s rebalance timeout passes and the consumer-protocol member takes everything.
+- a consumer-protocol member (hand-driven too) that keeps heartbeating but never gives up the
+  partitions a new classic member needs is fenced by its 2 s rebalance timeout: as the last
+  consumer-protocol member, the group is downgraded and the classic members share everything.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -344,3 +348,53 @@ def test_classic_members_that_do_not_rejoin_or_sync_in_time_are_fenced(group: Gr
     finally:
         stalling.raw.close()
         syncless.raw.close()
+
+
+def test_a_consumer_member_not_revoking_in_time_is_fenced_and_downgrades(group: Group) -> None:
+    a = start(group)
+    group.settled([a])
+    member_id, epoch = str(uuid.uuid4()), 0
+    owned: dict[uuid.UUID, list[int]] = {}
+    T = protocol.ConsumerGroupHeartbeatRequest.TopicPartitions
+
+    def heartbeat(raw: RawClient) -> int:
+        nonlocal epoch, owned
+        resp = raw.request(
+            protocol.ConsumerGroupHeartbeatRequest(
+                group_id=group.group,
+                member_id=member_id,
+                member_epoch=epoch,
+                rebalance_timeout_ms=2000,
+                subscribed_topic_names=[group.topic],
+                topic_partitions=[T(topic_id=t, partitions=ps) for t, ps in owned.items()],
+            ),
+            1,
+        )
+        if resp.error_code == ErrorCode.NONE:
+            epoch = resp.member_epoch
+            # it keeps reporting every partition it was ever given: it never revokes
+            for t in resp.assignment.topic_partitions if resp.assignment is not None else []:
+                owned[t.topic_id] = sorted(set(owned.get(t.topic_id, [])) | set(t.partitions))
+        return int(resp.error_code)
+
+    with RawClient(group.broker.bootstrap) as raw:
+        assert heartbeat(raw) == ErrorCode.NONE  # upgrades the group
+        assert member_types(group) == [0, 1]
+        deadline = time.monotonic() + SETTLE_S
+        while not owned and time.monotonic() < deadline:  # the classic member releases some
+            assert heartbeat(raw) == ErrorCode.NONE
+            time.sleep(0.3)
+        assert owned, "no partition for the consumer-protocol member"
+        d = start(group)  # needs some of them: the hand-driven member never lets go
+        errors: list[int] = []
+        while time.monotonic() < deadline:
+            error = heartbeat(raw)
+            if error != ErrorCode.NONE:
+                errors.append(error)
+                break
+            time.sleep(0.3)
+        # fenced, and the group is classic now: not a consumer group any more
+        assert errors == [ErrorCode.GROUP_ID_NOT_FOUND], errors
+    wait_for(lambda: is_classic(group), SETTLE_S, message="the group to be classic again")
+    group.settled([a, d])
+    assert not a.saw("error") and not d.saw("error"), group.state()
