@@ -1,11 +1,11 @@
 """KIP-848 online upgrade and downgrade of a live classic group with real clients, each scenario
 run on odradek and on Apache Kafka 4.4 (so a failure is ours, not the test's).
 
-Members are processes (compat_tests/group_member.py): classic ones (confluent-kafka and
-kafka-python, range assignor) and consumer-protocol ones (confluent-kafka,
-`group.protocol=consumer`). Both brokers run short group
-timeouts (3 s sessions, 500 ms consumer heartbeats; Kafka's own floors lowered for that), in
-a module-scoped odradek and a module-scoped Kafka node released after the module.
+Members are processes (compat_tests/group_member.py, compat_tests/java/GroupMember.java):
+classic ones (confluent-kafka and kafka-python, range assignor) and consumer-protocol ones
+(`group.protocol=consumer`: confluent-kafka, and kafka-clients 4.4 in the upgrade case). Both
+brokers run short group timeouts (3 s sessions, 500 ms consumer heartbeats; Kafka's own floors
+lowered for that), a module-scoped odradek and a module-scoped Kafka node released after it.
 
 - upgrade, then downgrade on leave: a consumer-protocol member joining a live classic group
   converts it (the classic member rebalances inside the consumer group); DescribeGroups answers
@@ -45,6 +45,7 @@ from compat_tests.group_harness import (
     create_topic,
 )
 from compat_tests.harness import BrokerProcess, unique_name, wait_for
+from compat_tests.java_harness import JavaPrograms, kafka_lib_classpath
 from compat_tests.reference.conftest import ODRADEK_OVERRIDES, ReferencePool
 from compat_tests.reference.kafka_ref import KafkaReference
 from compat_tests.test_kip848 import SETTLE_S, describe
@@ -85,12 +86,18 @@ def mig_kafka(reference_pool: ReferencePool) -> Iterator[KafkaReference]:
     reference_pool.release(cluster)
 
 
+@pytest.fixture(scope="module")
+def java44(tmp_path_factory: pytest.TempPathFactory) -> JavaPrograms:
+    """compat_tests/java/GroupMember.java on kafka-clients 4.4 (its AsyncKafkaConsumer)."""
+    return JavaPrograms(tmp_path_factory.mktemp("java44"), kafka_lib_classpath("4.4.0"))
+
+
 @pytest.fixture(params=["odradek", "kafka"])
 def group(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Group]:
     broker = request.getfixturevalue(f"mig_{request.param}")
     topic = unique_name("migrate")
     create_topic(broker, topic)
-    g = Group(broker, topic, topic + "-g", tmp_path, lambda: None)
+    g = Group(broker, topic, topic + "-g", tmp_path, lambda: request.getfixturevalue("java44"))
     yield g
     g.cleanup()
 
@@ -152,9 +159,9 @@ def test_a_live_classic_group_is_upgraded_then_downgraded_on_leave(group: Group)
         a = start(group)
         b = start(group)
         group.settled([a, b])
-        b.terminate()  # restarted with the consumer protocol
+        b.terminate()  # restarted with the consumer protocol, on kafka-clients 4.4
         group.settled([a])
-        c = start(group, "consumer")
+        c = start(group, "consumer", client="java")
         group.settled([a, c])
         assert member_types(group) == [0, 1]
         g = describe(broker, group.group)
