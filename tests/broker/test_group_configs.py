@@ -76,6 +76,13 @@ def test_describe_alter_validate_and_list(broker: Broker) -> None:
             "share.partition.max.record.locks",
             "share.isolation.level",
             "share.renew.acknowledge.enable",
+            "streams.session.timeout.ms",
+            "streams.heartbeat.interval.ms",
+            "streams.num.standby.replicas",
+            "streams.initial.rebalance.delay.ms",
+            "streams.assignment.interval.ms",
+            "streams.assignor.name",
+            "streams.rack.aware.assignment.tags",
         }
         assert before["share.isolation.level"] == ("read_uncommitted", "DEFAULT_CONFIG")
         assert before["share.partition.max.record.locks"] == ("2000", "DEFAULT_CONFIG")
@@ -335,4 +342,6 @@ def test_confluent_kafka_admin_alters_and_describes_group_configs(broker: Broker
     assert (entry.value, entry.source) == ("45000", 8)  # DYNAMIC_GROUP_CONFIG
     with pytest.raises(KafkaException) as refused:
         change("share.record.lock.duration.ms", "90000").result(timeout=WAIT_S)
-    assert "group.share.max.record.lock.duration.ms" in str(refused.value)
+    assert "share.record.lock.duration.ms must be in the range 15000 to 60000 inclusive." in str(
+        refused.value
+    )
