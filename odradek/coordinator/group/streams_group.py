@@ -137,6 +137,7 @@ class StreamsGroup:
     partitions: dict[str, int] | None = None
     status: list[tuple[int, str]] = field(default_factory=list)
     topics_seen: dict[str, int] = field(default_factory=dict)
+    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
 
     @property
     def state(self) -> StreamsGroupState:
@@ -268,27 +269,13 @@ class StreamsGroupManager:
                     ErrorCode.GROUP_ID_NOT_FOUND, f"Streams group {req.group_id} not found."
                 )
             group = self.groups[req.group_id] = StreamsGroup(req.group_id)
-        member = group.members.get(req.member_id)
-        joining = member is None
+        member, joining, replaced = self._member(group, req)
         epoch_before, topology_before = group.group_epoch, group.topology
         target_epoch_before = group.assignment_epoch
-        meta_before = None if member is None else _metadata_of(member)
-        current_before = None if member is None else _current_of(member)
-        if member is None:
-            if req.member_epoch != 0:
-                raise HeartbeatError(
-                    ErrorCode.UNKNOWN_MEMBER_ID,
-                    f"Member {req.member_id} is not a member of group {req.group_id}.",
-                )
-            if len(group.members) >= self.config.max_size:
-                raise HeartbeatError(
-                    ErrorCode.GROUP_MAX_SIZE_REACHED,
-                    f"The streams group has reached its maximum capacity of "
-                    f"{self.config.max_size} members.",
-                )
-            member = StreamsMember(req.member_id)
-        elif req.member_epoch != 0:
-            _check_epoch(member, req.member_epoch, req.active)
+        meta_before = None if joining or replaced else _metadata_of(member)
+        current_before = None if joining or replaced else _current_of(member)
+        if replaced is not None:
+            self._replace(group, replaced, member)
 
         # 1. the topology: the first one is kept; a member with another epoch is told
         status: list[tuple[int, str]] = []
@@ -325,6 +312,8 @@ class StreamsGroupManager:
         member.client_host = req.client_host
         if joining:
             group.members[member.member_id] = member
+            if member.instance_id is not None:
+                group.static_members[member.instance_id] = member.member_id
             log.info("[GroupId %s] Member %s joined the streams group.", group.group_id,
                      member.member_id)  # fmt: skip
 
@@ -369,6 +358,91 @@ class StreamsGroupManager:
             else None,
             create,
         )
+
+    def _member(
+        self, group: StreamsGroup, req: StreamsHeartbeatRequest
+    ) -> tuple[StreamsMember, bool, str | None]:
+        """Kafka's getOrMaybeCreate{Dynamic,Static}StreamsGroupMember: the member, whether it
+        joins, and the id of the static member (left with epoch -2) it replaces."""
+        existing: StreamsMember | None
+        if req.instance_id is None:
+            existing = group.members.get(req.member_id)
+        else:
+            owner = group.static_members.get(req.instance_id)
+            existing = None if owner is None else group.members.get(owner)
+        if req.member_epoch == 0:
+            if existing is None:
+                self._check_size(group)
+                return StreamsMember(req.member_id, instance_id=req.instance_id), True, None
+            if existing.member_id == req.member_id:
+                return existing, False, None  # the same member joining again
+            if existing.member_epoch != LEAVE_STATIC_EPOCH:
+                raise HeartbeatError(
+                    ErrorCode.UNRELEASED_INSTANCE_ID,
+                    f"Static member {req.member_id} with instance id {req.instance_id} cannot "
+                    f"join the group because the instance id is owned by {existing.member_id} "
+                    "member.",
+                )
+            # the static member comes back under a new member id: it takes over its tasks
+            member = StreamsMember(
+                req.member_id,
+                process_id=existing.process_id,
+                instance_id=existing.instance_id,
+                rack_id=existing.rack_id,
+                rebalance_timeout_ms=existing.rebalance_timeout_ms,
+                topology_epoch=existing.topology_epoch,
+                user_endpoint=existing.user_endpoint,
+                client_tags=dict(existing.client_tags),
+                active=_copy(existing.active),
+                standby=_copy(existing.standby),
+                revoking=_copy(existing.revoking),
+            )
+            return member, False, existing.member_id
+        if existing is None:
+            if req.instance_id is not None:
+                raise HeartbeatError(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown."
+                )
+            raise HeartbeatError(
+                ErrorCode.UNKNOWN_MEMBER_ID,
+                f"Member {req.member_id} is not a member of group {group.group_id}.",
+            )
+        if existing.member_id != req.member_id:
+            raise HeartbeatError(
+                ErrorCode.FENCED_INSTANCE_ID,
+                f"Static member {req.member_id} with instance id {req.instance_id} was fenced "
+                f"by member {existing.member_id}.",
+            )
+        _check_epoch(existing, req.member_epoch, req.active)
+        return existing, False, None
+
+    def _check_size(self, group: StreamsGroup) -> None:
+        if len(group.members) >= self.config.max_size:
+            raise HeartbeatError(
+                ErrorCode.GROUP_MAX_SIZE_REACHED,
+                f"The streams group has reached its maximum capacity of "
+                f"{self.config.max_size} members.",
+            )
+
+    def _replace(self, group: StreamsGroup, old_id: str, new: StreamsMember) -> None:
+        """Kafka's replaceStreamsMember: the old member's records go, the new member gets its
+        target; the group epoch stays."""
+        gid = group.group_id
+        group.members.pop(old_id, None)
+        self._cancel_timers(gid, old_id)
+        group.members[new.member_id] = new
+        if new.instance_id is not None:
+            group.static_members[new.instance_id] = new.member_id
+        records = srec.member_tombstones(gid, old_id)
+        target = group.target.pop(old_id, None)
+        if target is not None:
+            group.target[new.member_id] = target
+            records.append(srec.target_member(gid, new.member_id, *target))
+        self._write(gid, records)
+        log.info("[GroupId %s][MemberId %s] Static member with instance id %s re-joins the "
+                 "streams group using the streams protocol. Created a new member %s to replace "
+                 "the existing member %s.", gid, new.member_id, new.instance_id, new.member_id,
+                 old_id)  # fmt: skip
 
     def _persist(
         self,
@@ -537,27 +611,59 @@ class StreamsGroupManager:
     def _leave(self, req: StreamsHeartbeatRequest) -> StreamsHeartbeatResult:
         group = self.groups.get(req.group_id)
         member = None if group is None else group.members.get(req.member_id)
+        if req.instance_id is not None and group is not None:
+            owner = group.static_members.get(req.instance_id)
+            if owner is None:
+                raise HeartbeatError(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown."
+                )
+            if owner != req.member_id:
+                raise HeartbeatError(
+                    ErrorCode.FENCED_INSTANCE_ID,
+                    f"Static member {req.member_id} with instance id {req.instance_id} was "
+                    f"fenced by member {owner}.",
+                )
         if group is None or member is None:
             raise HeartbeatError(
                 ErrorCode.UNKNOWN_MEMBER_ID,
                 f"Member {req.member_id} is not a member of group {req.group_id}.",
             )
+        if req.member_epoch == LEAVE_STATIC_EPOCH:
+            # a temporary departure: the tasks stay with it until its session expires
+            member.previous_member_epoch = member.member_epoch
+            member.member_epoch = LEAVE_STATIC_EPOCH
+            self._write(group.group_id, [srec.current_assignment(group.group_id, member)])
+            self._revoking.pop((group.group_id, member.member_id), None)
+            self.scheduler.cancel(("sg-rebalance", group.group_id, member.member_id))
+            log.info("[GroupId %s] Static member %s with instance id %s temporarily left the "
+                     "streams group.", group.group_id, member.member_id,
+                     member.instance_id)  # fmt: skip
+            return StreamsHeartbeatResult(ErrorCode.NONE, None, req.member_id, LEAVE_STATIC_EPOCH)
         log.info("[GroupId %s] Member %s left the streams group.", group.group_id,
                  member.member_id)  # fmt: skip
         self.remove_member(group, member.member_id)
         return StreamsHeartbeatResult(ErrorCode.NONE, None, req.member_id, req.member_epoch)
 
     def remove_member(self, group: StreamsGroup, member_id: str) -> None:
-        if group.members.pop(member_id, None) is None:
+        member = group.members.pop(member_id, None)
+        if member is None:
             return
+        if member.instance_id is not None and group.static_members.get(member.instance_id) == (
+            member_id
+        ):
+            del group.static_members[member.instance_id]
         group.target.pop(member_id, None)
-        self.scheduler.cancel(("sg-session", group.group_id, member_id))
-        self.scheduler.cancel(("sg-rebalance", group.group_id, member_id))
+        self._cancel_timers(group.group_id, member_id)
         group.group_epoch += 1
         records = srec.member_tombstones(group.group_id, member_id)
         records.append(srec.group_metadata(group.group_id, group.group_epoch))
         self._write(group.group_id, records)
         self.rebalances += 1
+
+    def _cancel_timers(self, group_id: str, member_id: str) -> None:
+        self._revoking.pop((group_id, member_id), None)
+        self.scheduler.cancel(("sg-session", group_id, member_id))
+        self.scheduler.cancel(("sg-rebalance", group_id, member_id))
 
     def _arm_session(self, group_id: str, member_id: str) -> None:
         self.scheduler.schedule(
@@ -646,6 +752,9 @@ class StreamsGroupManager:
             group = self.groups.get(gid)
             if group is None:
                 continue
+            group.static_members = {
+                m.instance_id: mid for mid, m in group.members.items() if m.instance_id is not None
+            }
             epoch = group.group_epoch
             self._configure(group)  # the topics as they are now, without a new epoch
             group.group_epoch = epoch
@@ -694,6 +803,10 @@ def _validate(req: StreamsHeartbeatRequest) -> None:
         raise HeartbeatError(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
     if not req.group_id:
         raise HeartbeatError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
+    if req.instance_id == "":
+        raise HeartbeatError(ErrorCode.INVALID_REQUEST, "InstanceId can't be empty.")
+    if req.member_epoch == LEAVE_STATIC_EPOCH and req.instance_id is None:
+        raise HeartbeatError(ErrorCode.INVALID_REQUEST, "InstanceId can't be null.")
     if req.member_epoch == 0:
         if req.rebalance_timeout_ms == -1:
             raise HeartbeatError(
