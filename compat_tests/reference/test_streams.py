@@ -73,13 +73,9 @@ def jvm_apps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JvmApps]:
 
 @pytest.fixture(scope="module")
 def streams_odradek(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(
-        tmp_path_factory.mktemp("odradek-streams"),
-        overrides={**ODRADEK_OVERRIDES, **STREAMS_FLOORS},
-    )
-    proc.start()
-    yield proc
-    proc.stop()
+    work_dir = tmp_path_factory.mktemp("odradek-streams")
+    with BrokerProcess(work_dir, overrides={**ODRADEK_OVERRIDES, **STREAMS_FLOORS}) as proc:
+        yield proc
 
 
 @pytest.fixture(scope="module")

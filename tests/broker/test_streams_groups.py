@@ -79,6 +79,15 @@ def describe(bootstrap: str) -> Any:
     return resp.groups[0]
 
 
+def wait_coordinator(bootstrap: str, deadline: float) -> None:
+    """FindCoordinator until it answers: the offsets topic is created on first use."""
+    found = call(bootstrap, 10, 1, key="app", key_type=0)
+    while found.error_code != 0:
+        assert time.monotonic() < deadline, found
+        time.sleep(0.2)
+        found = call(bootstrap, 10, 1, key="app", key_type=0)
+
+
 def test_streams_group_topics_tasks_and_restart(tmp_path: Path) -> None:
     with Broker(config=CONFIG, data_dir=str(tmp_path)) as b:
         b.create_topic("in", partitions=3)
@@ -87,11 +96,7 @@ def test_streams_group_topics_tasks_and_restart(tmp_path: Path) -> None:
         assert {88, 89} <= keys
 
         deadline = time.monotonic() + WAIT_S
-        found = call(b.bootstrap, 10, 1, key="app", key_type=0)  # FindCoordinator
-        while found.error_code != 0:  # the offsets topic is being created
-            assert time.monotonic() < deadline, found
-            time.sleep(0.2)
-            found = call(b.bootstrap, 10, 1, key="app", key_type=0)
+        wait_coordinator(b.bootstrap, deadline)
         r = join(b.bootstrap, "m1")
         while r.error_code != 0:  # its partitions are being loaded
             assert time.monotonic() < deadline, r
@@ -158,11 +163,7 @@ def test_static_member_rejoins_with_its_tasks_and_group_configs_apply() -> None:
         for fut in admin.incremental_alter_configs([res]).values():
             fut.result(WAIT_S)
         deadline = time.monotonic() + WAIT_S
-        found = call(b.bootstrap, 10, 1, key="app", key_type=0)  # FindCoordinator
-        while found.error_code != 0:  # the offsets topic is being created
-            assert time.monotonic() < deadline, found
-            time.sleep(0.2)
-            found = call(b.bootstrap, 10, 1, key="app", key_type=0)
+        wait_coordinator(b.bootstrap, deadline)
         r = join(b.bootstrap, "s1", "inst", "proc")
         while r.error_code != 0:  # its partitions are being loaded
             assert time.monotonic() < deadline, r

@@ -84,6 +84,33 @@ def _join(m: sg.StreamsGroupManager, member: str, process: str) -> sg.StreamsHea
     )  # fmt: skip
 
 
+Written = list[tuple[bytes, bytes | None]]
+
+
+def _recording(topics: dict[str, tuple[uuid.UUID, int]]) -> tuple[sg.StreamsGroupManager, Written]:
+    """A manager whose records are kept, in the order written."""
+    written: Written = []
+
+    def append(_group_id: str, records: Written) -> ErrorCode:
+        written.extend(records)
+        return ErrorCode.NONE
+
+    return sg.StreamsGroupManager(
+        sg.StreamsGroupConfig(), ManualScheduler(), lambda: topics, append
+    ), written
+
+
+def _replayed(written: Written, topics: dict[str, tuple[uuid.UUID, int]]) -> sg.StreamsGroupManager:
+    """A new coordinator's manager loaded from those records."""
+    fresh = sg.StreamsGroupManager(sg.StreamsGroupConfig(), ManualScheduler(), lambda: topics)
+    for key, value in written:
+        skey = srec.decode_key(key)
+        assert skey is not None
+        fresh.replay_record(skey, value)
+    fresh.on_loaded({"app"})
+    return fresh
+
+
 def test_internal_topics_are_requested_then_tasks_assigned() -> None:
     topics = dict(SOURCES)
     m, _ = _manager(topics)
@@ -162,26 +189,15 @@ def test_first_heartbeat_must_carry_topology_and_process() -> None:
 def test_group_survives_a_reload_from_its_records() -> None:
     """The records a streams group writes (Kafka's keys 17, 19-23) rebuild it on a new
     coordinator: epochs, topology, members and their tasks; a deleted group leaves nothing."""
-    written: list[tuple[bytes, bytes | None]] = []
-
-    def append(_group_id: str, records: list[tuple[bytes, bytes | None]]) -> ErrorCode:
-        written.extend(records)
-        return ErrorCode.NONE
-
     topics = _ready()
-    m = sg.StreamsGroupManager(sg.StreamsGroupConfig(), ManualScheduler(), lambda: topics, append)
+    m, written = _recording(topics)
     a = _join(m, "a", "p1")
     b = _join(m, "b", "p2")
     assert a.tasks is not None and b.tasks is not None
     a = m.heartbeat(sg.StreamsHeartbeatRequest("app", "a", a.member_epoch, active=a.tasks[0]))
     old = m.groups["app"]
 
-    fresh = sg.StreamsGroupManager(sg.StreamsGroupConfig(), ManualScheduler(), lambda: topics)
-    for key, value in written:
-        skey = srec.decode_key(key)
-        assert skey is not None
-        fresh.replay_record(skey, value)
-    fresh.on_loaded({"app"})
+    fresh = _replayed(written, topics)
     new = fresh.groups["app"]
     assert (new.group_epoch, new.assignment_epoch) == (old.group_epoch, old.assignment_epoch)
     assert new.topology == TOPOLOGY
@@ -198,12 +214,7 @@ def test_group_survives_a_reload_from_its_records() -> None:
     for mid in list(old.members):
         m.remove_member(old, mid)
     m.delete("app")
-    gone = sg.StreamsGroupManager(sg.StreamsGroupConfig(), ManualScheduler(), lambda: topics)
-    for key, value in written:
-        skey = srec.decode_key(key)
-        assert skey is not None
-        gone.replay_record(skey, value)
-    assert "app" not in gone.groups
+    assert "app" not in _replayed(written, topics).groups
 
 
 def test_a_member_that_does_not_revoke_in_time_is_removed() -> None:
@@ -240,14 +251,8 @@ def test_static_member_takes_over_its_tasks_after_a_temporary_leave() -> None:
     """Kafka's static membership for streams groups: a member with an instance id that leaves
     with epoch -2 keeps its tasks (no new group epoch); a new member id with the same instance
     id takes them over at once; while the instance id is held, another join is refused."""
-    written: list[tuple[bytes, bytes | None]] = []
-
-    def append(_group_id: str, records: list[tuple[bytes, bytes | None]]) -> ErrorCode:
-        written.extend(records)
-        return ErrorCode.NONE
-
     topics = _ready()
-    m = sg.StreamsGroupManager(sg.StreamsGroupConfig(), ManualScheduler(), lambda: topics, append)
+    m, written = _recording(topics)
     a = _join_static(m, "a1", "inst-a")
     b = _join_static(m, "b1", "inst-b", "p2")
     a = m.heartbeat(sg.StreamsHeartbeatRequest("app", "a1", a.member_epoch, active=a.tasks[0]))
@@ -285,13 +290,7 @@ def test_static_member_takes_over_its_tasks_after_a_temporary_leave() -> None:
     assert r.error == ErrorCode.UNKNOWN_MEMBER_ID
 
     # the records rebuild the replacement on another coordinator
-    fresh = sg.StreamsGroupManager(sg.StreamsGroupConfig(), ManualScheduler(), lambda: topics)
-    for key, value in written:
-        skey = srec.decode_key(key)
-        assert skey is not None
-        fresh.replay_record(skey, value)
-    fresh.on_loaded({"app"})
-    loaded = fresh.groups["app"]
+    loaded = _replayed(written, topics).groups["app"]
     assert set(loaded.members) == {"a1", "b2"}
     assert loaded.static_members == {"inst-a": "a1", "inst-b": "b2"}
     assert flatten(loaded.members["b2"].active) == b_tasks and "b1" not in loaded.target

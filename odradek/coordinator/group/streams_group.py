@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from odradek.coordinator.group import streams_records as srec
@@ -384,14 +384,12 @@ class StreamsGroupManager:
                     "member.",
                 )
             # the static member comes back under a new member id: it takes over its tasks
-            member = StreamsMember(
-                req.member_id,
-                process_id=existing.process_id,
-                instance_id=existing.instance_id,
-                rack_id=existing.rack_id,
-                rebalance_timeout_ms=existing.rebalance_timeout_ms,
-                topology_epoch=existing.topology_epoch,
-                user_endpoint=existing.user_endpoint,
+            member = replace(
+                existing,
+                member_id=req.member_id,
+                member_epoch=0,
+                previous_member_epoch=0,
+                state=StreamsMemberState.STABLE,
                 client_tags=dict(existing.client_tags),
                 active=_copy(existing.active),
                 standby=_copy(existing.standby),
