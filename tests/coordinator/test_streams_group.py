@@ -336,3 +336,22 @@ def test_group_configs_set_session_heartbeat_and_standbys() -> None:
     assert standbys == sorted((s, p) for s in "01" for p in range(4))  # one per task
     sched.advance(6001)
     assert m.groups["app"].members == {}
+
+
+def test_a_changed_standby_count_reassigns_at_the_next_heartbeat() -> None:
+    """Kafka's LastAssignmentConfig: streams.num.standby.replicas changed for a stable group
+    gives a new target (with the standbys) at the next heartbeat, under a new group epoch."""
+    m, _ = _manager(_ready())
+    configs: dict[str, str] = {}
+    m.group_configs = lambda _group_id: configs
+    a = _join(m, "a", "p1")
+    b = _join(m, "b", "p2")
+    group = m.groups["app"]
+    assert all(not standby for _, standby in group.target.values())
+    epoch = group.group_epoch
+    configs["streams.num.standby.replicas"] = "1"
+    m.heartbeat(sg.StreamsHeartbeatRequest("app", "b", b.member_epoch))
+    assert group.group_epoch == epoch + 1 and group.assignment_epoch == epoch + 1
+    standbys = sorted(t for _, standby in group.target.values() for t in flatten(standby))
+    assert standbys == sorted((s, p) for s in "01" for p in range(4))
+    assert a.error == ErrorCode.NONE

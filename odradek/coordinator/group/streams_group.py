@@ -23,17 +23,21 @@ Sans-IO: time and timers come from a `Scheduler`, topics from the same view as c
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
+from odradek.coordinator.group import modern
 from odradek.coordinator.group import streams_records as srec
-from odradek.coordinator.group.consumer_group import (
+from odradek.coordinator.group.modern import (
     LEAVE_EPOCH,
     LEAVE_STATIC_EPOCH,
     Appender,
     HeartbeatError,
     TopicsView,
+    commit_member,
+    fenced_epoch,
+    update_member,
 )
 from odradek.coordinator.group.streams_assignor import (
     AssignorMember,
@@ -71,9 +75,7 @@ class StreamsMemberState(Enum):
 
 
 @dataclass(slots=True, frozen=True)
-class StreamsGroupConfig:
-    heartbeat_interval_ms: int = 5000
-    session_timeout_ms: int = 45000
+class StreamsGroupConfig(modern.ModernGroupConfig):
     num_standby_replicas: int = 0
     max_size: int = 2147483647
 
@@ -138,6 +140,7 @@ class StreamsGroup:
     status: list[tuple[int, str]] = field(default_factory=list)
     topics_seen: dict[str, int] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
+    assigned_standbys: int | None = None  # the standby count of the target (None: not known)
 
     @property
     def state(self) -> StreamsGroupState:
@@ -156,13 +159,7 @@ class StreamsGroup:
 
 
 @dataclass(slots=True)
-class StreamsHeartbeatRequest:
-    group_id: str
-    member_id: str
-    member_epoch: int
-    instance_id: str | None = None
-    rack_id: str | None = None
-    rebalance_timeout_ms: int = -1
+class StreamsHeartbeatRequest(modern.ModernHeartbeatRequest):
     topology: Topology | None = None
     active: Tasks | None = None
     standby: Tasks | None = None
@@ -191,8 +188,14 @@ class StreamsHeartbeatResult:
         return cls(error, message)
 
 
-class StreamsGroupManager:
-    """Streams groups of one coordinator (all its offsets partitions)."""
+class StreamsGroupManager(modern.ModernGroupManager[StreamsGroup, "srec.StreamsKey"]):
+    """Streams groups of one coordinator (all its offsets partitions); a group's own
+    streams.session.timeout.ms, streams.heartbeat.interval.ms and streams.num.standby.replicas
+    override the broker's."""
+
+    kind = "streams"
+    label = "streams group"
+    timer = "sg"
 
     def __init__(
         self,
@@ -201,28 +204,9 @@ class StreamsGroupManager:
         topics: TopicsView,
         append: Appender | None = None,
     ) -> None:
+        super().__init__(config, scheduler, topics, append, StreamsGroup)
         self.config = config
-        self.append = append
-        self.scheduler = scheduler
-        self.topics = topics
-        # a group's own configs (streams.session.timeout.ms, streams.num.standby.replicas, ...)
-        self.group_configs: Callable[[str], Mapping[str, str]] = lambda _group_id: {}
-        self.groups: dict[str, StreamsGroup] = {}
-        self.rebalances = 0
-        # (group, member) -> the member epoch its revocation timer was armed at
-        self._revoking: dict[tuple[str, str], int] = {}
-
-    def _group_config(self, group_id: str, name: str, default: int) -> int:
-        raw = self.group_configs(group_id).get(f"streams.{name}")
-        return int(raw) if raw else default
-
-    def heartbeat_interval_ms(self, group_id: str) -> int:
-        return self._group_config(
-            group_id, "heartbeat.interval.ms", self.config.heartbeat_interval_ms
-        )
-
-    def session_timeout_ms(self, group_id: str) -> int:
-        return self._group_config(group_id, "session.timeout.ms", self.config.session_timeout_ms)
+        self.metadata_kind = srec.GROUP_METADATA  # set here: streams_records imports this module
 
     def num_standby_replicas(self, group_id: str) -> int:
         return self._group_config(
@@ -247,8 +231,7 @@ class StreamsGroupManager:
         group = self.groups.pop(group_id, None)
         if group is not None:
             for member_id in group.members:
-                self.scheduler.cancel(("sg-session", group_id, member_id))
-                self.scheduler.cancel(("sg-rebalance", group_id, member_id))
+                self._cancel_timers(group_id, member_id)
 
     # -- the heartbeat ---------------------------------------------------------------------------
 
@@ -298,12 +281,7 @@ class StreamsGroupManager:
         if req.process_id is not None:
             bump |= member.process_id != req.process_id
             member.process_id = req.process_id
-        if req.instance_id is not None:
-            member.instance_id = req.instance_id
-        if req.rack_id is not None:
-            member.rack_id = req.rack_id
-        if req.rebalance_timeout_ms != -1:
-            member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        update_member(member, req)
         if req.user_endpoint is not None:
             member.user_endpoint = req.user_endpoint
         if req.client_tags is not None:
@@ -320,6 +298,9 @@ class StreamsGroupManager:
         # 2. the topics: a change (created, deleted, repartitioned) bumps the group epoch
         create = self._configure(group)
         status.extend(group.status)
+        standbys = self.num_standby_replicas(group.group_id)
+        if group.assigned_standbys not in (None, standbys):
+            bump = True  # Kafka's LastAssignmentConfig: a changed standby count reassigns
         if bump:
             group.group_epoch += 1
             self.rebalances += 1
@@ -469,12 +450,6 @@ class StreamsGroupManager:
             records.append(srec.current_assignment(gid, member))
         self._write(gid, records)
 
-    def _write(self, group_id: str, records: list[srec.Record]) -> None:
-        if self.append is not None and records:
-            error = self.append(group_id, records)
-            if error != ErrorCode.NONE:
-                log.warning("[GroupId %s] records not written: %s", group_id, error.name)
-
     def _configure(self, group: StreamsGroup) -> list[TopicInfo]:
         """Check the topology's topics against the cluster's: sets `partitions` (None while
         not configured) and `status`; returns the internal topics to create."""
@@ -572,6 +547,7 @@ class StreamsGroupManager:
         )
         group.target = {mid: (t.active, t.standby) for mid, t in planned.items()}
         group.assignment_epoch = group.group_epoch
+        group.assigned_standbys = self.num_standby_replicas(group.group_id)
         log.info("[GroupId %s] computed a new target assignment for epoch %d: %s",
                  group.group_id, group.group_epoch,
                  {mid: sorted(flatten(a)) for mid, (a, _) in group.target.items()})  # fmt: skip
@@ -658,16 +634,11 @@ class StreamsGroupManager:
         self._write(group.group_id, records)
         self.rebalances += 1
 
-    def _cancel_timers(self, group_id: str, member_id: str) -> None:
-        self._revoking.pop((group_id, member_id), None)
-        self.scheduler.cancel(("sg-session", group_id, member_id))
-        self.scheduler.cancel(("sg-rebalance", group_id, member_id))
-
     def _arm_session(self, group_id: str, member_id: str) -> None:
         self.scheduler.schedule(
             ("sg-session", group_id, member_id),
             self.session_timeout_ms(group_id),
-            lambda: self._expire(group_id, member_id),
+            lambda: self._expire_session(group_id, member_id),
         )
 
     def _arm_revocation(self, group_id: str, member: StreamsMember) -> None:
@@ -696,29 +667,9 @@ class StreamsGroupManager:
 
         self.scheduler.schedule(key, member.rebalance_timeout_ms, expire)
 
-    def _expire(self, group_id: str, member_id: str) -> None:
-        group = self.groups.get(group_id)
-        if group is not None and member_id in group.members:
-            log.info(
-                "[GroupId %s] Member %s fenced from the streams group because its session expired.",
-                group_id,
-                member_id,
-            )
-            self.remove_member(group, member_id)
-
     # -- loading (replay of __consumer_offsets) ----------------------------------------------------
 
-    def replay_record(self, key: srec.StreamsKey, value: bytes | None) -> None:
-        """Apply one streams-group record of a loading offsets partition, in log order."""
-        gid = key.group_id
-        if key.kind == srec.GROUP_METADATA and value is None:
-            self.groups.pop(gid, None)
-            return
-        group = self.groups.get(gid)
-        if group is None:
-            if value is None:
-                return
-            group = self.groups[gid] = StreamsGroup(gid)
+    def _apply_record(self, group: StreamsGroup, key: srec.StreamsKey, value: bytes | None) -> None:
         if key.kind == srec.GROUP_METADATA and value is not None:
             group.group_epoch = srec.read_epoch(value)
         elif key.kind == srec.TOPOLOGY:
@@ -770,28 +721,11 @@ class StreamsGroupManager:
     ) -> ErrorCode | None:
         """Kafka's StreamsGroup.validateOffsetCommit; None when the commit may go ahead."""
         group = self.groups.get(group_id)
-        if group is None:
-            return None
-        if member_epoch < 0 and not group.members:
-            return None
-        member = group.members.get(member_id)
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
+        member = commit_member(None if group is None else group.members, member_id, member_epoch)
+        if not isinstance(member, StreamsMember):
+            return member
         if member_epoch != member.member_epoch:
             return ErrorCode.ILLEGAL_GENERATION if transactional else ErrorCode.STALE_MEMBER_EPOCH
-        return None
-
-    def validate_offset_fetch(
-        self, group_id: str, member_id: str | None, member_epoch: int
-    ) -> ErrorCode | None:
-        group = self.groups.get(group_id)
-        if group is None or member_epoch < 0 or member_id is None:
-            return None
-        member = group.members.get(member_id)
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
         return None
 
 
@@ -824,24 +758,15 @@ def _validate(req: StreamsHeartbeatRequest) -> None:
 
 def _check_epoch(member: StreamsMember, received: int, owned: Tasks | None) -> None:
     """Kafka's throwIfStreamsGroupMemberEpochIsInvalid."""
-    if received > member.member_epoch:
-        raise HeartbeatError(
-            ErrorCode.FENCED_MEMBER_EPOCH,
-            f"The streams group member has a greater member epoch ({received}) than the one "
-            f"known by the group coordinator ({member.member_epoch}). The member must abandon "
-            "all its tasks and rejoin.",
+    if received > member.member_epoch or (
+        received < member.member_epoch
+        and (
+            received != member.previous_member_epoch
+            or owned is None
+            or not flatten(owned) <= flatten(member.active)
         )
-    if received < member.member_epoch and (
-        received != member.previous_member_epoch
-        or owned is None
-        or not flatten(owned) <= flatten(member.active)
     ):
-        raise HeartbeatError(
-            ErrorCode.FENCED_MEMBER_EPOCH,
-            f"The streams group member has a smaller member epoch ({received}) than the one "
-            f"known by the group coordinator ({member.member_epoch}). The member must abandon "
-            "all its tasks and rejoin.",
-        )
+        raise fenced_epoch("streams", "tasks", received, member.member_epoch)
 
 
 def _repartition_counts(
