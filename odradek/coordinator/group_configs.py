@@ -531,6 +531,15 @@ def alter(
                     raise GroupConfigError(
                         ErrorCode.INVALID_CONFIG, f"Unknown group config name: {c.name}"
                     )
+                if KEYS[c.name].kind == LIST:  # streams.rack.aware.assignment.tags
+                    now = [t for t in (new.get(c.name) or "").split(",") if t]
+                    given = [t.strip() for t in (c.value or "").split(",") if t.strip()]
+                    if c.config_operation == APPEND:
+                        now += [t for t in given if t not in now]
+                    else:
+                        now = [t for t in now if t not in given]
+                    new[c.name] = ",".join(now)
+                    continue
                 verb = "APPEND" if c.config_operation == APPEND else "SUBTRACT"
                 raise GroupConfigError(
                     ErrorCode.INVALID_CONFIG,

@@ -152,6 +152,35 @@ def test_describe_alter_validate_and_list(broker: Broker) -> None:
         admin.close()
 
 
+def test_streams_keys_and_the_rack_tags_list(broker: Broker) -> None:
+    """Kafka 4.4's streams.* keys: bounded by the broker's group.streams.min/max.* keys with
+    Kafka's messages; streams.rack.aware.assignment.tags is a LIST (APPEND / SUBTRACT work,
+    duplicates are refused)."""
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        assert describe(admin, "cfg-s")["streams.session.timeout.ms"] == ("45000", "DEFAULT_CONFIG")
+        for value in ("30000", "0"):
+            refused = alter(
+                admin, "cfg-s", {"streams.session.timeout.ms": (AlterConfigOp.SET, value)}
+            )
+            assert str(refused).startswith("[Error 40] InvalidConfiguration"), refused
+        tags = "streams.rack.aware.assignment.tags"
+        assert alter(admin, "cfg-s", {tags: (AlterConfigOp.APPEND, "zone,rack")}) == "OK"
+        assert alter(admin, "cfg-s", {tags: (AlterConfigOp.APPEND, "rack,host")}) == "OK"
+        assert alter(admin, "cfg-s", {tags: (AlterConfigOp.SUBTRACT, "zone")}) == "OK"
+        assert describe(admin, "cfg-s")[tags] == ("rack,host", "DYNAMIC_GROUP_CONFIG")
+        refused = alter(admin, "cfg-s", {tags: (AlterConfigOp.SET, "a,a")})
+        assert str(refused).startswith("[Error 40] InvalidConfiguration"), refused
+        both = {"streams.session.timeout.ms": "50000", "streams.num.standby.replicas": "2"}
+        assert alter(admin, "cfg-s", {k: (AlterConfigOp.SET, v) for k, v in both.items()}) == "OK"
+        got = describe(admin, "cfg-s")
+        assert {k: got[k] for k in both} == {
+            k: (v, "DYNAMIC_GROUP_CONFIG") for k, v in both.items()
+        }
+    finally:
+        admin.close()
+
+
 def test_coordinators_apply_group_configs(broker: Broker) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO), "ODRADEK_BOOTSTRAP": broker.bootstrap}
 
