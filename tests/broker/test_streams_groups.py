@@ -194,3 +194,32 @@ def test_static_member_rejoins_with_its_tasks_and_group_configs_apply() -> None:
         assert back.member_epoch == epoch  # no rebalance: the same assignment epoch
         g = describe(b.bootstrap)
         assert [(m.member_id, m.instance_id) for m in g.members] == [("s2", "inst")]
+
+
+def test_topology_description_update_is_refused_as_kafka_44_without_a_plugin() -> None:
+    """KIP-1331's StreamsGroupTopologyDescriptionUpdate (key 93, v0): listed by ApiVersions and
+    answered as Kafka 4.4 answers it by default (no group.streams.topology.description.plugin
+    .class): UNSUPPORTED_VERSION with its message; the full description decodes."""
+    Req = protocol.request_class(ApiKey.STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE)
+    D = Req.TopologyDescription
+    node = D.TopologyDescriptionSubtopology.TopologyDescriptionNode(
+        name="KSTREAM-SOURCE-0000000000", node_type=1, source_topics=["in"], sink_topic=None,
+        stores=[], successors=["KSTREAM-SINK-0000000001"],
+    )  # fmt: skip
+    description = D(
+        subtopologies=[D.TopologyDescriptionSubtopology(subtopology_id="0", nodes=[node])],
+        global_stores=[],
+    )
+    with Broker(config=CONFIG) as b:
+        versions = call(b.bootstrap, 18, 3, client_software_name="t", client_software_version="1")
+        assert [(k.min_version, k.max_version) for k in versions.api_keys if k.api_key == 93] == [
+            (0, 0)
+        ]
+        r = call(
+            b.bootstrap, ApiKey.STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE, 0, group_id="app",
+            member_id="m1", topology_epoch=0, topology_description=description,
+        )  # fmt: skip
+        assert (r.error_code, r.error_message) == (
+            35,  # UNSUPPORTED_VERSION
+            "The broker has no streams group topology description plugin configured.",
+        )

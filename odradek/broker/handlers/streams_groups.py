@@ -9,7 +9,11 @@ the cluster lacks are created here, off the request path (Kafka's group coordina
 through its AutoTopicCreationManager); meanwhile the status says MISSING_INTERNAL_TOPICS.
 StreamsGroupDescribe (key 89), v0-1: the group epoch, assignment epoch, topology and every member's
 current and target tasks; v1 adds the assignor name and KIP-1331's topology description (null:
-odradek does not keep one). Both are listed by ApiVersions only while `streams.version` >= 1.
+odradek does not keep one).
+StreamsGroupTopologyDescriptionUpdate (key 93), v0 (KIP-1331): answered as Kafka 4.4 answers it
+without a `group.streams.topology.description.plugin.class` (its default): UNSUPPORTED_VERSION,
+"The broker has no streams group topology description plugin configured." (after the group's
+READ ACL). The three are listed by ApiVersions only while `streams.version` >= 1.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from odradek.broker.handler_support import client_host
+from odradek.broker.handler_support import client_host, group_allowed
 from odradek.broker.modern_group_support import (
     Fields,
     describe_groups,
@@ -44,6 +48,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STICKY = "sticky"  # the assignor's name, as Kafka's StickyTaskAssignor
+NO_DESCRIPTION_PLUGIN = "The broker has no streams group topology description plugin configured."
 
 # topics being created per broker, so heartbeats arriving meanwhile do not start them again
 _CREATING: weakref.WeakKeyDictionary[Broker, dict[str, asyncio.Task[None]]] = (
@@ -305,3 +310,18 @@ async def streams_group_describe(
         found,
     )
     return Resp(throttle_time_ms=0, groups=out)
+
+
+@handles(ApiKey.STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE, versions=(0, 0))
+async def streams_group_topology_description_update(
+    ctx: RequestContext, req: protocol.StreamsGroupTopologyDescriptionUpdateRequest
+) -> protocol.StreamsGroupTopologyDescriptionUpdateResponse:
+    """Kafka 4.4 with no topology description plugin (its default) refuses every push."""
+    allowed = group_allowed(ctx, AclOperation.READ, req.group_id)
+    return protocol.StreamsGroupTopologyDescriptionUpdateResponse(
+        throttle_time_ms=0,
+        error_code=ErrorCode.UNSUPPORTED_VERSION
+        if allowed
+        else ErrorCode.GROUP_AUTHORIZATION_FAILED,
+        error_message=NO_DESCRIPTION_PLUGIN if allowed else None,
+    )
