@@ -5,7 +5,8 @@ Members are processes (compat_tests/group_member.py, compat_tests/java/GroupMemb
 classic ones (confluent-kafka and kafka-python, range assignor) and consumer-protocol ones
 (`group.protocol=consumer`: confluent-kafka, and kafka-clients 4.4 in the upgrade case). Both
 brokers run short group timeouts (3 s sessions, 500 ms consumer heartbeats; Kafka's own floors
-lowered for that), a module-scoped odradek and a module-scoped Kafka node released after it.
+lowered for that: conftest.KAFKA_FAST_GROUPS), a module-scoped odradek and the session's Kafka
+node with those floors, shared with test_streams.
 
 - upgrade, then downgrade on leave: a consumer-protocol member joining a live classic group
   converts it (the classic member rebalances inside the consumer group); DescribeGroups answers
@@ -46,7 +47,7 @@ from compat_tests.group_harness import (
 )
 from compat_tests.harness import BrokerProcess, unique_name, wait_for
 from compat_tests.java_harness import JavaPrograms, kafka_lib_classpath
-from compat_tests.reference.conftest import ODRADEK_OVERRIDES, ReferencePool
+from compat_tests.reference.conftest import KAFKA_FAST_GROUPS, ODRADEK_OVERRIDES, ReferencePool
 from compat_tests.reference.kafka_ref import KafkaReference
 from compat_tests.test_kip848 import SETTLE_S, describe
 from odradek.coordinator.group.assignment import encode_subscription
@@ -55,24 +56,13 @@ from odradek.testing.raw import RawClient
 from odradek.wire import protocol
 from odradek.wire.errors import ErrorCode
 
-SESSION_MS = 3000
-FAST_GROUPS = {
-    "group.consumer.session.timeout.ms": str(SESSION_MS),
-    "group.consumer.heartbeat.interval.ms": "500",
-    "group.min.session.timeout.ms": "1000",
-}
-# Kafka refuses consumer-group timeouts under its floors (45 s sessions, 5 s heartbeats)
-KAFKA_FAST_GROUPS = {
-    **FAST_GROUPS,
-    "group.consumer.min.session.timeout.ms": str(SESSION_MS),
-    "group.consumer.min.heartbeat.interval.ms": "500",
-}
+SESSION_MS = int(KAFKA_FAST_GROUPS["group.consumer.session.timeout.ms"])
 
 
 @pytest.fixture(scope="module")
 def mig_odradek(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     proc = BrokerProcess(
-        tmp_path_factory.mktemp("odradek-mig"), overrides={**ODRADEK_OVERRIDES, **FAST_GROUPS}
+        tmp_path_factory.mktemp("odradek-mig"), overrides={**ODRADEK_OVERRIDES, **KAFKA_FAST_GROUPS}
     )
     proc.start()
     yield proc
@@ -81,9 +71,8 @@ def mig_odradek(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProc
 
 @pytest.fixture(scope="module")
 def mig_kafka(reference_pool: ReferencePool) -> Iterator[KafkaReference]:
-    cluster = reference_pool.get("4.4", overrides=KAFKA_FAST_GROUPS)
-    yield cluster
-    reference_pool.release(cluster)
+    """The session's Kafka 4.4 node with short group floors (shared with test_streams)."""
+    yield reference_pool.get("4.4", overrides=KAFKA_FAST_GROUPS)
 
 
 @pytest.fixture(scope="module")

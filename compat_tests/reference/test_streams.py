@@ -39,7 +39,7 @@ from confluent_kafka.admin import (
 )
 
 from compat_tests.harness import BrokerProcess
-from compat_tests.reference.conftest import ODRADEK_OVERRIDES, ReferencePool
+from compat_tests.reference.conftest import KAFKA_FAST_GROUPS, ODRADEK_OVERRIDES, ReferencePool
 from compat_tests.reference.jvm_apps import STREAMS, JvmApps, OutputReader, produce
 from compat_tests.reference.kafka_ref import KafkaReference
 from compat_tests.reference.kafka_tools import ToolRun, run_tool
@@ -48,11 +48,6 @@ WORDS = ("kafka", "streams", "odradek", "broker", "topic", "state", "window", "j
 REGIONS = ("north", "south", "west")
 PARTITIONS = 3
 MINUTE_MS = 60_000
-# the brokers' floors for a streams group's own session timeout and heartbeat interval
-STREAMS_FLOORS = {
-    "group.streams.min.session.timeout.ms": "6000",
-    "group.streams.min.heartbeat.interval.ms": "1000",
-}
 # the application's streams group: the same session timeout and heartbeat interval as its
 # classic consumers (StreamsApp.java), the standby replica it asks for, no first-assignment delay
 STREAMS_GROUP_CONFIGS = {
@@ -74,15 +69,14 @@ def jvm_apps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JvmApps]:
 @pytest.fixture(scope="module")
 def streams_odradek(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     work_dir = tmp_path_factory.mktemp("odradek-streams")
-    with BrokerProcess(work_dir, overrides={**ODRADEK_OVERRIDES, **STREAMS_FLOORS}) as proc:
+    with BrokerProcess(work_dir, overrides={**ODRADEK_OVERRIDES, **KAFKA_FAST_GROUPS}) as proc:
         yield proc
 
 
 @pytest.fixture(scope="module")
 def streams_kafka(reference_pool: ReferencePool) -> Iterator[KafkaReference]:
-    cluster = reference_pool.get("4.4", overrides=STREAMS_FLOORS)
-    yield cluster
-    reference_pool.release(cluster)
+    """The session's Kafka 4.4 node with short group floors (shared with test_kip848_migration)."""
+    yield reference_pool.get("4.4", overrides=KAFKA_FAST_GROUPS)
 
 
 @pytest.fixture(params=["odradek", "kafka-4.4"])
