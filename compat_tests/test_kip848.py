@@ -328,7 +328,7 @@ def test_classic_and_consumer_groups_side_by_side(
         [ck_member] = described.members
         assert len(ck_member.assignment.topic_partitions) == PARTITIONS
         # a consumer-protocol member joining the live classic group converts it (KIP-848
-        # online upgrade, compat_tests/test_kip848_migration.py): the classic member stays
+        # online upgrade, compat_tests/reference/test_kip848_migration.py): the classic member stays
         with RawClient(kbroker.bootstrap) as raw:
             resp = raw.request(
                 protocol.ConsumerGroupHeartbeatRequest(

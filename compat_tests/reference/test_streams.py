@@ -9,6 +9,12 @@ input record: every word's counts 1, 2, ..., n with no repeat or gap (a re-proce
 whose transaction was not aborted shows as a repeat), every window's sums rising to the exact
 total, one update per order. The same test runs against Apache Kafka 4.4 (the reference), so a
 failure on odradek alone is odradek's.
+
+With `group.protocol=streams` the broker owns the session timeout and the standby count: the test
+sets the group's `streams.*` configs (IncrementalAlterConfigs on the GROUP resource) before the
+application starts, as a Streams user would, so the killed instance's tasks move after 6 s rather
+than Kafka's default 45 s. Both brokers of this module lower `group.streams.min.session.timeout.ms`
+and `group.streams.min.heartbeat.interval.ms` (Kafka's floors, 45000 and 5000) to allow it.
 """
 
 from __future__ import annotations
@@ -22,15 +28,34 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
+from compat_tests.harness import BrokerProcess
+from compat_tests.reference.conftest import KAFKA_FAST_GROUPS, ODRADEK_OVERRIDES, ReferencePool
 from compat_tests.reference.jvm_apps import STREAMS, JvmApps, OutputReader, produce
+from compat_tests.reference.kafka_ref import KafkaReference
 from compat_tests.reference.kafka_tools import ToolRun, run_tool
 
 WORDS = ("kafka", "streams", "odradek", "broker", "topic", "state", "window", "join")
 REGIONS = ("north", "south", "west")
 PARTITIONS = 3
 MINUTE_MS = 60_000
+# the application's streams group: the same session timeout and heartbeat interval as its
+# classic consumers (StreamsApp.java), the standby replica it asks for, no first-assignment delay
+STREAMS_GROUP_CONFIGS = {
+    "streams.session.timeout.ms": "6000",
+    "streams.heartbeat.interval.ms": "1000",
+    "streams.num.standby.replicas": "1",
+    "streams.initial.rebalance.delay.ms": "0",
+}
 
 
 @pytest.fixture(scope="module")
@@ -41,11 +66,73 @@ def jvm_apps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JvmApps]:
     apps.stop_all()
 
 
+@pytest.fixture(scope="module")
+def streams_odradek(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    work_dir = tmp_path_factory.mktemp("odradek-streams")
+    with BrokerProcess(work_dir, overrides={**ODRADEK_OVERRIDES, **KAFKA_FAST_GROUPS}) as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def streams_kafka(reference_pool: ReferencePool) -> Iterator[KafkaReference]:
+    """The session's Kafka 4.4 node with short group floors (shared with test_kip848_migration)."""
+    yield reference_pool.get("4.4", overrides=KAFKA_FAST_GROUPS)
+
+
 @pytest.fixture(params=["odradek", "kafka-4.4"])
 def bootstrap(request: pytest.FixtureRequest) -> str:
     if request.param == "odradek":
-        return str(request.getfixturevalue("odradek_broker").bootstrap)
-    return str(request.getfixturevalue("kafka44").bootstrap)
+        return str(request.getfixturevalue("streams_odradek").bootstrap)
+    return str(request.getfixturevalue("streams_kafka").bootstrap)
+
+
+def alter_group_configs(bootstrap: str, group: str, configs: dict[str, str]) -> None:
+    """IncrementalAlterConfigs SET on the GROUP resource (confluent-kafka's admin client)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    entries = [
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()
+    ]
+    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
+    for fut in admin.incremental_alter_configs([res]).values():
+        fut.result(30)
+
+
+def test_streams_group_configs_are_validated_and_described(bootstrap: str) -> None:
+    """The streams group keys of Kafka 4.4's GroupConfig: set, described as the group's own,
+    refused with Kafka's messages below the ConfigDef's floor, outside the broker's
+    group.streams.min/max.* bounds, or with a session timeout not above the heartbeat."""
+    group = f"sg{uuid.uuid4().hex[:8]}"
+    alter_group_configs(bootstrap, group, STREAMS_GROUP_CONFIGS)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    (fut,) = admin.describe_configs([ConfigResource(ResourceType.GROUP, group)]).values()
+    described = fut.result(30)
+    for key, value in STREAMS_GROUP_CONFIGS.items():
+        assert (described[key].value, described[key].source) == (value, 8), described[key]
+    # Kafka 4.4 describes the assignor and rack tags, not its internal keys (warm-ups, lag)
+    assert described["streams.assignor.name"].value == "sticky"
+    assert "streams.num.warmup.replicas" not in described
+    for key, value, message in (
+        ("streams.session.timeout.ms", "0",
+         "Invalid value 0 for configuration streams.session.timeout.ms: Value must be at least 1"),
+        ("streams.session.timeout.ms", "5000",
+         "streams.session.timeout.ms must be in the range 6000 to 60000 inclusive."),
+        ("streams.heartbeat.interval.ms", "20000",
+         "streams.heartbeat.interval.ms must be in the range 1000 to 15000 inclusive."),
+        ("streams.num.standby.replicas", "3",
+         "streams.num.standby.replicas must be less than or equal to 2"),
+        ("streams.num.warmup.replicas", "30",
+         "streams.num.warmup.replicas must be less than or equal to 20"),
+        ("streams.task.offset.interval.ms", "100",
+         "streams.task.offset.interval.ms must be greater than or equal to 15000"),
+        ("streams.assignor.name", "x", "streams.assignor.name 'x' is not a registered task "
+         "assignor. Registered assignors are: [sticky]."),
+        ("streams.heartbeat.interval.ms", "6000",
+         "streams.session.timeout.ms must be greater than streams.heartbeat.interval.ms"),
+    ):  # fmt: skip
+        with pytest.raises(KafkaException) as refused:
+            alter_group_configs(bootstrap, group, {key: value})
+        error = refused.value.args[0]
+        assert (error.name(), error.str()) == ("INVALID_CONFIG", message), (key, value)
 
 
 @pytest.fixture(params=["classic", "streams"])
@@ -113,6 +200,8 @@ def test_streams_exactly_once_with_a_killed_instance(
 
         return done
 
+    if protocol == "streams":
+        alter_group_configs(bootstrap, app_id, STREAMS_GROUP_CONFIGS)
     a = jvm_apps.start(
         "StreamsApp", bootstrap, app_id, prefix, str(tmp_path / "a" / "state"), protocol,
         directory=tmp_path / "a",

@@ -9,8 +9,9 @@ session timeout and heartbeat interval, the share coordinator its session timeou
 interval, acquisition lock duration and, when a share-partition is first used, where it starts
 (`share.auto.offset.reset`: latest, earliest or by_duration:<ISO 8601 duration>).
 
-The keys and their bounds, as Kafka 4.1 validates them (INVALID_CONFIG otherwise); a key not set
-for the group takes the broker's value (its `group.*` synonym):
+The keys and their bounds, as Kafka 4.4 validates them (INVALID_CONFIG, with its messages: "X
+must be in the range LO to HI inclusive.", and a session timeout above the heartbeat interval);
+a key not set for the group takes the broker's value (its `group.*` synonym):
 
     key                             default (broker key)                  bounds (broker keys)
     consumer.session.timeout.ms     group.consumer.session.timeout.ms     group.consumer.min/max.
@@ -23,7 +24,17 @@ for the group takes the broker's value (its `group.*` synonym):
 
 Kafka 4.2's share keys too: share.delivery.count.limit and share.partition.max.record.locks
 (bounded by their group.share.min/max.* broker keys), share.isolation.level (read_committed or
-read_uncommitted) and share.renew.acknowledge.enable (KIP-1222).
+read_uncommitted) and share.renew.acknowledge.enable (KIP-1222). The KIP-1071 streams keys
+(the streams group coordinator reads the first four):
+
+    streams.session.timeout.ms      group.streams.session.timeout.ms      group.streams.min/max.
+    streams.heartbeat.interval.ms   group.streams.heartbeat.interval.ms   (the same, min/max.)
+    streams.num.standby.replicas    group.streams.num.standby.replicas    0 .. group.streams.max.
+                                                                          standby.replicas
+    streams.num.warmup.replicas     group.streams.num.warmup.replicas     0 .. group.streams.max.
+                                                                          warmup.replicas
+    streams.acceptable.recovery.lag, streams.task.offset.interval.ms, streams.initial.rebalance.
+    delay.ms, streams.assignment.interval.ms: accepted, described and bounded as Kafka 4.4 does.
 """
 
 from __future__ import annotations
@@ -38,7 +49,8 @@ from odradek.wire.errors import ErrorCode
 
 GROUP = 32
 GROUP_CONFIG = 8  # DescribeConfigsResponse.ConfigSource
-BOOLEAN, STRING, INT = 1, 2, 3  # DescribeConfigsResponse.ConfigType
+BOOLEAN, STRING, INT, LONG, LIST = 1, 2, 3, 5, 7  # DescribeConfigsResponse.ConfigType
+STREAMS_ASSIGNORS = ("sticky",)  # group.streams.assignors: the task assignors odradek has
 # STRING keys other than share.auto.offset.reset: their allowed values
 CHOICES = {"share.isolation.level": ("read_committed", "read_uncommitted")}
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -52,6 +64,10 @@ class GroupKey:
     kind: int
     doc: str
     bounds: tuple[tuple[str, int], tuple[str, int]] | None = None  # (min key, default), (max ...)
+    at_least: int = 1  # the ConfigDef range's floor
+    ceiling: tuple[str, int] | None = None  # only a max broker key (validateIntMax)
+    floor: tuple[str, int] | None = None  # only a min broker key (validateIntMin)
+    internal: bool = False  # accepted and validated, never described (GroupConfig.isInternal)
 
 
 KEYS: dict[str, GroupKey] = {
@@ -156,6 +172,102 @@ KEYS: dict[str, GroupKey] = {
             BOOLEAN,
             "whether members may renew their acquisition locks (KIP-1222)",
         ),
+        GroupKey(
+            "streams.session.timeout.ms",
+            "group.streams.session.timeout.ms",
+            45000,
+            INT,
+            "session timeout of the streams group's members (KIP-1071)",
+            (
+                ("group.streams.min.session.timeout.ms", 45000),
+                ("group.streams.max.session.timeout.ms", 60000),
+            ),
+        ),
+        GroupKey(
+            "streams.heartbeat.interval.ms",
+            "group.streams.heartbeat.interval.ms",
+            5000,
+            INT,
+            "heartbeat interval given to the streams group's members",
+            (
+                ("group.streams.min.heartbeat.interval.ms", 5000),
+                ("group.streams.max.heartbeat.interval.ms", 15000),
+            ),
+        ),
+        GroupKey(
+            "streams.num.standby.replicas",
+            "group.streams.num.standby.replicas",
+            0,
+            INT,
+            "standby replicas of each task the assignor plans",
+            at_least=0,
+            ceiling=("group.streams.max.standby.replicas", 2),
+        ),
+        GroupKey(
+            "streams.num.warmup.replicas",
+            "group.streams.num.warmup.replicas",
+            2,
+            INT,
+            "warm-up tasks the assignor plans at most, for tasks moving to a member that is "
+            "not caught up",
+            at_least=0,
+            ceiling=("group.streams.max.warmup.replicas", 20),
+            internal=True,
+        ),
+        GroupKey(
+            "streams.acceptable.recovery.lag",
+            "group.streams.acceptable.recovery.lag",
+            10000,
+            LONG,
+            "the largest lag (offsets to catch up) at which a member counts as caught up for "
+            "an active task",
+            at_least=0,
+            internal=True,
+        ),
+        GroupKey(
+            "streams.task.offset.interval.ms",
+            "group.streams.task.offset.interval.ms",
+            60000,
+            INT,
+            "how often members report their tasks' changelog offsets",
+            floor=("group.streams.min.task.offset.interval.ms", 15000),
+            internal=True,
+        ),
+        GroupKey(
+            "streams.initial.rebalance.delay.ms",
+            "group.streams.initial.rebalance.delay.ms",
+            3000,
+            INT,
+            "wait for more members of a new streams group before its first assignment",
+            at_least=0,
+        ),
+        GroupKey(
+            "streams.assignment.interval.ms",
+            "group.streams.assignment.interval.ms",
+            1000,
+            INT,
+            "interval between assignment updates of the streams group",
+            (
+                ("group.streams.min.assignment.interval.ms", 0),
+                ("group.streams.max.assignment.interval.ms", 15000),
+            ),
+            at_least=0,
+        ),
+        GroupKey(
+            "streams.assignor.name",
+            None,
+            "sticky",
+            STRING,
+            "the task assignor of the streams group, one of group.streams.assignors",
+        ),
+        GroupKey(
+            "streams.rack.aware.assignment.tags",
+            None,
+            "",
+            LIST,
+            "client tag keys the assignor spreads standby replicas over (not used by odradek's "
+            "assignor)",
+        ),
     )
 }
 
@@ -209,7 +321,7 @@ def value(broker: ConfigHost, group_id: str, name: str) -> Any:
     raw = overrides(broker, group_id).get(name)
     if raw is None:
         raw = _setting(broker, key.synonym, key.default) if key.synonym else key.default
-    if key.kind == INT:
+    if key.kind in (INT, LONG):
         return int(raw)
     return str(raw).strip().lower() if key.kind == BOOLEAN or name in CHOICES else str(raw)
 
@@ -251,7 +363,10 @@ def _check_name(name: str | None) -> str:
 
 
 def validate(broker: ConfigHost, configs: Mapping[str, str]) -> None:
-    """Kafka's GroupConfig.validate: known names, typed values, bounds."""
+    """Kafka's GroupConfig.validate: known names, typed values (the ConfigDef's floor), then
+    the broker's bounds and the session timeout above the heartbeat interval (Kafka 4.4's
+    messages)."""
+    numbers: dict[str, int] = {}
     for name, raw in configs.items():
         key = KEYS.get(name)
         if key is None:
@@ -269,6 +384,21 @@ def validate(broker: ConfigHost, configs: Mapping[str, str]) -> None:
                     ),
                 )
             continue
+        if key.kind == LIST:
+            tags = re.split(r"\s*,\s*", raw.strip()) if raw.strip() else []
+            if len(set(tags)) != len(tags):
+                raise GroupConfigError(
+                    ErrorCode.INVALID_CONFIG, f"{name} must not contain duplicate tag keys."
+                )
+            continue
+        if name == "streams.assignor.name":
+            if raw not in STREAMS_ASSIGNORS:
+                raise GroupConfigError(
+                    ErrorCode.INVALID_CONFIG,
+                    f"{name} '{raw}' is not a registered task assignor. Registered assignors "
+                    f"are: [{', '.join(STREAMS_ASSIGNORS)}].",
+                )
+            continue
         if key.kind == STRING:
             try:
                 reset_strategy(raw)
@@ -279,34 +409,75 @@ def validate(broker: ConfigHost, configs: Mapping[str, str]) -> None:
                     "earliest, latest or by_duration:<ISO 8601 duration>",
                 ) from None
             continue
-        try:
-            number = int(raw.strip())
-        except ValueError:
-            raise GroupConfigError(
-                ErrorCode.INVALID_CONFIG,
-                f"Invalid value {raw} for configuration {name}: Not a number of type INT",
-            ) from None
-        if not -(2**31) <= number < 2**31:
-            raise GroupConfigError(
-                ErrorCode.INVALID_CONFIG,
-                f"Invalid value {raw} for configuration {name}: Not a number of type INT",
-            )
-        if number < 1:
-            raise GroupConfigError(
-                ErrorCode.INVALID_CONFIG,
-                f"Invalid value {number} for configuration {name}: Value must be at least 1",
-            )
-        if key.bounds is not None:
-            (lo_key, lo_default), (hi_key, hi_default) = key.bounds
-            if number < int(_setting(broker, lo_key, lo_default)):
+        numbers[name] = _number(key, raw)
+    for name, number in numbers.items():
+        _check_bounds(broker, KEYS[name], number)
+    for kind in ("consumer", "share", "streams"):
+        session, heartbeat = f"{kind}.session.timeout.ms", f"{kind}.heartbeat.interval.ms"
+        if session in numbers or heartbeat in numbers:
+            s = numbers.get(session, int(value_of_broker(broker, session)))
+            h = numbers.get(heartbeat, int(value_of_broker(broker, heartbeat)))
+            if s <= h:
                 raise GroupConfigError(
-                    ErrorCode.INVALID_CONFIG,
-                    f"{name} must be greater than or equal to {lo_key}",
+                    ErrorCode.INVALID_CONFIG, f"{session} must be greater than {heartbeat}"
                 )
-            if number > int(_setting(broker, hi_key, hi_default)):
-                raise GroupConfigError(
-                    ErrorCode.INVALID_CONFIG, f"{name} must be less than or equal to {hi_key}"
-                )
+
+
+def _number(key: GroupKey, raw: str) -> int:
+    """The ConfigDef's parse of an INT or LONG key, with its atLeast floor."""
+    name, kind = key.name, "INT" if key.kind == INT else "LONG"
+    try:
+        number = int(raw.strip())
+    except ValueError:
+        raise GroupConfigError(
+            ErrorCode.INVALID_CONFIG,
+            f"Invalid value {raw} for configuration {name}: Not a number of type {kind}",
+        ) from None
+    limit = 2**31 if key.kind == INT else 2**63
+    if not -limit <= number < limit:
+        raise GroupConfigError(
+            ErrorCode.INVALID_CONFIG,
+            f"Invalid value {raw} for configuration {name}: Not a number of type {kind}",
+        )
+    if number < key.at_least:
+        raise GroupConfigError(
+            ErrorCode.INVALID_CONFIG,
+            f"Invalid value {number} for configuration {name}: Value must be at least "
+            f"{key.at_least}",
+        )
+    return number
+
+
+def _check_bounds(broker: ConfigHost, key: GroupKey, number: int) -> None:
+    """Kafka 4.4's validateIntRange / validateIntMax / validateIntMin against the broker's
+    group.<type>.min/max.* settings."""
+    if key.bounds is not None:
+        (lo_key, lo_default), (hi_key, hi_default) = key.bounds
+        lo = int(_setting(broker, lo_key, lo_default))
+        hi = int(_setting(broker, hi_key, hi_default))
+        if not lo <= number <= hi:
+            raise GroupConfigError(
+                ErrorCode.INVALID_CONFIG,
+                f"{key.name} must be in the range {lo} to {hi} inclusive.",
+            )
+    if key.ceiling is not None:
+        hi = int(_setting(broker, *key.ceiling))
+        if number > hi:
+            raise GroupConfigError(
+                ErrorCode.INVALID_CONFIG, f"{key.name} must be less than or equal to {hi}"
+            )
+    if key.floor is not None:
+        lo = int(_setting(broker, *key.floor))
+        if number < lo:
+            raise GroupConfigError(
+                ErrorCode.INVALID_CONFIG, f"{key.name} must be greater than or equal to {lo}"
+            )
+
+
+def value_of_broker(broker: ConfigHost, name: str) -> Any:
+    """The broker's value for a group key (its `group.*` synonym), ignoring the group."""
+    key = KEYS[name]
+    return _setting(broker, key.synonym, key.default) if key.synonym else key.default
 
 
 def entries(broker: ConfigHost, name: str) -> list[ConfigEntry]:
@@ -315,6 +486,8 @@ def entries(broker: ConfigHost, name: str) -> list[ConfigEntry]:
     set_here = overrides(broker, _check_name(name))
     out = []
     for key in KEYS.values():
+        if key.internal:
+            continue
         shown = str(value(broker, name, key.name))
         source = GROUP_CONFIG if key.name in set_here else DEFAULT_CONFIG
         # the group's own value first, then the broker key it falls back to (Kafka 4.4)
@@ -358,6 +531,15 @@ def alter(
                     raise GroupConfigError(
                         ErrorCode.INVALID_CONFIG, f"Unknown group config name: {c.name}"
                     )
+                if KEYS[c.name].kind == LIST:  # streams.rack.aware.assignment.tags
+                    now = [t for t in (new.get(c.name) or "").split(",") if t]
+                    given = [t.strip() for t in (c.value or "").split(",") if t.strip()]
+                    if c.config_operation == APPEND:
+                        now += [t for t in given if t not in now]
+                    else:
+                        now = [t for t in now if t not in given]
+                    new[c.name] = ",".join(now)
+                    continue
                 verb = "APPEND" if c.config_operation == APPEND else "SUBTRACT"
                 raise GroupConfigError(
                     ErrorCode.INVALID_CONFIG,

@@ -76,6 +76,13 @@ def test_describe_alter_validate_and_list(broker: Broker) -> None:
             "share.partition.max.record.locks",
             "share.isolation.level",
             "share.renew.acknowledge.enable",
+            "streams.session.timeout.ms",
+            "streams.heartbeat.interval.ms",
+            "streams.num.standby.replicas",
+            "streams.initial.rebalance.delay.ms",
+            "streams.assignment.interval.ms",
+            "streams.assignor.name",
+            "streams.rack.aware.assignment.tags",
         }
         assert before["share.isolation.level"] == ("read_uncommitted", "DEFAULT_CONFIG")
         assert before["share.partition.max.record.locks"] == ("2000", "DEFAULT_CONFIG")
@@ -141,6 +148,35 @@ def test_describe_alter_validate_and_list(broker: Broker) -> None:
         )
         assert describe(admin, "cfg-a") == before
         assert "cfg-a" not in admin.list_config_resources(["GROUP"]).get("group", [])
+    finally:
+        admin.close()
+
+
+def test_streams_keys_and_the_rack_tags_list(broker: Broker) -> None:
+    """Kafka 4.4's streams.* keys: bounded by the broker's group.streams.min/max.* keys with
+    Kafka's messages; streams.rack.aware.assignment.tags is a LIST (APPEND / SUBTRACT work,
+    duplicates are refused)."""
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        assert describe(admin, "cfg-s")["streams.session.timeout.ms"] == ("45000", "DEFAULT_CONFIG")
+        for value in ("30000", "0"):
+            refused = alter(
+                admin, "cfg-s", {"streams.session.timeout.ms": (AlterConfigOp.SET, value)}
+            )
+            assert str(refused).startswith("[Error 40] InvalidConfiguration"), refused
+        tags = "streams.rack.aware.assignment.tags"
+        assert alter(admin, "cfg-s", {tags: (AlterConfigOp.APPEND, "zone,rack")}) == "OK"
+        assert alter(admin, "cfg-s", {tags: (AlterConfigOp.APPEND, "rack,host")}) == "OK"
+        assert alter(admin, "cfg-s", {tags: (AlterConfigOp.SUBTRACT, "zone")}) == "OK"
+        assert describe(admin, "cfg-s")[tags] == ("rack,host", "DYNAMIC_GROUP_CONFIG")
+        refused = alter(admin, "cfg-s", {tags: (AlterConfigOp.SET, "a,a")})
+        assert str(refused).startswith("[Error 40] InvalidConfiguration"), refused
+        both = {"streams.session.timeout.ms": "50000", "streams.num.standby.replicas": "2"}
+        assert alter(admin, "cfg-s", {k: (AlterConfigOp.SET, v) for k, v in both.items()}) == "OK"
+        got = describe(admin, "cfg-s")
+        assert {k: got[k] for k in both} == {
+            k: (v, "DYNAMIC_GROUP_CONFIG") for k, v in both.items()
+        }
     finally:
         admin.close()
 
@@ -335,4 +371,6 @@ def test_confluent_kafka_admin_alters_and_describes_group_configs(broker: Broker
     assert (entry.value, entry.source) == ("45000", 8)  # DYNAMIC_GROUP_CONFIG
     with pytest.raises(KafkaException) as refused:
         change("share.record.lock.duration.ms", "90000").result(timeout=WAIT_S)
-    assert "group.share.max.record.lock.duration.ms" in str(refused.value)
+    assert "share.record.lock.duration.ms must be in the range 15000 to 60000 inclusive." in str(
+        refused.value
+    )

@@ -13,19 +13,23 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
-from odradek.broker.handler_support import client_host, group_allowed
+from odradek.broker.handler_support import client_host
+from odradek.broker.modern_group_support import (
+    Fields,
+    describe_groups,
+    heartbeat_fields,
+    heartbeat_refusal,
+)
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions.internal_topics import offsets_replicated
-from odradek.coordinator.group.consumer_group import HeartbeatRequest
-from odradek.security.acl_types import AclOperation, ResourceType
+from odradek.coordinator.group.consumer_group import ConsumerGroup, HeartbeatRequest
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
 CONSUMER_MEMBER = 1  # MemberType (v1): 0 classic, 1 consumer
 CLASSIC_MEMBER = 0
-NOT_REQUESTED = -2147483648  # AuthorizedOperations when the request did not ask for them
 
 
 @handles(ApiKey.CONSUMER_GROUP_HEARTBEAT, versions=(0, 1))
@@ -36,32 +40,12 @@ async def consumer_group_heartbeat(
     coord = ctx.group_coordinator
 
     def failed(error: ErrorCode, message: str | None = None) -> object:
-        return Resp(
-            throttle_time_ms=0,
-            error_code=error,
-            error_message=message,
-            member_id=None,
-            member_epoch=0,
-            heartbeat_interval_ms=0,
-            assignment=None,
-        )
+        return Resp(**heartbeat_fields(error, message, None, None), assignment=None)
 
-    if not group_allowed(ctx, AclOperation.READ, req.group_id):
-        return failed(ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    if coord is None:
-        return failed(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     topics = req.subscribed_topic_names
-    if topics and ctx.broker.authorizer is not None:
-        denied = [
-            t
-            for t in topics
-            if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t, log_if_denied=False)
-        ]
-        if denied:
-            return failed(
-                ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                f"The client is not authorized to access topics: {sorted(denied)}",
-            )
+    refused = heartbeat_refusal(ctx, req.group_id, topics)
+    if refused is not None or coord is None:
+        return failed(*(refused or (ErrorCode.COORDINATOR_NOT_AVAILABLE, None)))
     result = coord.consumer_heartbeat(
         HeartbeatRequest(
             group_id=req.group_id,
@@ -94,15 +78,7 @@ async def consumer_group_heartbeat(
                 for tid, parts in sorted(result.assignment.items(), key=lambda x: str(x[0]))
             ]
         )
-    return Resp(
-        throttle_time_ms=0,
-        error_code=ErrorCode.NONE,
-        error_message=None,
-        member_id=result.member_id,
-        member_epoch=result.member_epoch,
-        heartbeat_interval_ms=result.heartbeat_interval_ms,
-        assignment=assignment,
-    )
+    return Resp(**heartbeat_fields(ErrorCode.NONE, None, result, None), assignment=assignment)
 
 
 def _assignment(
@@ -127,34 +103,8 @@ async def consumer_group_describe(
     M = G.Member
     coord = ctx.group_coordinator
     names = {info.topic_id: name for name, info in ctx.broker.topics.store.topics.items()}
-    out = []
-    for group_id in req.group_ids:
-        error: ErrorCode
-        group = None
-        if not group_allowed(ctx, AclOperation.DESCRIBE, group_id):
-            error = ErrorCode.GROUP_AUTHORIZATION_FAILED
-        elif coord is None:
-            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        else:
-            error, group = coord.consumer_describe(group_id)
-        if group is None:
-            message = (
-                f"Group {group_id} not found." if error == ErrorCode.GROUP_ID_NOT_FOUND else None
-            )
-            out.append(
-                G(
-                    error_code=error,
-                    error_message=message,
-                    group_id=group_id,
-                    group_state="",
-                    group_epoch=0,
-                    assignment_epoch=0,
-                    assignor_name="",
-                    members=[],
-                    authorized_operations=NOT_REQUESTED,
-                )
-            )
-            continue
+
+    def found(fields: Fields, group: ConsumerGroup) -> object:
         members = [
             M(
                 member_id=m.member_id,
@@ -173,19 +123,14 @@ async def consumer_group_describe(
             )
             for m in group.members.values()
         ]
-        out.append(
-            G(
-                error_code=ErrorCode.NONE,
-                error_message=None,
-                group_id=group_id,
-                group_state=group.state.value,
-                group_epoch=group.group_epoch,
-                assignment_epoch=group.assignment_epoch,
-                assignor_name=group.assignor,
-                members=members,
-                authorized_operations=ctx.authorized_operations_bits(ResourceType.GROUP, group_id)
-                if req.include_authorized_operations
-                else NOT_REQUESTED,
-            )
-        )
+        return G(**fields, assignor_name=group.assignor, members=members)
+
+    out = describe_groups(
+        ctx,
+        req.group_ids,
+        req.include_authorized_operations,
+        lambda group_id: coord.consumer_describe(group_id) if coord else (ErrorCode.NONE, None),
+        lambda fields: G(**fields, assignor_name=""),
+        found,
+    )
     return Resp(throttle_time_ms=0, groups=out)

@@ -378,7 +378,7 @@ def _described(
     message = None
     if error == ErrorCode.GROUP_ID_NOT_FOUND:
         if ctx.api_version >= 6:
-            message = f"Group {group_id} not found."
+            message = s.message or f"Group {group_id} not found."
         else:
             error = ErrorCode.NONE  # before v6 an unknown group is described as Dead
     return G(

@@ -9,7 +9,11 @@ the cluster lacks are created here, off the request path (Kafka's group coordina
 through its AutoTopicCreationManager); meanwhile the status says MISSING_INTERNAL_TOPICS.
 StreamsGroupDescribe (key 89), v0-1: the group epoch, assignment epoch, topology and every member's
 current and target tasks; v1 adds the assignor name and KIP-1331's topology description (null:
-odradek does not keep one). Both are listed by ApiVersions only while `streams.version` >= 1.
+odradek does not keep one).
+StreamsGroupTopologyDescriptionUpdate (key 93), v0 (KIP-1331): answered as Kafka 4.4 answers it
+without a `group.streams.topology.description.plugin.class` (its default): UNSUPPORTED_VERSION,
+"The broker has no streams group topology description plugin configured." (after the group's
+READ ACL). The three are listed by ApiVersions only while `streams.version` >= 1.
 """
 
 from __future__ import annotations
@@ -21,9 +25,16 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from odradek.broker.handler_support import client_host, group_allowed
+from odradek.broker.modern_group_support import (
+    Fields,
+    describe_groups,
+    heartbeat_fields,
+    heartbeat_refusal,
+)
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions.internal_topics import offsets_replicated
+from odradek.coordinator import group_configs
 from odradek.coordinator.group import streams_group as sg
 from odradek.coordinator.group.streams_assignor import Tasks
 from odradek.security.acl_types import AclOperation, ResourceType
@@ -36,8 +47,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-NOT_REQUESTED = -2147483648  # AuthorizedOperations when the request did not ask for them
 STICKY = "sticky"  # the assignor's name, as Kafka's StickyTaskAssignor
+NO_DESCRIPTION_PLUGIN = "The broker has no streams group topology description plugin configured."
 
 # topics being created per broker, so heartbeats arriving meanwhile do not start them again
 _CREATING: weakref.WeakKeyDictionary[Broker, dict[str, asyncio.Task[None]]] = (
@@ -120,12 +131,7 @@ async def streams_group_heartbeat(
 
     def failed(error: ErrorCode, message: str | None = None) -> object:
         return Resp(
-            throttle_time_ms=0,
-            error_code=error,
-            error_message=message,
-            member_id=req.member_id or "",
-            member_epoch=0,
-            heartbeat_interval_ms=0,
+            **heartbeat_fields(error, message, None, req.member_id or ""),
             acceptable_recovery_lag_legacy=0,
             acceptable_recovery_lag=0,
             task_offset_interval_ms=0,
@@ -138,23 +144,13 @@ async def streams_group_heartbeat(
             partitions_by_user_endpoint=None,
         )
 
-    if not group_allowed(ctx, AclOperation.READ, req.group_id):
-        return failed(ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    if coord is None:
-        return failed(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     topology = _topology(req.topology)
-    if topology is not None and ctx.broker.authorizer is not None:
-        names = {t for s in topology.subtopologies for t in s.source_topics}
-        denied = [
-            t
-            for t in names
-            if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t, log_if_denied=False)
-        ]
-        if denied:
-            return failed(
-                ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                f"The client is not authorized to access topics: {sorted(denied)}",
-            )
+    sources = (
+        None if topology is None else {t for s in topology.subtopologies for t in s.source_topics}
+    )
+    refused = heartbeat_refusal(ctx, req.group_id, sources)
+    if refused is not None or coord is None:
+        return failed(*(refused or (ErrorCode.COORDINATOR_NOT_AVAILABLE, None)))
     endpoint = req.user_endpoint
     result = coord.streams_heartbeat(
         sg.StreamsHeartbeatRequest(
@@ -199,16 +195,14 @@ async def streams_group_heartbeat(
     warmup: list[object] | None = None
     if result.tasks is not None:
         active, standby, warmup = task_ids(result.tasks[0]), task_ids(result.tasks[1]), []
+    lag = int(group_configs.value(ctx.broker, req.group_id, "streams.acceptable.recovery.lag"))
     return Resp(
-        throttle_time_ms=0,
-        error_code=ErrorCode.NONE,
-        error_message=None,
-        member_id=result.member_id,
-        member_epoch=result.member_epoch,
-        heartbeat_interval_ms=result.heartbeat_interval_ms,
-        acceptable_recovery_lag_legacy=10000,  # v0
-        acceptable_recovery_lag=10000,  # v1 (int64)
-        task_offset_interval_ms=60000,
+        **heartbeat_fields(ErrorCode.NONE, None, result, None),
+        acceptable_recovery_lag_legacy=min(lag, 2**31 - 1),  # v0 (int32)
+        acceptable_recovery_lag=lag,  # v1 (int64)
+        task_offset_interval_ms=group_configs.value(
+            ctx.broker, req.group_id, "streams.task.offset.interval.ms"
+        ),
         topology_description_required=False,  # KIP-1331: odradek keeps no description
         status=[Resp.Status(status_code=c, status_detail=d) for c, d in result.status or []],
         active_tasks=active,
@@ -242,37 +236,7 @@ async def streams_group_describe(
             topic_configs=[S.TopicInfo.KeyValue(key=k, value=v) for k, v in t.configs],
         )
 
-    out = []
-    for group_id in req.group_ids:
-        error: ErrorCode
-        group = None
-        if not group_allowed(ctx, AclOperation.DESCRIBE, group_id):
-            error = ErrorCode.GROUP_AUTHORIZATION_FAILED
-        elif coord is None:
-            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        else:
-            error, group = coord.streams_describe(group_id)
-        if group is None:
-            message = (
-                f"Group {group_id} not found." if error == ErrorCode.GROUP_ID_NOT_FOUND else None
-            )
-            out.append(
-                G(
-                    error_code=error,
-                    error_message=message,
-                    group_id=group_id,
-                    group_state="",
-                    group_epoch=0,
-                    assignment_epoch=0,
-                    topology=None,
-                    members=[],
-                    authorized_operations=NOT_REQUESTED,
-                    topology_description=None,
-                    topology_description_status=0,
-                    assignor_name=None,
-                )
-            )
-            continue
+    def found(fields: Fields, group: sg.StreamsGroup) -> object:
         topology = None
         if group.topology is not None:
             topology = G.Topology(
@@ -322,22 +286,42 @@ async def streams_group_describe(
                     is_classic=False,
                 )
             )
-        out.append(
-            G(
-                error_code=ErrorCode.NONE,
-                error_message=None,
-                group_id=group_id,
-                group_state=group.state.value,
-                group_epoch=group.group_epoch,
-                assignment_epoch=group.assignment_epoch,
-                topology=topology,
-                members=members,
-                authorized_operations=ctx.authorized_operations_bits(ResourceType.GROUP, group_id)
-                if req.include_authorized_operations
-                else NOT_REQUESTED,
-                topology_description=None,  # KIP-1331 (v1): not kept by odradek
-                topology_description_status=0,
-                assignor_name=STICKY,
-            )
+        return G(
+            **fields,
+            topology=topology,
+            members=members,
+            topology_description=None,  # KIP-1331 (v1): not kept by odradek
+            topology_description_status=0,
+            assignor_name=STICKY,
         )
+
+    out = describe_groups(
+        ctx,
+        req.group_ids,
+        req.include_authorized_operations,
+        lambda group_id: coord.streams_describe(group_id) if coord else (ErrorCode.NONE, None),
+        lambda fields: G(
+            **fields,
+            topology=None,
+            topology_description=None,
+            topology_description_status=0,
+            assignor_name=None,
+        ),
+        found,
+    )
     return Resp(throttle_time_ms=0, groups=out)
+
+
+@handles(ApiKey.STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE, versions=(0, 0))
+async def streams_group_topology_description_update(
+    ctx: RequestContext, req: protocol.StreamsGroupTopologyDescriptionUpdateRequest
+) -> protocol.StreamsGroupTopologyDescriptionUpdateResponse:
+    """Kafka 4.4 with no topology description plugin (its default) refuses every push."""
+    allowed = group_allowed(ctx, AclOperation.READ, req.group_id)
+    return protocol.StreamsGroupTopologyDescriptionUpdateResponse(
+        throttle_time_ms=0,
+        error_code=ErrorCode.UNSUPPORTED_VERSION
+        if allowed
+        else ErrorCode.GROUP_AUTHORIZATION_FAILED,
+        error_message=NO_DESCRIPTION_PLUGIN if allowed else None,
+    )

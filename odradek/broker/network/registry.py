@@ -87,5 +87,11 @@ def served(broker: Broker) -> list[tuple[int, int, int]]:
     if not broker.telemetry.receiver_configured:
         hidden.update((ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY))
     if features_of(broker).level(STREAMS_VERSION) < 1:  # KIP-1071 streams groups
-        hidden.update((ApiKey.STREAMS_GROUP_HEARTBEAT, ApiKey.STREAMS_GROUP_DESCRIBE))
+        hidden.update(
+            (
+                ApiKey.STREAMS_GROUP_HEARTBEAT,
+                ApiKey.STREAMS_GROUP_DESCRIBE,
+                ApiKey.STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE,
+            )
+        )
     return [(k, lo, hi) for k, lo, hi in advertised() if k not in hidden]

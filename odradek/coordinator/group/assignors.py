@@ -6,9 +6,10 @@ partition count of each subscribed topic; it returns the new target assignment o
 Both are sticky: a member keeps what it had when that stays within its share.
 
 - `uniform` balances the total count: every member gets floor(P/N) or one more partition of the
-  topics it subscribes to (homogeneous subscriptions); with heterogeneous subscriptions each
-  partition goes to the least loaded subscriber, its previous owner first while it is under the
-  fair share of that topic's subscribers.
+  topics it subscribes to (homogeneous subscriptions); with heterogeneous subscriptions members
+  keep what they had, free partitions go to the least loaded subscriber (topics with the most
+  partitions per subscriber first), then each topic's subscribers are levelled to within one
+  partition of each other in total (Kafka's UniformHeterogeneousAssignmentBuilder).
 - `range` balances each topic on its own: the subscribers of a topic, in member id order, get
   floor(P/N) partitions, the first P mod N one more; a new group gets consecutive ranges (so
   co-partitioned topics land on the same member), and later a member keeps its previous
@@ -25,6 +26,7 @@ Assignment = dict[uuid.UUID, set[int]]
 
 UNIFORM = "uniform"
 RANGE = "range"
+MAX_BALANCE_ROUNDS = 16  # Kafka's MAX_ITERATION_COUNT: overlapping subscriptions converge slowly
 # Kafka's class names, which group.consumer.assignors also accepts
 _CLASS_NAMES = {
     "org.apache.kafka.coordinator.group.assignor.UniformAssignor": UNIFORM,
@@ -114,24 +116,61 @@ def _uniform_heterogeneous(
     partitions: Mapping[uuid.UUID, int],
     out: dict[str, Assignment],
 ) -> dict[str, Assignment]:
-    counts = dict.fromkeys(members, 0)
-    previous: dict[tuple[uuid.UUID, int], str] = {}
-    for m, spec in members.items():
-        for tp in _valid_current(spec, partitions):
-            previous.setdefault(tp, m)
-    for t in sorted(partitions, key=str):
-        subscribers = sorted(m for m, s in members.items() if t in s.subscribed)
-        if not subscribers:
-            continue
-        fair = -(-partitions[t] // len(subscribers))
-        per_topic = dict.fromkeys(subscribers, 0)
+    """Kafka's UniformHeterogeneousAssignmentBuilder: keep each member's current partitions of
+    the topics it still subscribes to; hand out the free ones topic by topic (most partitions
+    per subscriber first) to the subscriber with the fewest partitions in total; then, topic by
+    topic, move partitions from a topic's most loaded subscriber to its least loaded one until
+    their totals differ by at most one (at most MAX_BALANCE_ROUNDS passes)."""
+    ids = sorted(members)
+    rank = {m: i for i, m in enumerate(ids)}
+    subscribers = {
+        t: [m for m in ids if t in members[m].subscribed]
+        for t in partitions
+        if any(t in members[m].subscribed for m in ids)
+    }
+    sizes = dict.fromkeys(ids, 0)
+    owned: dict[uuid.UUID, dict[str, set[int]]] = {t: {} for t in subscribers}
+    taken: set[tuple[uuid.UUID, int]] = set()
+    for m in ids:
+        for t, p in _valid_current(members[m], partitions):
+            if (t, p) not in taken:
+                taken.add((t, p))
+                owned[t].setdefault(m, set()).add(p)
+                sizes[m] += 1
+    topics = sorted(
+        subscribers,
+        key=lambda t: (-partitions[t] / len(subscribers[t]), len(subscribers[t]), str(t)),
+    )
+    for t in topics:
         for p in range(partitions[t]):
-            owner = previous.get((t, p))
-            if owner is None or owner not in per_topic or per_topic[owner] >= fair:
-                owner = min(subscribers, key=lambda m: (counts[m], per_topic[m], m))
-            out[owner].setdefault(t, set()).add(p)
-            counts[owner] += 1
-            per_topic[owner] += 1
+            if (t, p) not in taken:
+                m = min(subscribers[t], key=lambda x: (sizes[x], rank[x]))
+                owned[t].setdefault(m, set()).add(p)
+                sizes[m] += 1
+    shared = [t for t in topics if len(subscribers[t]) >= 2]
+    for _ in range(MAX_BALANCE_ROUNDS):
+        moved = False
+        for t in shared:
+            while True:
+                least = min(subscribers[t], key=lambda x: (sizes[x], rank[x]))
+                holders = [m for m in subscribers[t] if owned[t].get(m)]
+                if not holders:
+                    break  # a topic without partitions
+                most = max(holders, key=lambda x: (sizes[x], -rank[x]))
+                if sizes[most] - sizes[least] <= 1:
+                    break
+                p = max(owned[t][most])
+                owned[t][most].discard(p)
+                owned[t].setdefault(least, set()).add(p)
+                sizes[most] -= 1
+                sizes[least] += 1
+                moved = True
+        if not moved:
+            break
+    for t, by_member in owned.items():
+        for m, ps in by_member.items():
+            if ps:
+                out[m][t] = set(ps)
     return out
 
 

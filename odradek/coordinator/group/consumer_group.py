@@ -33,18 +33,26 @@ from enum import Enum
 from odradek.coordinator.group import assignors
 from odradek.coordinator.group import consumer_records as crec
 from odradek.coordinator.group.assignors import Assignment, MemberSpec
+from odradek.coordinator.group.modern import (
+    LEAVE_EPOCH,
+    LEAVE_STATIC_EPOCH,
+    Appender,
+    HeartbeatError,
+    ModernGroupConfig,
+    ModernGroupManager,
+    ModernHeartbeatRequest,
+    Record,
+    TopicsView,
+    commit_member,
+    fenced_epoch,
+    update_member,
+)
 from odradek.coordinator.group.timers import Scheduler
 from odradek.wire.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
-LEAVE_EPOCH = -1
-LEAVE_STATIC_EPOCH = -2
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
-
-TopicsView = Callable[[], Mapping[str, tuple[uuid.UUID, int]]]
-Record = tuple[bytes, bytes | None]
-Appender = Callable[[str, list[Record]], ErrorCode]
 
 
 class MemberState(Enum):
@@ -63,9 +71,7 @@ class GroupState(Enum):
 
 
 @dataclass(slots=True, frozen=True)
-class ConsumerGroupConfig:
-    heartbeat_interval_ms: int = 5000
-    session_timeout_ms: int = 45000
+class ConsumerGroupConfig(ModernGroupConfig):
     assignors: tuple[str, ...] = (assignors.UNIFORM, assignors.RANGE)
     max_size: int = 2147483647
     migration_policy: str = "bidirectional"  # disabled, upgrade, downgrade, bidirectional
@@ -135,13 +141,7 @@ class ConsumerGroup:
 
 
 @dataclass(slots=True)
-class HeartbeatRequest:
-    group_id: str
-    member_id: str
-    member_epoch: int
-    instance_id: str | None = None
-    rack_id: str | None = None
-    rebalance_timeout_ms: int = -1
+class HeartbeatRequest(ModernHeartbeatRequest):
     subscribed_topic_names: list[str] | None = None
     subscribed_topic_regex: str | None = None
     server_assignor: str | None = None
@@ -165,13 +165,6 @@ class HeartbeatResult:
         return cls(error, message, None, 0, 0, None)  # Kafka's error answer: epoch 0
 
 
-class HeartbeatError(Exception):
-    def __init__(self, error: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.error = error
-        self.message = message
-
-
 def _copy(a: Assignment) -> Assignment:
     return {t: set(p) for t, p in a.items() if p}
 
@@ -185,8 +178,13 @@ def _owned_map(owned: list[tuple[uuid.UUID, list[int]]] | None) -> Assignment | 
     return out
 
 
-class ConsumerGroupManager:
-    """Consumer groups of one coordinator (all its offsets partitions)."""
+class ConsumerGroupManager(ModernGroupManager[ConsumerGroup, crec.ConsumerKey]):
+    """Consumer groups of one coordinator (all its offsets partitions); a group's own
+    consumer.session.timeout.ms and consumer.heartbeat.interval.ms override the broker's."""
+
+    kind = "consumer"
+    timer = "cg"
+    metadata_kind = crec.GROUP_METADATA
 
     def __init__(
         self,
@@ -195,28 +193,20 @@ class ConsumerGroupManager:
         topics: TopicsView,
         append: Appender | None = None,
     ) -> None:
+        super().__init__(
+            config,
+            scheduler,
+            topics,
+            append,
+            lambda group_id: ConsumerGroup(group_id, assignor=config.assignors[0]),
+        )
         self.config = config
-        self.scheduler = scheduler
-        self.topics = topics
-        self.append = append
-        # a group's own configs (GROUP config resources): consumer.session.timeout.ms and
-        # consumer.heartbeat.interval.ms override the broker's (set by the broker)
-        self.group_configs: Callable[[str], Mapping[str, str]] = lambda _group_id: {}
-        self.groups: dict[str, ConsumerGroup] = {}
-        self.rebalances = 0
         self._regex_cache: dict[str, re.Pattern[str]] = {}
-        # (group, member) -> the member epoch its revocation timer was armed at
-        self._revoking: dict[tuple[str, str], int] = {}
+        # asked before a member is fenced (left, session, rebalance, join or sync timeout): True
+        # when it converted the group instead (KIP-848 online downgrade, set by the coordinator)
+        self.on_fence: Callable[[ConsumerGroup, str], bool] | None = None
 
     # -- queries ---------------------------------------------------------------------------------
-
-    def heartbeat_interval_ms(self, group_id: str) -> int:
-        raw = self.group_configs(group_id).get("consumer.heartbeat.interval.ms")
-        return int(raw) if raw else self.config.heartbeat_interval_ms
-
-    def session_timeout_ms(self, group_id: str) -> int:
-        raw = self.group_configs(group_id).get("consumer.session.timeout.ms")
-        return int(raw) if raw else self.config.session_timeout_ms
 
     def get(self, group_id: str) -> ConsumerGroup | None:
         return self.groups.get(group_id)
@@ -312,12 +302,7 @@ class ConsumerGroupManager:
 
         # 1. the member's fields; a new or changed subscription bumps the group epoch
         updated = _clone(member)
-        if req.instance_id is not None:
-            updated.instance_id = req.instance_id
-        if req.rack_id is not None:
-            updated.rack_id = req.rack_id
-        if req.rebalance_timeout_ms != -1:
-            updated.rebalance_timeout_ms = req.rebalance_timeout_ms
+        update_member(updated, req)
         if req.server_assignor is not None:
             updated.server_assignor = req.server_assignor
         if req.subscribed_topic_names is not None:
@@ -444,7 +429,9 @@ class ConsumerGroupManager:
             if existing is None:
                 self._check_size(group)
                 return ConsumerMember(member_id, instance_id=req.instance_id), None
-            if existing.member_epoch != LEAVE_STATIC_EPOCH:
+            # a classic member (or one replacing a classic member) takes over at once (Kafka)
+            both_consumer = req.classic is None and existing.classic is None
+            if both_consumer and existing.member_epoch != LEAVE_STATIC_EPOCH:
                 raise HeartbeatError(
                     ErrorCode.UNRELEASED_INSTANCE_ID,
                     f"Static member {existing.member_id} with instance id {req.instance_id} "
@@ -612,6 +599,8 @@ class ConsumerGroupManager:
         member = group.members.get(member_id)
         if member is None:
             return
+        if self.on_fence is not None and self.on_fence(group, member_id):
+            return  # the group is classic now, without this member
         records = crec.member_tombstones(group.group_id, member_id)
         records.append(crec.group_metadata(group.group_id, group.group_epoch + 1))
         self._write(group.group_id, records)
@@ -628,29 +617,16 @@ class ConsumerGroupManager:
         group.subscription_metadata = self._subscription_metadata(group.members.values())
         self.rebalances += 1
 
-    def _write(self, group_id: str, records: list[Record]) -> None:
-        if self.append is not None and records:
-            error = self.append(group_id, records)
-            if error != ErrorCode.NONE:
-                log.warning("[GroupId %s] records not written: %s", group_id, error.name)
-
     # -- timers ----------------------------------------------------------------------------------
 
     def _cancel_timers(self, group_id: str, member_id: str) -> None:
-        self._revoking.pop((group_id, member_id), None)
-        self.scheduler.cancel(("cg-session", group_id, member_id))
-        self.scheduler.cancel(("cg-rebalance", group_id, member_id))
+        super()._cancel_timers(group_id, member_id)
+        self.scheduler.cancel(("cg-join", group_id, member_id))  # a classic member's
+        self.scheduler.cancel(("cg-sync", group_id, member_id))
 
     def _schedule_session(self, group_id: str, member_id: str) -> None:
         def expire() -> None:
-            group = self.groups.get(group_id)
-            if group is not None and member_id in group.members:
-                log.info(
-                    "[GroupId %s] Member %s fenced from the group because its session expired.",
-                    group_id,
-                    member_id,
-                )
-                self.remove_member(group, member_id)
+            self._expire_session(group_id, member_id)
 
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
@@ -668,7 +644,8 @@ class ConsumerGroupManager:
         heartbeats that still own the partitions do not push it back."""
         key = ("cg-rebalance", group_id, member.member_id)
         armed = (group_id, member.member_id)
-        if member.state != MemberState.UNREVOKED_PARTITIONS:
+        # a classic member has its join and sync timeouts instead (migration.py), as in Kafka
+        if member.state != MemberState.UNREVOKED_PARTITIONS or member.classic is not None:
             if self._revoking.pop(armed, None) is not None:
                 self.scheduler.cancel(key)
             return
@@ -700,19 +677,9 @@ class ConsumerGroupManager:
 
     # -- loading (replay of __consumer_offsets) ----------------------------------------------------
 
-    def replay_record(self, key: crec.ConsumerKey, value: bytes | None) -> None:
-        """Apply one consumer-group record of a loading offsets partition, in log order."""
-        group_id = key.group_id
-        if key.kind == crec.GROUP_METADATA and value is None:
-            self.groups.pop(group_id, None)
-            return
-        group = self.groups.get(group_id)
-        if group is None:
-            if value is None:
-                return
-            group = self.groups[group_id] = ConsumerGroup(
-                group_id, assignor=self.config.assignors[0]
-            )
+    def _apply_record(
+        self, group: ConsumerGroup, key: crec.ConsumerKey, value: bytes | None
+    ) -> None:
         decoded = None if value is None else crec.decode_value(key.kind, value)
         if key.kind == crec.GROUP_METADATA:
             assert isinstance(decoded, int)
@@ -795,31 +762,13 @@ class ConsumerGroupManager:
         """Kafka's ConsumerGroup.validateOffsetCommit; None when the commit may go ahead.
         TxnOffsetCommit (`transactional`) answers ILLEGAL_GENERATION for another epoch."""
         group = self.groups.get(group_id)
-        if group is None:
-            return None
-        if member_epoch < 0 and not group.members:
-            return None  # the admin client or a consumer using assign()
-        member = group.members.get(member_id)
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
+        member = commit_member(None if group is None else group.members, member_id, member_epoch)
+        if not isinstance(member, ConsumerMember):
+            return member  # None (the admin client, assign()) or UNKNOWN_MEMBER_ID
         if transactional or member.classic is not None:  # a classic member commits by generation
             return ErrorCode.ILLEGAL_GENERATION if member_epoch != member.member_epoch else None
         if api_version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
-        if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
-        return None
-
-    def validate_offset_fetch(
-        self, group_id: str, member_id: str | None, member_epoch: int
-    ) -> ErrorCode | None:
-        """Kafka's ConsumerGroup.validateOffsetFetch (OffsetFetch v9 with a member epoch)."""
-        group = self.groups.get(group_id)
-        if group is None or member_epoch < 0 or member_id is None:
-            return None
-        member = group.members.get(member_id)
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
         if member_epoch != member.member_epoch:
             return ErrorCode.STALE_MEMBER_EPOCH
         return None
@@ -895,21 +844,11 @@ def _clone(m: ConsumerMember) -> ConsumerMember:
 
 def _check_epoch(member: ConsumerMember, received: int, owned: Assignment | None) -> None:
     """Kafka's throwIfConsumerGroupMemberEpochIsInvalid."""
-    if received > member.member_epoch:
-        raise HeartbeatError(
-            ErrorCode.FENCED_MEMBER_EPOCH,
-            f"The consumer group member has a greater member epoch ({received}) than the one "
-            f"known by the group coordinator ({member.member_epoch}). The member must abandon "
-            "all its partitions and rejoin.",
-        )
-    if received < member.member_epoch:
-        if received != member.previous_member_epoch or not _is_subset(owned, member.assigned):
-            raise HeartbeatError(
-                ErrorCode.FENCED_MEMBER_EPOCH,
-                f"The consumer group member has a smaller member epoch ({received}) than the one "
-                f"known by the group coordinator ({member.member_epoch}). The member must abandon "
-                "all its partitions and rejoin.",
-            )
+    if received > member.member_epoch or (
+        received < member.member_epoch
+        and (received != member.previous_member_epoch or not _is_subset(owned, member.assigned))
+    ):
+        raise fenced_epoch("consumer", "partitions", received, member.member_epoch)
 
 
 def _is_subset(owned: Assignment | None, assigned: Assignment) -> bool:

@@ -30,7 +30,6 @@ from odradek.coordinator.group import migration
 from odradek.coordinator.group import records as rec
 from odradek.coordinator.group.assignors import assignor_name
 from odradek.coordinator.group.consumer_group import (
-    LEAVE_EPOCH,
     ConsumerGroup,
     ConsumerGroupConfig,
     ConsumerGroupManager,
@@ -44,7 +43,6 @@ from odradek.coordinator.group.metadata import (
     ClassicGroup,
     GroupState,
     JoinResult,
-    Member,
     OffsetAndMetadata,
     Protocols,
     SyncResult,
@@ -150,6 +148,7 @@ class GroupSummary:
     protocol_type: str = ""
     protocol: str = ""
     members: list[MemberSummary] = field(default_factory=list)
+    message: str | None = None  # with GROUP_ID_NOT_FOUND (DescribeGroups v6)
 
 
 class GroupCoordinator:
@@ -181,6 +180,7 @@ class GroupCoordinator:
         self.consumer = ConsumerGroupManager(
             config.consumer, self.scheduler, topics or dict, self._append
         )
+        self.consumer.on_fence = self._downgrade_on_fence
         # KIP-1071 streams groups; their offsets live in the classic machine's (empty) group too
         self.streams = StreamsGroupManager(
             config.streams, self.scheduler, topics or dict, self._append
@@ -476,10 +476,19 @@ class GroupCoordinator:
             return JoinResult.failed(
                 f"{req.client_id}-{uuid.uuid4()}", ErrorCode.MEMBER_ID_REQUIRED
             )
+        group = self.consumer.get(req.group_id)
+        replaced = None  # a consumer-protocol static member this classic one replaces
+        if group is not None and req.instance_id is not None and not req.member_id:
+            replaced = group.static_members.get(req.instance_id)
+            if replaced is not None and not migration.downgrade_allowed(
+                group, self.config.consumer, self.config.group.max_size, replaced=replaced
+            ):
+                replaced = None
+        assignment_epoch = group.assignment_epoch if group is not None else 0
         answer = migration.classic_join(
             self.consumer,
             req.group_id,
-            req.member_id or f"{req.client_id}-{uuid.uuid4()}",
+            req.member_id,
             req.instance_id,
             [(name, bytes(meta)) for name, meta in req.protocols],
             req.session_timeout_ms,
@@ -496,6 +505,12 @@ class GroupCoordinator:
         )
         if answer.error != ErrorCode.NONE:
             return JoinResult.failed(req.member_id, answer.error)
+        if replaced is not None and group is not None:
+            # the last consumer-protocol member was replaced: the group is classic again,
+            # Stable when the target assignment was current; when the join moved the group
+            # epoch (another subscription), it rebalances as Kafka 4.4 does
+            stale = assignment_epoch < group.group_epoch
+            self._downgrade(group, None, "stale assignment" if stale else None)
         return JoinResult(
             ErrorCode.NONE,
             answer.member_id,
@@ -691,60 +706,43 @@ class GroupCoordinator:
             if refusal is not None:
                 return HeartbeatResult.failed(ErrorCode.GROUP_ID_NOT_FOUND, refusal)
             classic_busy = False
-        result = self.consumer.heartbeat(req, classic_busy)
-        if req.member_epoch == LEAVE_EPOCH and result.error == ErrorCode.NONE:
-            self._maybe_downgrade(req.group_id)
-        return result
+        return self.consumer.heartbeat(req, classic_busy)
 
-    def _maybe_downgrade(self, group_id: str) -> None:
-        """The last consumer-protocol member left a group of classic members: it becomes a
-        classic group again, which rebalances (Kafka's convertToClassicGroup, policy downgrade
-        or bidirectional). Its generation is the group epoch; the members rejoin."""
-        group = self.consumer.get(group_id)
-        if (
-            group is None
-            or not group.members
-            or not self.config.consumer.downgrade_allowed
-            or any(m.classic is None for m in group.members.values())
+    def _downgrade_on_fence(self, group: ConsumerGroup, member_id: str) -> bool:
+        """A member is about to be fenced (it left, or its session, rebalance, join or sync
+        timeout ran out): when it is the last consumer-protocol member, the group becomes
+        classic without it and rebalances (Kafka's consumerGroupFenceMember)."""
+        if not migration.downgrade_allowed(
+            group, self.config.consumer, self.config.group.max_size, leaving=member_id
         ):
-            return
-        classic = self.machine.get_or_create(group_id)
-        names = {tid: name for name, (tid, _) in self.consumer.topics().items()}
-        assignments: dict[str, bytes] = {}
-        members: list[Member] = []
-        for m in group.members.values():
-            assert m.classic is not None
-            protocols = list(m.classic.supported_protocols)
-            member = Member(
-                m.member_id,
-                m.instance_id,
-                m.client_id,
-                m.client_host,
-                m.rebalance_timeout_ms,
-                m.classic.session_timeout_ms,
-                migration.CONSUMER_PROTOCOL_TYPE,
-                protocols,
-            )
-            first = migration.decode_subscription(protocols[0][1]) if protocols else None
-            member.assignment = migration.encode_assignment(
-                {names[t]: sorted(p) for t, p in m.assigned.items() if t in names},
-                0 if first is None else first.version,
-            )
-            assignments[m.member_id] = member.assignment
-            members.append(member)
+            return False
+        return self._downgrade(group, member_id, "a consumer-protocol member left")
+
+    def _downgrade(self, group: ConsumerGroup, leaving: str | None, rebalance: str | None) -> bool:
+        """The consumer group becomes a classic group of its classic members (all but
+        `leaving`) at generation = group epoch, each with its target assignment (Kafka's
+        convertToClassicGroup, policy downgrade or bidirectional); it rebalances when
+        `rebalance` says why. False (nothing changed) when the records cannot be written."""
+        group_id = group.group_id
+        members = migration.classic_members(group, leaving, self.consumer.topics())
         common = set.intersection(*(set(m.protocol_names) for m in members))
         if not common:
-            return
+            return False
+        classic = self.machine.get_or_create(group_id)
+        if not classic.is_(GroupState.EMPTY) or classic.members:
+            return False  # not the offsets-only group a consumer group keeps
         classic.generation_id = group.group_epoch
         classic.protocol_name = members[0].vote(common)
         for member in members:
             classic.add(member, None)
         records = crec.group_tombstones(group)
-        records.append(self.machine.group_record(classic, assignments))
+        records.append(
+            self.machine.group_record(classic, {m.member_id: m.assignment for m in members})
+        )
         if self._append(group_id, records) != ErrorCode.NONE:
             for member in members:
                 classic.remove(member.member_id)
-            return
+            return False
         log.info(
             "[GroupId %s] converted consumer group with %d classic members to a classic group",
             group_id,
@@ -753,7 +751,11 @@ class GroupCoordinator:
         self.consumer.drop(group_id)
         for member in members:
             self.machine.schedule_heartbeat(classic, member)
-        self.machine.maybe_prepare_rebalance(classic, "the group was downgraded to classic")
+        if rebalance is not None:
+            self.machine.maybe_prepare_rebalance(classic, f"downgraded to classic: {rebalance}")
+        else:
+            self.machine.returned(classic)
+        return True
 
     # -- the streams protocol (KIP-1071) ------------------------------------------------------
 
@@ -995,11 +997,16 @@ class GroupCoordinator:
         if error is not None:
             return GroupSummary(error, group_id)
         group = self.machine.get(group_id)
-        if (
-            group is None
-            or self.consumer.is_consumer_group(group_id)
-            or self.streams.is_streams_group(group_id)
-        ):
+        if self.consumer.is_consumer_group(group_id) or self.streams.is_streams_group(group_id):
+            # Kafka 4.x describes only classic groups here, a mixed one (classic members in a
+            # consumer group) included: ConsumerGroupDescribe is for the others
+            return GroupSummary(
+                ErrorCode.GROUP_ID_NOT_FOUND,
+                group_id,
+                GroupState.DEAD.value,
+                message=f"Group {group_id} is not a classic group.",
+            )
+        if group is None:
             return GroupSummary(ErrorCode.GROUP_ID_NOT_FOUND, group_id, GroupState.DEAD.value)
         stable = group.is_(GroupState.STABLE)
         members = [

@@ -13,13 +13,18 @@ consumer group whose members are "classic members" (Kafka 4.x's `ConsumerGroup.f
   then each member's metadata, the group epoch, the partition metadata, the target assignment
   and its epoch, each member's current assignment. Committed offsets are not touched.
 - `classic_join` / `classic_sync` / `classic_heartbeat` / `classic_leave`: the classic requests
-  of a classic member, answered by the consumer group (generation = member epoch).
-
-The downgrade (back to a classic group) is the coordinator's `_maybe_downgrade`.
+  of a classic member, answered by the consumer group (generation = member epoch), with Kafka's
+  timers: told to rejoin (REBALANCE_IN_PROGRESS), a member that does not JoinGroup within its
+  rebalance timeout is fenced (classicGroupJoinTimeout); one that joined and does not SyncGroup
+  within it is fenced too (classicGroupSyncTimeout); Heartbeat and SyncGroup renew its session.
+- `downgrade_refusal` / `classic_group_members`: the downgrade (Kafka's
+  validateOnlineDowngradeWithFencedMembers / ...WithReplacedMember and
+  ClassicGroup.fromConsumerGroup), applied by the coordinator's `_downgrade`.
 """
 
 from __future__ import annotations
 
+import logging
 import struct
 import uuid
 from collections.abc import Iterable, Mapping
@@ -28,7 +33,6 @@ from dataclasses import dataclass, field
 from odradek.coordinator.group import consumer_records as crec
 from odradek.coordinator.group import records as classic_records
 from odradek.coordinator.group.consumer_group import (
-    LEAVE_EPOCH,
     Assignment,
     ConsumerGroup,
     ConsumerGroupConfig,
@@ -39,6 +43,8 @@ from odradek.coordinator.group.consumer_group import (
 )
 from odradek.coordinator.group.metadata import ClassicGroup, Member
 from odradek.wire.errors import ErrorCode
+
+log = logging.getLogger(__name__)
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 Record = tuple[bytes, bytes | None]
@@ -288,10 +294,15 @@ def classic_join(
     subscription = decode_subscription(protocols[0][1]) if protocols else None
     if group is None or subscription is None:
         return ClassicJoinAnswer(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
-    existing = group.members.get(member_id) if member_id else None
-    if instance_id is not None and existing is None:
+    known = bool(member_id)  # else new, or a static member replacing its predecessor at once
+    member_id = member_id or f"{client_id}-{uuid.uuid4()}"
+    existing = group.members.get(member_id) if known else None
+    if instance_id is not None and known:  # Kafka: a known static member must be the one
         static_id = group.static_members.get(instance_id)
-        existing = group.members.get(static_id) if static_id == member_id else None
+        if static_id is None:
+            return ClassicJoinAnswer(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+        if static_id != member_id:
+            return ClassicJoinAnswer(ErrorCode.FENCED_INSTANCE_ID, member_id)
     if existing is not None and existing.classic is None:
         return ClassicJoinAnswer(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
     topics = manager.topics()
@@ -319,7 +330,54 @@ def classic_join(
     result = manager.heartbeat(request)
     if result.error != ErrorCode.NONE or result.member_id is None:
         return ClassicJoinAnswer(result.error, member_id, message=result.message)
+    manager.scheduler.cancel(("cg-join", group_id, result.member_id))
+    _fence_later(
+        manager, "cg-sync", group_id, result.member_id, rebalance_timeout_ms, "it did not sync"
+    )
     return ClassicJoinAnswer(ErrorCode.NONE, result.member_id, result.member_epoch, protocols[0][0])
+
+
+def _fence_later(
+    manager: ConsumerGroupManager,
+    kind: str,
+    group_id: str,
+    member_id: str,
+    delay_ms: int,
+    why: str,
+    if_absent: bool = False,
+) -> None:
+    """Kafka's classic-member timers: fence the member when `delay_ms` passes first."""
+    key = (kind, group_id, member_id)
+    if if_absent and manager.scheduler.pending(key):
+        return
+
+    def expire() -> None:
+        group = manager.get(group_id)
+        if group is not None and member_id in group.members:
+            log.info(
+                "[GroupId %s] Member %s fenced from the group because %s within its rebalance "
+                "timeout of %d ms.",
+                group_id,
+                member_id,
+                why,
+                delay_ms,
+            )
+            manager.remove_member(group, member_id)
+
+    manager.scheduler.schedule(key, delay_ms, expire)
+
+
+def _must_rejoin(manager: ConsumerGroupManager, group_id: str, member: ConsumerMember) -> None:
+    """Told REBALANCE_IN_PROGRESS: the member must JoinGroup within its rebalance timeout."""
+    _fence_later(
+        manager,
+        "cg-join",
+        group_id,
+        member.member_id,
+        member.rebalance_timeout_ms,
+        "it did not rejoin",
+        if_absent=True,
+    )
 
 
 def _find_classic(
@@ -365,7 +423,9 @@ def classic_sync(
     ):
         return ErrorCode.INCONSISTENT_GROUP_PROTOCOL, b""
     if group.group_epoch > member.member_epoch and member.state != MemberState.UNREVOKED_PARTITIONS:
+        _must_rejoin(manager, group_id, member)
         return ErrorCode.REBALANCE_IN_PROGRESS, b""
+    manager.scheduler.cancel(("cg-sync", group_id, member_id))
     manager.touch(group_id, member_id)
     by_id = {tid: name for name, (tid, _) in manager.topics().items()}
     assigned = {by_id[t]: sorted(p) for t, p in member.assigned.items() if t in by_id}
@@ -409,6 +469,7 @@ def classic_heartbeat(
             and not _waiting_on_unreleased(group, member)
         )
     ):
+        _must_rejoin(manager, group_id, member)
         return ErrorCode.REBALANCE_IN_PROGRESS
     return ErrorCode.NONE
 
@@ -416,13 +477,27 @@ def classic_heartbeat(
 def classic_leave(
     manager: ConsumerGroupManager, group_id: str, member_id: str, instance_id: str | None
 ) -> ErrorCode:
-    """LeaveGroup of a classic member: it leaves for good (epoch -1), the group epoch moves."""
-    found = _find_classic(manager, group_id, member_id, instance_id)
-    if isinstance(found, ErrorCode):
-        return found
-    return manager.heartbeat(
-        HeartbeatRequest(group_id, member_id, LEAVE_EPOCH, instance_id=None)
-    ).error
+    """LeaveGroup into a consumer group (Kafka 4.4's classicGroupLeaveToConsumerGroup): the member
+    leaves for good, the group epoch moves. An admin's removal may name a member of either
+    protocol, a static one by its instance id alone (empty member id); removing the last
+    consumer-protocol member downgrades the group (the manager's fencing)."""
+    group = manager.get(group_id)
+    if group is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if instance_id is not None:
+        static_id = group.static_members.get(instance_id)
+        if static_id is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_id and static_id != member_id:
+            return ErrorCode.FENCED_INSTANCE_ID
+        member_id = static_id
+    if member_id not in group.members:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    log.info(
+        "[GroupId %s] Member %s has left group through explicit LeaveGroup.", group_id, member_id
+    )
+    manager.remove_member(group, member_id)
+    return ErrorCode.NONE
 
 
 def adopt(manager: ConsumerGroupManager, group: ConsumerGroup) -> None:
@@ -431,3 +506,76 @@ def adopt(manager: ConsumerGroupManager, group: ConsumerGroup) -> None:
     manager.groups[group.group_id] = group
     for member_id in group.members:
         manager.touch(group.group_id, member_id)
+
+
+# -- the downgrade (Kafka's convertToClassicGroup) -------------------------------------------------
+
+
+def downgrade_allowed(
+    group: ConsumerGroup,
+    config: ConsumerGroupConfig,
+    classic_max_size: int,
+    leaving: str | None = None,
+    replaced: str | None = None,
+) -> bool:
+    """Whether the group becomes classic when `leaving` is fenced (left, session or rebalance
+    timeout) or `replaced` by a classic static member: it was the last member using the
+    consumer protocol, some classic member stays, the policy allows downgrades and the classic
+    group would not be too big (Kafka's validateOnlineDowngradeWithFencedMembers and
+    validateOnlineDowngradeWithReplacedMember)."""
+    gone = leaving if leaving is not None else replaced
+    member = group.members.get(gone) if gone is not None else None
+    if member is None or member.classic is not None:
+        return False
+    if any(m.classic is None for m in group.members.values() if m.member_id != gone):
+        return False
+    staying = len(group.members) - (1 if leaving is not None else 0)
+    if staying < 1:
+        return False  # an empty group stays what it is
+    if not config.downgrade_allowed:
+        log.info(
+            "Cannot downgrade consumer group %s to classic group because the online downgrade "
+            "is disabled.",
+            group.group_id,
+        )
+        return False
+    if staying > classic_max_size:
+        log.info(
+            "Cannot downgrade consumer group %s to classic group because its group size is "
+            "greater than classic group max size.",
+            group.group_id,
+        )
+        return False
+    return True
+
+
+def classic_members(
+    group: ConsumerGroup, leaving: str | None, topics: Mapping[str, tuple[uuid.UUID, int]]
+) -> list[Member]:
+    """The members of the classic group a consumer group becomes (Kafka's
+    ClassicGroup.fromConsumerGroup): every classic member but `leaving`, each with its target
+    assignment as its SyncGroup assignment, in the version of its first protocol's subscription."""
+    names = {tid: name for name, (tid, _) in topics.items()}
+    out: list[Member] = []
+    for m in group.members.values():
+        if m.member_id == leaving or m.classic is None:
+            continue
+        protocols = list(m.classic.supported_protocols)
+        member = Member(
+            m.member_id,
+            m.instance_id,
+            m.client_id,
+            m.client_host,
+            m.rebalance_timeout_ms,
+            m.classic.session_timeout_ms,
+            CONSUMER_PROTOCOL_TYPE,
+            protocols,
+        )
+        first = decode_subscription(protocols[0][1]) if protocols else None
+        target = group.target.get(m.member_id, {})
+        member.assignment = encode_assignment(
+            {names[t]: sorted(p) for t, p in target.items() if t in names},
+            0 if first is None else first.version,
+        )
+        out.append(member)
+    return out

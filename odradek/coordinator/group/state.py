@@ -73,6 +73,7 @@ class GroupEvent(Enum):
     ASSIGNED = "assigned"  # the leader's assignment is stored
     DROPPED = "dropped"  # the group is deleted or its offsets partition unloaded
     MIGRATED = "migrated"  # its members moved into a consumer group (KIP-848 online upgrade)
+    RETURNED = "returned"  # they came back with a current assignment (KIP-848 downgrade)
 
 
 # (state, event) -> next state; a pair not here is a bug (Kafka's assertValidTransition)
@@ -85,6 +86,7 @@ TRANSITIONS: dict[tuple[GroupState, GroupEvent], GroupState] = {
     (Completing, GroupEvent.ASSIGNED): Stable,
     **{(state, GroupEvent.DROPPED): Dead for state in GroupState},
     **{(state, GroupEvent.MIGRATED): Empty for state in (Stable, Preparing, Completing)},
+    (Empty, GroupEvent.RETURNED): Stable,
 }
 
 
@@ -193,6 +195,12 @@ class GroupStateMachine:
         group.subscribed = None
 
     # -- persistence --------------------------------------------------------------------------
+
+    def returned(self, group: ClassicGroup) -> None:
+        """Its members came back from a consumer group whose target assignment is current
+        (KIP-848 online downgrade by a static member's replacement): Stable at once, as
+        Kafka's ClassicGroup.fromConsumerGroup."""
+        self._transition(group, GroupEvent.RETURNED)
 
     def group_record(self, group: ClassicGroup, assignment: dict[str, bytes]) -> Record:
         value = rec.GroupValue(

@@ -23,17 +23,21 @@ Sans-IO: time and timers come from a `Scheduler`, topics from the same view as c
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
+from odradek.coordinator.group import modern
 from odradek.coordinator.group import streams_records as srec
-from odradek.coordinator.group.consumer_group import (
+from odradek.coordinator.group.modern import (
     LEAVE_EPOCH,
     LEAVE_STATIC_EPOCH,
     Appender,
     HeartbeatError,
     TopicsView,
+    commit_member,
+    fenced_epoch,
+    update_member,
 )
 from odradek.coordinator.group.streams_assignor import (
     AssignorMember,
@@ -71,9 +75,7 @@ class StreamsMemberState(Enum):
 
 
 @dataclass(slots=True, frozen=True)
-class StreamsGroupConfig:
-    heartbeat_interval_ms: int = 5000
-    session_timeout_ms: int = 45000
+class StreamsGroupConfig(modern.ModernGroupConfig):
     num_standby_replicas: int = 0
     max_size: int = 2147483647
 
@@ -137,6 +139,8 @@ class StreamsGroup:
     partitions: dict[str, int] | None = None
     status: list[tuple[int, str]] = field(default_factory=list)
     topics_seen: dict[str, int] = field(default_factory=dict)
+    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
+    assigned_standbys: int | None = None  # the standby count of the target (None: not known)
 
     @property
     def state(self) -> StreamsGroupState:
@@ -155,13 +159,7 @@ class StreamsGroup:
 
 
 @dataclass(slots=True)
-class StreamsHeartbeatRequest:
-    group_id: str
-    member_id: str
-    member_epoch: int
-    instance_id: str | None = None
-    rack_id: str | None = None
-    rebalance_timeout_ms: int = -1
+class StreamsHeartbeatRequest(modern.ModernHeartbeatRequest):
     topology: Topology | None = None
     active: Tasks | None = None
     standby: Tasks | None = None
@@ -190,8 +188,14 @@ class StreamsHeartbeatResult:
         return cls(error, message)
 
 
-class StreamsGroupManager:
-    """Streams groups of one coordinator (all its offsets partitions)."""
+class StreamsGroupManager(modern.ModernGroupManager[StreamsGroup, "srec.StreamsKey"]):
+    """Streams groups of one coordinator (all its offsets partitions); a group's own
+    streams.session.timeout.ms, streams.heartbeat.interval.ms and streams.num.standby.replicas
+    override the broker's."""
+
+    kind = "streams"
+    label = "streams group"
+    timer = "sg"
 
     def __init__(
         self,
@@ -200,28 +204,9 @@ class StreamsGroupManager:
         topics: TopicsView,
         append: Appender | None = None,
     ) -> None:
+        super().__init__(config, scheduler, topics, append, StreamsGroup)
         self.config = config
-        self.append = append
-        self.scheduler = scheduler
-        self.topics = topics
-        # a group's own configs (streams.session.timeout.ms, streams.num.standby.replicas, ...)
-        self.group_configs: Callable[[str], Mapping[str, str]] = lambda _group_id: {}
-        self.groups: dict[str, StreamsGroup] = {}
-        self.rebalances = 0
-        # (group, member) -> the member epoch its revocation timer was armed at
-        self._revoking: dict[tuple[str, str], int] = {}
-
-    def _group_config(self, group_id: str, name: str, default: int) -> int:
-        raw = self.group_configs(group_id).get(f"streams.{name}")
-        return int(raw) if raw else default
-
-    def heartbeat_interval_ms(self, group_id: str) -> int:
-        return self._group_config(
-            group_id, "heartbeat.interval.ms", self.config.heartbeat_interval_ms
-        )
-
-    def session_timeout_ms(self, group_id: str) -> int:
-        return self._group_config(group_id, "session.timeout.ms", self.config.session_timeout_ms)
+        self.metadata_kind = srec.GROUP_METADATA  # set here: streams_records imports this module
 
     def num_standby_replicas(self, group_id: str) -> int:
         return self._group_config(
@@ -246,8 +231,7 @@ class StreamsGroupManager:
         group = self.groups.pop(group_id, None)
         if group is not None:
             for member_id in group.members:
-                self.scheduler.cancel(("sg-session", group_id, member_id))
-                self.scheduler.cancel(("sg-rebalance", group_id, member_id))
+                self._cancel_timers(group_id, member_id)
 
     # -- the heartbeat ---------------------------------------------------------------------------
 
@@ -268,27 +252,13 @@ class StreamsGroupManager:
                     ErrorCode.GROUP_ID_NOT_FOUND, f"Streams group {req.group_id} not found."
                 )
             group = self.groups[req.group_id] = StreamsGroup(req.group_id)
-        member = group.members.get(req.member_id)
-        joining = member is None
+        member, joining, replaced = self._member(group, req)
         epoch_before, topology_before = group.group_epoch, group.topology
         target_epoch_before = group.assignment_epoch
-        meta_before = None if member is None else _metadata_of(member)
-        current_before = None if member is None else _current_of(member)
-        if member is None:
-            if req.member_epoch != 0:
-                raise HeartbeatError(
-                    ErrorCode.UNKNOWN_MEMBER_ID,
-                    f"Member {req.member_id} is not a member of group {req.group_id}.",
-                )
-            if len(group.members) >= self.config.max_size:
-                raise HeartbeatError(
-                    ErrorCode.GROUP_MAX_SIZE_REACHED,
-                    f"The streams group has reached its maximum capacity of "
-                    f"{self.config.max_size} members.",
-                )
-            member = StreamsMember(req.member_id)
-        elif req.member_epoch != 0:
-            _check_epoch(member, req.member_epoch, req.active)
+        meta_before = None if joining or replaced else _metadata_of(member)
+        current_before = None if joining or replaced else _current_of(member)
+        if replaced is not None:
+            self._replace(group, replaced, member)
 
         # 1. the topology: the first one is kept; a member with another epoch is told
         status: list[tuple[int, str]] = []
@@ -311,12 +281,7 @@ class StreamsGroupManager:
         if req.process_id is not None:
             bump |= member.process_id != req.process_id
             member.process_id = req.process_id
-        if req.instance_id is not None:
-            member.instance_id = req.instance_id
-        if req.rack_id is not None:
-            member.rack_id = req.rack_id
-        if req.rebalance_timeout_ms != -1:
-            member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        update_member(member, req)
         if req.user_endpoint is not None:
             member.user_endpoint = req.user_endpoint
         if req.client_tags is not None:
@@ -325,12 +290,17 @@ class StreamsGroupManager:
         member.client_host = req.client_host
         if joining:
             group.members[member.member_id] = member
+            if member.instance_id is not None:
+                group.static_members[member.instance_id] = member.member_id
             log.info("[GroupId %s] Member %s joined the streams group.", group.group_id,
                      member.member_id)  # fmt: skip
 
         # 2. the topics: a change (created, deleted, repartitioned) bumps the group epoch
         create = self._configure(group)
         status.extend(group.status)
+        standbys = self.num_standby_replicas(group.group_id)
+        if group.assigned_standbys not in (None, standbys):
+            bump = True  # Kafka's LastAssignmentConfig: a changed standby count reassigns
         if bump:
             group.group_epoch += 1
             self.rebalances += 1
@@ -370,6 +340,89 @@ class StreamsGroupManager:
             create,
         )
 
+    def _member(
+        self, group: StreamsGroup, req: StreamsHeartbeatRequest
+    ) -> tuple[StreamsMember, bool, str | None]:
+        """Kafka's getOrMaybeCreate{Dynamic,Static}StreamsGroupMember: the member, whether it
+        joins, and the id of the static member (left with epoch -2) it replaces."""
+        existing: StreamsMember | None
+        if req.instance_id is None:
+            existing = group.members.get(req.member_id)
+        else:
+            owner = group.static_members.get(req.instance_id)
+            existing = None if owner is None else group.members.get(owner)
+        if req.member_epoch == 0:
+            if existing is None:
+                self._check_size(group)
+                return StreamsMember(req.member_id, instance_id=req.instance_id), True, None
+            if existing.member_id == req.member_id:
+                return existing, False, None  # the same member joining again
+            if existing.member_epoch != LEAVE_STATIC_EPOCH:
+                raise HeartbeatError(
+                    ErrorCode.UNRELEASED_INSTANCE_ID,
+                    f"Static member {req.member_id} with instance id {req.instance_id} cannot "
+                    f"join the group because the instance id is owned by {existing.member_id} "
+                    "member.",
+                )
+            # the static member comes back under a new member id: it takes over its tasks
+            member = replace(
+                existing,
+                member_id=req.member_id,
+                member_epoch=0,
+                previous_member_epoch=0,
+                state=StreamsMemberState.STABLE,
+                client_tags=dict(existing.client_tags),
+                active=_copy(existing.active),
+                standby=_copy(existing.standby),
+                revoking=_copy(existing.revoking),
+            )
+            return member, False, existing.member_id
+        if existing is None:
+            if req.instance_id is not None:
+                raise HeartbeatError(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown."
+                )
+            raise HeartbeatError(
+                ErrorCode.UNKNOWN_MEMBER_ID,
+                f"Member {req.member_id} is not a member of group {group.group_id}.",
+            )
+        if existing.member_id != req.member_id:
+            raise HeartbeatError(
+                ErrorCode.FENCED_INSTANCE_ID,
+                f"Static member {req.member_id} with instance id {req.instance_id} was fenced "
+                f"by member {existing.member_id}.",
+            )
+        _check_epoch(existing, req.member_epoch, req.active)
+        return existing, False, None
+
+    def _check_size(self, group: StreamsGroup) -> None:
+        if len(group.members) >= self.config.max_size:
+            raise HeartbeatError(
+                ErrorCode.GROUP_MAX_SIZE_REACHED,
+                f"The streams group has reached its maximum capacity of "
+                f"{self.config.max_size} members.",
+            )
+
+    def _replace(self, group: StreamsGroup, old_id: str, new: StreamsMember) -> None:
+        """Kafka's replaceStreamsMember: the old member's records go, the new member gets its
+        target; the group epoch stays."""
+        gid = group.group_id
+        group.members.pop(old_id, None)
+        self._cancel_timers(gid, old_id)
+        group.members[new.member_id] = new
+        if new.instance_id is not None:
+            group.static_members[new.instance_id] = new.member_id
+        records = srec.member_tombstones(gid, old_id)
+        target = group.target.pop(old_id, None)
+        if target is not None:
+            group.target[new.member_id] = target
+            records.append(srec.target_member(gid, new.member_id, *target))
+        self._write(gid, records)
+        log.info("[GroupId %s][MemberId %s] Static member with instance id %s re-joins the "
+                 "streams group using the streams protocol. Created a new member %s to replace "
+                 "the existing member %s.", gid, new.member_id, new.instance_id, new.member_id,
+                 old_id)  # fmt: skip
+
     def _persist(
         self,
         group: StreamsGroup,
@@ -396,12 +449,6 @@ class StreamsGroupManager:
         if _current_of(member) != current_before:
             records.append(srec.current_assignment(gid, member))
         self._write(gid, records)
-
-    def _write(self, group_id: str, records: list[srec.Record]) -> None:
-        if self.append is not None and records:
-            error = self.append(group_id, records)
-            if error != ErrorCode.NONE:
-                log.warning("[GroupId %s] records not written: %s", group_id, error.name)
 
     def _configure(self, group: StreamsGroup) -> list[TopicInfo]:
         """Check the topology's topics against the cluster's: sets `partitions` (None while
@@ -500,6 +547,7 @@ class StreamsGroupManager:
         )
         group.target = {mid: (t.active, t.standby) for mid, t in planned.items()}
         group.assignment_epoch = group.group_epoch
+        group.assigned_standbys = self.num_standby_replicas(group.group_id)
         log.info("[GroupId %s] computed a new target assignment for epoch %d: %s",
                  group.group_id, group.group_epoch,
                  {mid: sorted(flatten(a)) for mid, (a, _) in group.target.items()})  # fmt: skip
@@ -537,22 +585,49 @@ class StreamsGroupManager:
     def _leave(self, req: StreamsHeartbeatRequest) -> StreamsHeartbeatResult:
         group = self.groups.get(req.group_id)
         member = None if group is None else group.members.get(req.member_id)
+        if req.instance_id is not None and group is not None:
+            owner = group.static_members.get(req.instance_id)
+            if owner is None:
+                raise HeartbeatError(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown."
+                )
+            if owner != req.member_id:
+                raise HeartbeatError(
+                    ErrorCode.FENCED_INSTANCE_ID,
+                    f"Static member {req.member_id} with instance id {req.instance_id} was "
+                    f"fenced by member {owner}.",
+                )
         if group is None or member is None:
             raise HeartbeatError(
                 ErrorCode.UNKNOWN_MEMBER_ID,
                 f"Member {req.member_id} is not a member of group {req.group_id}.",
             )
+        if req.member_epoch == LEAVE_STATIC_EPOCH:
+            # a temporary departure: the tasks stay with it until its session expires
+            member.previous_member_epoch = member.member_epoch
+            member.member_epoch = LEAVE_STATIC_EPOCH
+            self._write(group.group_id, [srec.current_assignment(group.group_id, member)])
+            self._revoking.pop((group.group_id, member.member_id), None)
+            self.scheduler.cancel(("sg-rebalance", group.group_id, member.member_id))
+            log.info("[GroupId %s] Static member %s with instance id %s temporarily left the "
+                     "streams group.", group.group_id, member.member_id,
+                     member.instance_id)  # fmt: skip
+            return StreamsHeartbeatResult(ErrorCode.NONE, None, req.member_id, LEAVE_STATIC_EPOCH)
         log.info("[GroupId %s] Member %s left the streams group.", group.group_id,
                  member.member_id)  # fmt: skip
         self.remove_member(group, member.member_id)
         return StreamsHeartbeatResult(ErrorCode.NONE, None, req.member_id, req.member_epoch)
 
     def remove_member(self, group: StreamsGroup, member_id: str) -> None:
-        if group.members.pop(member_id, None) is None:
+        member = group.members.pop(member_id, None)
+        if member is None:
             return
+        if member.instance_id is not None and group.static_members.get(member.instance_id) == (
+            member_id
+        ):
+            del group.static_members[member.instance_id]
         group.target.pop(member_id, None)
-        self.scheduler.cancel(("sg-session", group.group_id, member_id))
-        self.scheduler.cancel(("sg-rebalance", group.group_id, member_id))
+        self._cancel_timers(group.group_id, member_id)
         group.group_epoch += 1
         records = srec.member_tombstones(group.group_id, member_id)
         records.append(srec.group_metadata(group.group_id, group.group_epoch))
@@ -563,7 +638,7 @@ class StreamsGroupManager:
         self.scheduler.schedule(
             ("sg-session", group_id, member_id),
             self.session_timeout_ms(group_id),
-            lambda: self._expire(group_id, member_id),
+            lambda: self._expire_session(group_id, member_id),
         )
 
     def _arm_revocation(self, group_id: str, member: StreamsMember) -> None:
@@ -592,29 +667,9 @@ class StreamsGroupManager:
 
         self.scheduler.schedule(key, member.rebalance_timeout_ms, expire)
 
-    def _expire(self, group_id: str, member_id: str) -> None:
-        group = self.groups.get(group_id)
-        if group is not None and member_id in group.members:
-            log.info(
-                "[GroupId %s] Member %s fenced from the streams group because its session expired.",
-                group_id,
-                member_id,
-            )
-            self.remove_member(group, member_id)
-
     # -- loading (replay of __consumer_offsets) ----------------------------------------------------
 
-    def replay_record(self, key: srec.StreamsKey, value: bytes | None) -> None:
-        """Apply one streams-group record of a loading offsets partition, in log order."""
-        gid = key.group_id
-        if key.kind == srec.GROUP_METADATA and value is None:
-            self.groups.pop(gid, None)
-            return
-        group = self.groups.get(gid)
-        if group is None:
-            if value is None:
-                return
-            group = self.groups[gid] = StreamsGroup(gid)
+    def _apply_record(self, group: StreamsGroup, key: srec.StreamsKey, value: bytes | None) -> None:
         if key.kind == srec.GROUP_METADATA and value is not None:
             group.group_epoch = srec.read_epoch(value)
         elif key.kind == srec.TOPOLOGY:
@@ -646,6 +701,9 @@ class StreamsGroupManager:
             group = self.groups.get(gid)
             if group is None:
                 continue
+            group.static_members = {
+                m.instance_id: mid for mid, m in group.members.items() if m.instance_id is not None
+            }
             epoch = group.group_epoch
             self._configure(group)  # the topics as they are now, without a new epoch
             group.group_epoch = epoch
@@ -663,28 +721,11 @@ class StreamsGroupManager:
     ) -> ErrorCode | None:
         """Kafka's StreamsGroup.validateOffsetCommit; None when the commit may go ahead."""
         group = self.groups.get(group_id)
-        if group is None:
-            return None
-        if member_epoch < 0 and not group.members:
-            return None
-        member = group.members.get(member_id)
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
+        member = commit_member(None if group is None else group.members, member_id, member_epoch)
+        if not isinstance(member, StreamsMember):
+            return member
         if member_epoch != member.member_epoch:
             return ErrorCode.ILLEGAL_GENERATION if transactional else ErrorCode.STALE_MEMBER_EPOCH
-        return None
-
-    def validate_offset_fetch(
-        self, group_id: str, member_id: str | None, member_epoch: int
-    ) -> ErrorCode | None:
-        group = self.groups.get(group_id)
-        if group is None or member_epoch < 0 or member_id is None:
-            return None
-        member = group.members.get(member_id)
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
         return None
 
 
@@ -694,6 +735,10 @@ def _validate(req: StreamsHeartbeatRequest) -> None:
         raise HeartbeatError(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
     if not req.group_id:
         raise HeartbeatError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
+    if req.instance_id == "":
+        raise HeartbeatError(ErrorCode.INVALID_REQUEST, "InstanceId can't be empty.")
+    if req.member_epoch == LEAVE_STATIC_EPOCH and req.instance_id is None:
+        raise HeartbeatError(ErrorCode.INVALID_REQUEST, "InstanceId can't be null.")
     if req.member_epoch == 0:
         if req.rebalance_timeout_ms == -1:
             raise HeartbeatError(
@@ -713,24 +758,15 @@ def _validate(req: StreamsHeartbeatRequest) -> None:
 
 def _check_epoch(member: StreamsMember, received: int, owned: Tasks | None) -> None:
     """Kafka's throwIfStreamsGroupMemberEpochIsInvalid."""
-    if received > member.member_epoch:
-        raise HeartbeatError(
-            ErrorCode.FENCED_MEMBER_EPOCH,
-            f"The streams group member has a greater member epoch ({received}) than the one "
-            f"known by the group coordinator ({member.member_epoch}). The member must abandon "
-            "all its tasks and rejoin.",
+    if received > member.member_epoch or (
+        received < member.member_epoch
+        and (
+            received != member.previous_member_epoch
+            or owned is None
+            or not flatten(owned) <= flatten(member.active)
         )
-    if received < member.member_epoch and (
-        received != member.previous_member_epoch
-        or owned is None
-        or not flatten(owned) <= flatten(member.active)
     ):
-        raise HeartbeatError(
-            ErrorCode.FENCED_MEMBER_EPOCH,
-            f"The streams group member has a smaller member epoch ({received}) than the one "
-            f"known by the group coordinator ({member.member_epoch}). The member must abandon "
-            "all its tasks and rejoin.",
-        )
+        raise fenced_epoch("streams", "tasks", received, member.member_epoch)
 
 
 def _repartition_counts(

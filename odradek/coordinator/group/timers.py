@@ -27,6 +27,8 @@ class Scheduler(Protocol):
 
     def cancel(self, key: Hashable) -> None: ...
 
+    def pending(self, key: Hashable) -> bool: ...
+
 
 def _run(key: Hashable, fn: Callable[[], None]) -> None:
     try:
@@ -61,6 +63,9 @@ class AsyncioScheduler:
         handle = self._handles.pop(key, None)
         if handle is not None:
             handle.cancel()
+
+    def pending(self, key: Hashable) -> bool:
+        return key in self._handles
 
     def cancel_all(self) -> None:
         for handle in self._handles.values():
