@@ -20,6 +20,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -100,6 +101,7 @@ class KafkaProcess:
         *,
         node_id: int = 1,
         cluster_id: str | None = None,
+        nofile: int | None = None,
     ) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="kafka-bench-"))
         self.port = free_port()
@@ -113,6 +115,10 @@ class KafkaProcess:
         self.classpath = classpath(KAFKA_VERSION)
         self.format_ms: float | None = None
         self._proc: subprocess.Popen[bytes] | None = None
+        # RLIMIT_NOFILE (soft and hard) of the broker, set in the child before the JVM runs:
+        # Kafka's operations docs ask for 100,000 or more descriptors (one per segment and one
+        # per connection); None inherits this process's limits
+        self.nofile = nofile
 
     @property
     def bootstrap(self) -> str:
@@ -193,13 +199,26 @@ class KafkaProcess:
         with open(self.dir / "stdout.log", "ab") as out:
             self._spawned_at = time.perf_counter()
             self._proc = subprocess.Popen(
-                self._java(SERVER_HEAP, "kafka.Kafka", str(config)),
+                self._limited(self._java(SERVER_HEAP, "kafka.Kafka", str(config))),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 cwd=self.dir,
                 start_new_session=True,
             )
+
+    def _limited(self, cmd: list[str]) -> list[str]:
+        """`cmd` behind a Python trampoline that sets RLIMIT_NOFILE and execs it (same pid),
+        as `ulimit -n` in the shell that runs kafka-server-start.sh would."""
+        if self.nofile is None:
+            return cmd
+        n = self.nofile
+        trampoline = (
+            "import os, resource, sys; "
+            f"resource.setrlimit(resource.RLIMIT_NOFILE, ({n}, {n})); "
+            "os.execv(sys.argv[1], sys.argv[1:])"
+        )
+        return [sys.executable, "-c", trampoline, *cmd]
 
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> StartupTiming:
         """Wait for the first ApiVersions answer of a spawned node (stops it on failure)."""
