@@ -33,6 +33,10 @@ ODRADEK = "odradek"
 KAFKA = "Kafka"
 KAFKA_DOCS_NOFILE = 100_000  # Kafka's operations docs: "at least 100000" file descriptors
 NOFILE = min(KAFKA_DOCS_NOFILE, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+# a clean stop of Kafka with 10,000 partitions (a SIGKILL past it makes the restart recover
+# every segment) and the start after it both take minutes on this loaded machine
+STOP_TIMEOUT_S = 600.0
+RESTART_TIMEOUT_S = 900.0
 
 
 @dataclass(slots=True)
@@ -131,7 +135,8 @@ def measure_kafka(opts: argparse.Namespace) -> ScaleResult:
         kafka.start()
         try:
             fill_s = _fill(kafka.bootstrap, opts)
-            timing = kafka.restart()
+            timing = kafka.restart(RESTART_TIMEOUT_S, STOP_TIMEOUT_S)
+            print(f"bench: Kafka stopped (seconds, exit code): {kafka.last_stop}", file=sys.stderr)
             return _after_restart(kafka.port, kafka.pid, fill_s, timing.api_versions_ms, opts)
         except Exception:
             tail = kafka.log_tail(200_000_000).splitlines()  # the whole log

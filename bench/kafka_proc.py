@@ -119,6 +119,7 @@ class KafkaProcess:
         # Kafka's operations docs ask for 100,000 or more descriptors (one per segment and one
         # per connection); None inherits this process's limits
         self.nofile = nofile
+        self.last_stop: tuple[float, int | None] | None = None  # (seconds, exit code) of restart
 
     @property
     def bootstrap(self) -> str:
@@ -239,9 +240,15 @@ class KafkaProcess:
                 parts.append(path.read_text("utf-8", "replace")[-chars:])
         return "\n".join(parts)
 
-    def restart(self, timeout: float = READY_TIMEOUT_S) -> StartupTiming:
-        """A clean stop and a start on the same data and ports, timed to its first answer."""
-        self.stop(keep_data=True)
+    def restart(
+        self, timeout: float = READY_TIMEOUT_S, stop_timeout: float = STOP_TIMEOUT_S
+    ) -> StartupTiming:
+        """A clean stop and a start on the same data and ports, timed to its first answer.
+        A stop that outlasts `stop_timeout` ends in SIGKILL, and the next start then recovers
+        every segment (with 10,000 partitions a clean shutdown takes minutes here)."""
+        began = time.perf_counter()
+        code = self.stop(stop_timeout, keep_data=True)
+        self.last_stop = (time.perf_counter() - began, code)
         self.spawn(timeout, fmt_dir=False)
         return self.wait_ready(timeout)
 
