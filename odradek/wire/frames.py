@@ -80,17 +80,9 @@ _uninitialized, _resize = _c_api()
 _spare: list[tuple[bytearray, memoryview]] = []  # scratch buffers not in use, with their views
 
 
-def _take_scratch() -> tuple[bytearray, memoryview]:
-    try:
-        return _spare.pop()
-    except IndexError:
-        buf = _uninitialized(SCRATCH)  # never read before the socket has written it
-        return buf, memoryview(buf)
-
-
-def _give_back(scratch: bytearray, view: memoryview) -> None:
-    if len(_spare) < SPARE_SCRATCH:
-        _spare.append((scratch, view))
+def _new_scratch() -> tuple[bytearray, memoryview]:
+    buf = _uninitialized(SCRATCH)  # never read before the socket has written it
+    return buf, memoryview(buf)
 
 
 class FrameError(ValueError):
@@ -153,7 +145,7 @@ class FrameDecoder:
                 _resize(big, self._capacity(filled, self._big_size))
             return memoryview(big)[filled:]
         if self._view is None:
-            self._scratch, self._view = _take_scratch()
+            self._scratch, self._view = _spare.pop() if _spare else _new_scratch()
         return self._view[self._filled :]
 
     def buffer_updated(self, nbytes: int) -> int:
@@ -212,7 +204,8 @@ class FrameDecoder:
         scratch, view = self._scratch, self._view
         if scratch is not None and view is not None:
             self._scratch = self._view = None
-            _give_back(scratch, view)
+            if len(_spare) < SPARE_SCRATCH:
+                _spare.append((scratch, view))
 
     def _cut(self) -> int:
         buf, view, frames = self._scratch, self._view, self.frames
@@ -252,7 +245,9 @@ class FrameDecoder:
                 view[:rest] = view[pos:end]
                 self._filled = rest
             if not self._filled:  # nothing partial left: the scratch goes back to the spares
-                self._drop_scratch()
+                self._scratch = self._view = None
+                if len(_spare) < SPARE_SCRATCH:
+                    _spare.append((buf, view))
         return count
 
     def _capacity(self, have: int, size: int) -> int:
