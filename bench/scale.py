@@ -172,29 +172,55 @@ def create_topics(bootstrap: str, names: list[str], partitions: int, batch: int)
             f.result(timeout=120)
 
 
-def produce_everywhere(bootstrap: str, names: list[str], partitions: int) -> None:
+FILL_DEADLINE_S = 600.0
+
+
+def produce_everywhere(
+    bootstrap: str, names: list[str], partitions: int, deadline_s: float = FILL_DEADLINE_S
+) -> int:
+    """One record to every partition; returns the rounds it took. Kafka answers CreateTopics
+    once its controller has committed the topics, and its broker creates the logs afterwards
+    (~200 a second on this machine): until then a partition answers UNKNOWN_TOPIC_OR_PARTITION,
+    which librdkafka reports as a failed delivery (after `topic.metadata.propagation.max.ms`,
+    30 s). Failed partitions are produced again, by a new producer, until `deadline_s`."""
     from confluent_kafka import Producer
 
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 50, "socket.nagle.disable": True}
-    )
-    failed: list[Any] = []
+    todo = [(name, p) for name in names for p in range(partitions)]
+    give_up = time.monotonic() + deadline_s
+    rounds = 0
+    while todo:
+        rounds += 1
+        producer = Producer(
+            {"bootstrap.servers": bootstrap, "linger.ms": 50, "socket.nagle.disable": True}
+        )
+        failed: list[tuple[str, int, Any]] = []
 
-    def report(err: Any, _msg: Any) -> None:
-        if err is not None:
-            failed.append(err)
+        def report(err: Any, msg: Any, failed: list[tuple[str, int, Any]] = failed) -> None:
+            if err is not None:
+                failed.append((msg.topic(), msg.partition(), err))
 
-    for name in names:
-        for p in range(partitions):
+        for name, p in todo:
             while True:
                 try:
                     producer.produce(name, b"v", partition=p, on_delivery=report)
                     break
                 except BufferError:
                     producer.poll(0.05)
-        producer.poll(0)
-    if producer.flush(120) or failed:
-        raise RuntimeError(f"{len(failed)} records not delivered: {failed[:3]}")
+            producer.poll(0)
+        if producer.flush(120):
+            raise RuntimeError(f"round {rounds}: records still queued after 120 s")
+        if failed and time.monotonic() > give_up:
+            errors = [str(err) for _, _, err in failed[:3]]
+            raise RuntimeError(f"{len(failed)} records undelivered after {rounds} rounds: {errors}")
+        if failed:
+            print(
+                f"bench: {len(failed)} of {len(todo)} partitions not writable yet "
+                f"({failed[0][2]}), producing to them again",
+                file=sys.stderr,
+            )
+            time.sleep(1.0)  # a bench's pause while the broker creates logs, not a test's
+        todo = [(name, p) for name, p, _ in failed]
+    return rounds
 
 
 def count_records(bootstrap: str, names: list[str], partitions: int) -> int:

@@ -10,8 +10,11 @@ buffer API fits `asyncio.BufferedProtocol`: `get_buffer()` gives the memory the 
 in, `buffer_updated(n)` says how much arrived and cuts the frames completed by it into `frames`,
 a deque of (payload, reserved bytes). `feed(data)` is the same for callers holding bytes.
 
-Small frames are cut from a 64 KiB scratch buffer. A frame larger than that (a big produce
-request) gets its own buffer and the rest of it is received straight into that buffer, so a
+Small frames are cut from a 64 KiB scratch buffer, taken from a process-wide spare list when
+bytes arrive and given back as soon as no partial frame is left in it: an idle connection holds
+none (Kafka's NetworkReceive allocates per frame too), where a buffer of its own cost each
+connection 64 KiB of RSS. A frame larger than that (a big produce request) gets its own
+buffer and the rest of it is received straight into that buffer, so a
 megabyte of records is copied once from the kernel and not again before it reaches the log. That
 buffer grows as bytes arrive (at most `GROWTH` times what has arrived, then the exact size),
 never to the announced size up front: a 4-byte prefix claiming 100 MB costs nothing until the
@@ -38,6 +41,7 @@ from collections.abc import Callable
 _SIZE = struct.Struct(">i")
 
 SCRATCH = 64 * 1024
+SPARE_SCRATCH = 32  # scratch buffers kept for reuse once given back (2 MiB)
 GROWTH = 4  # a large frame's buffer is at most this many times the bytes received (then exact)
 
 Payload = bytes | bytearray
@@ -71,6 +75,14 @@ def _c_api() -> tuple[Callable[[int], bytearray], Callable[[bytearray, int], Non
 
 
 _uninitialized, _resize = _c_api()
+
+
+_spare: list[tuple[bytearray, memoryview]] = []  # scratch buffers not in use, with their views
+
+
+def _new_scratch() -> tuple[bytearray, memoryview]:
+    buf = _uninitialized(SCRATCH)  # never read before the socket has written it
+    return buf, memoryview(buf)
 
 
 class FrameError(ValueError):
@@ -114,8 +126,9 @@ class FrameDecoder:
         self._pending = pending
         self.frames: deque[tuple[Payload, int]] = deque()  # (payload, bytes reserved for it)
         self.waiting_for_memory = False  # `reserve` refused a large frame: call retry()
-        self._scratch = bytearray(SCRATCH)
-        self._view = memoryview(self._scratch)
+        # the scratch buffer and its view while bytes are in it or arriving, else None
+        self._scratch: bytearray | None = None
+        self._view: memoryview | None = None
         self._filled = 0
         self._big: bytearray | None = None  # the large frame being received
         self._big_size = 0  # its announced (and reserved) size
@@ -131,6 +144,8 @@ class FrameDecoder:
             if filled == len(big):  # full but not complete: grow with what has arrived
                 _resize(big, self._capacity(filled, self._big_size))
             return memoryview(big)[filled:]
+        if self._view is None:
+            self._scratch, self._view = _spare.pop() if _spare else _new_scratch()
         return self._view[self._filled :]
 
     def buffer_updated(self, nbytes: int) -> int:
@@ -169,8 +184,11 @@ class FrameDecoder:
         return out
 
     def release(self) -> int:
-        """Drop the large frame being received; returns the bytes reserved for it."""
+        """Drop the large frame being received and any partial frame (the connection is gone);
+        returns the bytes reserved for the large frame."""
         reserved = self._big_size if self._big is not None else 0
+        self._filled = 0
+        self._drop_scratch()
         self._big = None
         self._big_size = self._big_filled = 0
         return reserved
@@ -182,9 +200,18 @@ class FrameDecoder:
 
     # -- cutting ----------------------------------------------------------------------------
 
+    def _drop_scratch(self) -> None:
+        scratch, view = self._scratch, self._view
+        if scratch is not None and view is not None:
+            self._scratch = self._view = None
+            if len(_spare) < SPARE_SCRATCH:
+                _spare.append((scratch, view))
+
     def _cut(self) -> int:
         buf, view, frames = self._scratch, self._view, self.frames
         pos, end = 0, self._filled
+        if buf is None or view is None:
+            return 0
         count = 0
         try:
             while end - pos >= 4:
@@ -217,6 +244,10 @@ class FrameDecoder:
                 rest = end - pos
                 view[:rest] = view[pos:end]
                 self._filled = rest
+            if not self._filled:  # nothing partial left: the scratch goes back to the spares
+                self._scratch = self._view = None
+                if len(_spare) < SPARE_SCRATCH:
+                    _spare.append((buf, view))
         return count
 
     def _capacity(self, have: int, size: int) -> int:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import struct
+import tracemalloc
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from odradek.wire import frames
 from odradek.wire.frames import GROWTH, SCRATCH, FrameDecoder, FrameError
 from odradek.wire.header import HeaderError, finish_flexible, parse_fixed, response_header
 
@@ -108,6 +110,40 @@ def test_refused_reservation_keeps_the_bytes_until_retry():
     assert dec.retry() == 0 and not dec.waiting_for_memory
     assert receive(dec, stream[SCRATCH:], 1000) == 1
     assert [(bytes(p), r) for p, r in dec.frames] == [(b"small", 0), (body, len(body))]
+
+
+def test_idle_decoders_hold_no_scratch_buffer(monkeypatch):
+    """A connection between requests (every frame it sent answered) keeps no 64 KiB scratch,
+    also when more connections were mid-frame at once than spares are kept: 2,000 idle
+    connections used to hold 128 MB of them."""
+    monkeypatch.setattr(frames, "_spare", [])
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        decoders = [FrameDecoder(1 << 20) for _ in range(200)]
+        requests = [framed(b"api-versions-%d" % i) for i in range(len(decoders))]
+        for dec, req in zip(decoders, requests, strict=True):
+            assert dec.feed(req[:6]) == []  # all of them in the middle of a frame at once
+        for i, (dec, req) in enumerate(zip(decoders, requests, strict=True)):
+            assert dec.feed(req[6:]) == [b"api-versions-%d" % i]
+        held = tracemalloc.get_traced_memory()[0] - before - len(frames._spare) * SCRATCH
+    finally:
+        tracemalloc.stop()
+    assert len(frames._spare) <= frames.SPARE_SCRATCH
+    assert held < len(decoders) * 4096, f"{held / len(decoders):.0f} bytes per idle decoder"
+
+
+def test_partial_frames_of_interleaved_decoders_stay_apart():
+    """Scratch buffers are shared between connections only while empty: a partial frame stays
+    with its own decoder while others cut and give theirs back."""
+    one, two = FrameDecoder(1 << 20), FrameDecoder(1 << 20)
+    a, b, c = framed(b"a" * 500), framed(b"b" * 300), framed(b"c" * 700)
+    assert one.feed(a[:200]) == []
+    assert two.feed(b + c[:10]) == [b"b" * 300]
+    assert FrameDecoder(1 << 20).feed(framed(b"x" * 900)) == [b"x" * 900]
+    assert one.feed(a[200:]) == [b"a" * 500]
+    assert two.feed(c[10:]) == [b"c" * 700]
+    assert one.buffered == two.buffered == 0
 
 
 def test_request_header_v1_and_v2():
