@@ -56,7 +56,7 @@ def protocol(request: pytest.FixtureRequest) -> str:
 
 
 def test_streams_exactly_once_with_a_killed_instance(
-    bootstrap: str, protocol: str, jvm_apps: JvmApps, tmp_path: Path
+    bootstrap: str, protocol: str, jvm_apps: JvmApps, tmp_path: Path, replication: int = 1
 ) -> None:
     rng = random.Random(25)
     prefix = f"s{uuid.uuid4().hex[:8]}"
@@ -64,7 +64,7 @@ def test_streams_exactly_once_with_a_killed_instance(
     topics = [f"{prefix}-{t}" for t in ("lines", "customers", "orders", "counts", "totals")]
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for fut in admin.create_topics(
-        [NewTopic(t, num_partitions=PARTITIONS, replication_factor=1) for t in topics]
+        [NewTopic(t, num_partitions=PARTITIONS, replication_factor=replication) for t in topics]
     ).values():
         fut.result(30)
 
@@ -114,11 +114,11 @@ def test_streams_exactly_once_with_a_killed_instance(
         return done
 
     a = jvm_apps.start(
-        "StreamsApp", bootstrap, app_id, prefix, str(tmp_path / "a" / "state"), protocol,
+        "StreamsApp", bootstrap, app_id, prefix, str(tmp_path / "a" / "state"), protocol, str(replication),
         directory=tmp_path / "a",
     )  # fmt: skip
     b = jvm_apps.start(
-        "StreamsApp", bootstrap, app_id, prefix, str(tmp_path / "b" / "state"), protocol,
+        "StreamsApp", bootstrap, app_id, prefix, str(tmp_path / "b" / "state"), protocol, str(replication),
         directory=tmp_path / "b",
     )  # fmt: skip
     try:
@@ -135,7 +135,7 @@ def test_streams_exactly_once_with_a_killed_instance(
         produce(bootstrap, f"{prefix}-orders", steps[1][1])
         b.kill()
         b = jvm_apps.start(
-            "StreamsApp", bootstrap, app_id, prefix, str(tmp_path / "b" / "state"), protocol,
+            "StreamsApp", bootstrap, app_id, prefix, str(tmp_path / "b" / "state"), protocol, str(replication),
             directory=tmp_path / "b2",
         )  # fmt: skip
         produce(bootstrap, f"{prefix}-lines", steps[2][0])
