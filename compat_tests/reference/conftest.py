@@ -105,11 +105,21 @@ class ReferencePool:
     def stop_all(self) -> None:
         for cluster in self.clusters.values():
             cluster.stop()
+        self.clusters.clear()
+
+
+_POOL = pytest.StashKey[ReferencePool]()
 
 
 @pytest.fixture(scope="session")
-def reference_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReferencePool]:
-    pool = ReferencePool(tmp_path_factory)
+def reference_pool(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ReferencePool]:
+    """One pool for the whole run, even where another conftest imports these fixtures
+    (spark_examples/tests): a second pool would start a second `kafka44` JVM."""
+    pool = request.config.stash.get(_POOL, None)
+    if pool is None:
+        pool = request.config.stash[_POOL] = ReferencePool(tmp_path_factory)
     yield pool
     pool.stop_all()
 
@@ -170,9 +180,7 @@ THREE_BROKER_OVERRIDES: dict[str, str] = {
 def odradek_three_brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     from compat_tests.test_cluster import ClusterProcess
 
-    proc = ClusterProcess(
-        tmp_path_factory.mktemp("odradek-3"), 3, overrides=THREE_BROKER_OVERRIDES
-    )
+    proc = ClusterProcess(tmp_path_factory.mktemp("odradek-3"), 3, overrides=THREE_BROKER_OVERRIDES)
     proc.start()
     yield proc
     proc.stop()

@@ -114,12 +114,12 @@ def test_streams_exactly_once_with_a_killed_instance(
         return done
 
     a = jvm_apps.start(
-        "StreamsApp", bootstrap, app_id, prefix, str(tmp_path / "a" / "state"), protocol, str(replication),
-        directory=tmp_path / "a",
+        "StreamsApp", bootstrap, app_id, prefix, str(tmp_path / "a" / "state"), protocol,
+        str(replication), directory=tmp_path / "a",
     )  # fmt: skip
     b = jvm_apps.start(
-        "StreamsApp", bootstrap, app_id, prefix, str(tmp_path / "b" / "state"), protocol, str(replication),
-        directory=tmp_path / "b",
+        "StreamsApp", bootstrap, app_id, prefix, str(tmp_path / "b" / "state"), protocol,
+        str(replication), directory=tmp_path / "b",
     )  # fmt: skip
     try:
         a.wait_line("STATE RUNNING", timeout=120)
@@ -135,8 +135,8 @@ def test_streams_exactly_once_with_a_killed_instance(
         produce(bootstrap, f"{prefix}-orders", steps[1][1])
         b.kill()
         b = jvm_apps.start(
-            "StreamsApp", bootstrap, app_id, prefix, str(tmp_path / "b" / "state"), protocol, str(replication),
-            directory=tmp_path / "b2",
+            "StreamsApp", bootstrap, app_id, prefix, str(tmp_path / "b" / "state"), protocol,
+            str(replication), directory=tmp_path / "b2",
         )  # fmt: skip
         produce(bootstrap, f"{prefix}-lines", steps[2][0])
         produce(bootstrap, f"{prefix}-orders", steps[2][1])
