@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from compat_tests.harness import BrokerProcess
 from compat_tests.reference import test_connect as connect
@@ -27,6 +28,18 @@ from compat_tests.reference.jvm_apps import CONNECT, STREAMS, JvmApps
 pytestmark = [pytest.mark.cluster]
 
 REPLICATION = 3
+
+
+def assert_replicated(bootstrap: str, suffixes: tuple[str, ...]) -> None:
+    """Every topic whose name ends with one of `suffixes`, and the coordinators' internal
+    topics, has three replicas on distinct brokers, all in sync."""
+    topics = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
+    chosen = {n: t for n, t in topics.items() if n.endswith(suffixes)}
+    assert {"__consumer_offsets", "__transaction_state"} <= set(chosen), sorted(topics)
+    for name, topic in chosen.items():
+        for p in topic.partitions.values():
+            assert len(set(p.replicas)) == REPLICATION, (name, p.id, p.replicas)
+            assert sorted(p.isrs) == sorted(p.replicas), (name, p.id, p.isrs)
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +63,8 @@ def test_streams_exactly_once_on_three_brokers(
     streams.test_streams_exactly_once_with_a_killed_instance(
         odradek_three_brokers.bootstrap, "classic", streams_apps, tmp_path, REPLICATION
     )
+    internal = ("-changelog", "-repartition", "__consumer_offsets", "__transaction_state")
+    assert_replicated(odradek_three_brokers.bootstrap, internal)
 
 
 def test_connect_exactly_once_on_three_brokers(
@@ -58,3 +73,5 @@ def test_connect_exactly_once_on_three_brokers(
     connect.test_connect_distributed_file_connectors_exactly_once(
         odradek_three_brokers.bootstrap, connect_apps, tmp_path, REPLICATION
     )
+    internal = ("-configs", "-offsets", "-status", "__consumer_offsets", "__transaction_state")
+    assert_replicated(odradek_three_brokers.bootstrap, internal)
