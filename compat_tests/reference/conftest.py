@@ -10,6 +10,9 @@
   the super user).
 - `odradek_broker`: one `odradek serve` process for the session, configured like `kafka44`
   (same group delay, one partition per new topic), the other side of every comparison.
+- `odradek_three_brokers`: one `odradek cluster --brokers 3` process for the session, its
+  internal topics at replication factor 3 with min.insync.replicas 2 (the JVM applications'
+  three-broker runs).
 
 The jars come from `scripts/setup.sh test` (.cache/kafka-<version>/); without them the tests
 fail, naming the command, rather than skip. When a test fails, the tail of every reference
@@ -116,11 +119,21 @@ class ReferencePool:
     def stop_all(self) -> None:
         for cluster in self.clusters.values():
             cluster.stop()
+        self.clusters.clear()
+
+
+_POOL = pytest.StashKey[ReferencePool]()
 
 
 @pytest.fixture(scope="session")
-def reference_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReferencePool]:
-    pool = ReferencePool(tmp_path_factory)
+def reference_pool(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ReferencePool]:
+    """One pool for the whole run, even where another conftest imports these fixtures
+    (spark_examples/tests): a second pool would start a second `kafka44` JVM."""
+    pool = request.config.stash.get(_POOL, None)
+    if pool is None:
+        pool = request.config.stash[_POOL] = ReferencePool(tmp_path_factory)
     yield pool
     pool.stop_all()
 
@@ -160,6 +173,28 @@ def kafka44_cluster(reference_kafka: Callable[..., KafkaReference]) -> KafkaRefe
 @pytest.fixture(scope="session")
 def odradek_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     proc = BrokerProcess(tmp_path_factory.mktemp("odradek-ref"), overrides=ODRADEK_OVERRIDES)
+    proc.start()
+    yield proc
+    proc.stop()
+
+
+# Kafka's production shape for internal topics: RF 3, two in sync to accept a write
+THREE_BROKER_OVERRIDES: dict[str, str] = {
+    "group.initial.rebalance.delay.ms": "0",
+    "num.partitions": "1",
+    "default.replication.factor": "3",
+    "min.insync.replicas": "2",
+    "offsets.topic.replication.factor": "3",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+}
+
+
+@pytest.fixture(scope="session")
+def odradek_three_brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    from compat_tests.test_cluster import ClusterProcess
+
+    proc = ClusterProcess(tmp_path_factory.mktemp("odradek-3"), 3, overrides=THREE_BROKER_OVERRIDES)
     proc.start()
     yield proc
     proc.stop()

@@ -134,11 +134,17 @@ class JvmProcess:
         return self.proc.returncode
 
 
+# classes compiled in this test run, by (jars, sources): modules running the same application
+# (test_streams.py, test_jvm_apps_cluster.py) compile it once
+_COMPILED: dict[tuple[str, tuple[str, ...]], Path] = {}
+
+
 class JvmApps:
-    """Compiles the sources once and starts applications from them."""
+    """Compiles the sources once per test run and starts applications from them."""
 
     def __init__(self, work_dir: Path, jars: str, sources: Sequence[str] = ()) -> None:
         self.work_dir = work_dir
+        self._key = (jars, tuple(sources))
         self.sources = [SOURCES / f"{name}.java" for name in sources]
         self.jars = classpath(jars)
         self.java = java_binary()
@@ -148,6 +154,11 @@ class JvmApps:
 
     def compile(self) -> None:
         if self._compiled:
+            return
+        done = _COMPILED.get(self._key)
+        if done is not None and done.is_dir():
+            self.classes = done
+            self._compiled = True
             return
         javac = str(Path(self.java).with_name("javac"))
         if not Path(javac).exists():
@@ -164,6 +175,7 @@ class JvmApps:
         )  # fmt: skip
         if proc.returncode != 0:
             raise AssertionError(f"javac failed:\n{proc.stdout}{proc.stderr}")
+        _COMPILED[self._key] = self.classes
         self._compiled = True
 
     def start(

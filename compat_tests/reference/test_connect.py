@@ -79,7 +79,7 @@ def wait_for(check: Callable[[], bool], timeout: float, what: str, why: Callable
 
 
 def test_connect_distributed_file_connectors_exactly_once(
-    bootstrap: str, jvm_apps: JvmApps, tmp_path: Path
+    bootstrap: str, jvm_apps: JvmApps, tmp_path: Path, replication: int = 1
 ) -> None:
     prefix = f"c{uuid.uuid4().hex[:8]}"
     topic = f"{prefix}-lines"
@@ -100,9 +100,9 @@ def test_connect_distributed_file_connectors_exactly_once(
             "config.storage.topic": f"{prefix}-configs",
             "offset.storage.topic": f"{prefix}-offsets",
             "status.storage.topic": f"{prefix}-status",
-            "config.storage.replication.factor": "1",
-            "offset.storage.replication.factor": "1",
-            "status.storage.replication.factor": "1",
+            "config.storage.replication.factor": str(replication),
+            "offset.storage.replication.factor": str(replication),
+            "status.storage.replication.factor": str(replication),
             "offset.storage.partitions": "3",
             "status.storage.partitions": "1",
             "listeners": f"http://{HOST}:{port}",

@@ -143,7 +143,7 @@ def protocol(request: pytest.FixtureRequest) -> str:
 
 
 def test_streams_exactly_once_with_a_killed_instance(
-    bootstrap: str, protocol: str, jvm_apps: JvmApps, tmp_path: Path
+    bootstrap: str, protocol: str, jvm_apps: JvmApps, tmp_path: Path, replication: int = 1
 ) -> None:
     rng = random.Random(25)
     prefix = f"s{uuid.uuid4().hex[:8]}"
@@ -151,7 +151,7 @@ def test_streams_exactly_once_with_a_killed_instance(
     topics = [f"{prefix}-{t}" for t in ("lines", "customers", "orders", "counts", "totals")]
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for fut in admin.create_topics(
-        [NewTopic(t, num_partitions=PARTITIONS, replication_factor=1) for t in topics]
+        [NewTopic(t, num_partitions=PARTITIONS, replication_factor=replication) for t in topics]
     ).values():
         fut.result(30)
 
@@ -204,11 +204,11 @@ def test_streams_exactly_once_with_a_killed_instance(
         alter_group_configs(bootstrap, app_id, STREAMS_GROUP_CONFIGS)
     a = jvm_apps.start(
         "StreamsApp", bootstrap, app_id, prefix, str(tmp_path / "a" / "state"), protocol,
-        directory=tmp_path / "a",
+        str(replication), directory=tmp_path / "a",
     )  # fmt: skip
     b = jvm_apps.start(
         "StreamsApp", bootstrap, app_id, prefix, str(tmp_path / "b" / "state"), protocol,
-        directory=tmp_path / "b",
+        str(replication), directory=tmp_path / "b",
     )  # fmt: skip
     try:
         a.wait_line("STATE RUNNING", timeout=120)
@@ -225,7 +225,7 @@ def test_streams_exactly_once_with_a_killed_instance(
         b.kill()
         b = jvm_apps.start(
             "StreamsApp", bootstrap, app_id, prefix, str(tmp_path / "b" / "state"), protocol,
-            directory=tmp_path / "b2",
+            str(replication), directory=tmp_path / "b2",
         )  # fmt: skip
         produce(bootstrap, f"{prefix}-lines", steps[2][0])
         produce(bootstrap, f"{prefix}-orders", steps[2][1])

@@ -1,7 +1,9 @@
 """Fixtures for the Spark and Flink example tests.
 
 The broker fixtures are compat_tests' (a real `odradek serve` process on a free port with a
-temp data dir; see compat_tests/conftest.py and harness.py). `spark` is one local SparkSession
+temp data dir; see compat_tests/conftest.py and harness.py); `target` runs a test against it and
+against Apache Kafka 4.4 (`kafka44` of compat_tests/reference/conftest.py, the same JVM as the
+reference tests use), so a failure on odradek alone is odradek's. `spark` is one local SparkSession
 for the whole test session: with the Kafka connector jars when they are available here
 (spark_examples/session.py), without them otherwise, so the tests that need no Kafka still run.
 
@@ -21,6 +23,13 @@ from typing import TYPE_CHECKING
 import pytest
 
 from compat_tests.conftest import broker, topic_name  # noqa: F401 - fixtures used here
+from compat_tests.harness import BrokerProcess
+from compat_tests.reference.conftest import (  # noqa: F401 - fixtures used here
+    kafka44,
+    reference_kafka,
+    reference_pool,
+)
+from compat_tests.reference.kafka_ref import KafkaReference
 from spark_examples import session
 
 if TYPE_CHECKING:
@@ -67,3 +76,13 @@ def spark_kafka(request: pytest.FixtureRequest) -> SparkSession:
         pytest.skip(KAFKA_UNAVAILABLE)
     request.getfixturevalue("broker")
     return request.getfixturevalue("spark")
+
+
+@pytest.fixture(params=["odradek", "kafka-4.4"])
+def target(request: pytest.FixtureRequest) -> BrokerProcess | KafkaReference:
+    """The broker under test (`.bootstrap`, `.log_tail()`): odradek, or Kafka 4.4 itself."""
+    if request.param == "odradek":
+        proc: BrokerProcess = request.getfixturevalue("broker")
+        return proc
+    kafka: KafkaReference = request.getfixturevalue("kafka44")
+    return kafka

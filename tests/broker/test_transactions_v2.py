@@ -167,3 +167,31 @@ def test_end_txn_v5_moves_to_a_new_producer_id_when_epochs_run_out(broker: Broke
             1,
         )
         assert [stable(broker, i) for i in (0, 1)] == [(4, 4), (4, 4)]
+
+
+def test_produce_while_the_last_commit_is_being_completed_is_retried(broker: Broker) -> None:
+    """EndTxn v5 answers once PrepareCommit is written; the producer's next transaction may
+    reach a leader while the markers of the last one are still going out. Its partitions cannot
+    join yet (CONCURRENT_TRANSACTIONS at the coordinator): the produce answers the retriable
+    NOT_ENOUGH_REPLICAS, as Kafka's ReplicaManager does whichever broker coordinates, not the
+    fatal INVALID_TXN_STATE that would kill a Kafka Streams thread (seen on three brokers,
+    where markers to other leaders take longer)."""
+    with RawClient(broker.bootstrap) as raw:
+        pid, epoch = init(raw, "p2")
+        assert produce(raw, "p2", pid, epoch, 0, 12) == [0, 0]
+
+        async def prepare_only(server: Any) -> ErrorCode:
+            coord = server.txn_coordinator
+            md = coord.txns["p2"]
+            return await coord.manager.persist(md, md.prepare_end(True, coord.clock(), bump=True))
+
+        assert broker.call(prepare_only) == ErrorCode.NONE
+        retriable = [ErrorCode.NOT_ENOUGH_REPLICAS] * 2
+        assert produce(raw, "p2", pid, epoch + 1, 0, 12) == retriable
+
+        async def complete(server: Any) -> None:
+            coord = server.txn_coordinator
+            await coord._finish(coord.txns["p2"], True)
+
+        broker.call(complete)
+        assert produce(raw, "p2", pid, epoch + 1, 0, 12) == [0, 0]

@@ -34,11 +34,13 @@ import org.apache.kafka.streams.kstream.TimeWindows;
  * SIGTERM closes it cleanly.
  *
  * <p>Arguments: bootstrap applicationId prefix stateDir groupProtocol(classic|streams)
+ * [replicationFactor of the internal topics, default 1]
  */
 public class StreamsApp {
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0], appId = args[1], p = args[2], stateDir = args[3];
         String protocol = args.length > 4 ? args[4] : "classic";
+        int replication = args.length > 5 ? Integer.parseInt(args[5]) : 1;
 
         Properties props = new Properties();
         props.put(StreamsConfig.APPLICATION_ID_CONFIG, appId);
@@ -48,7 +50,7 @@ public class StreamsApp {
         props.put(StreamsConfig.NUM_STANDBY_REPLICAS_CONFIG, 1);
         props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
         props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 200);
-        props.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, 1);
+        props.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, replication);
         props.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 1);
         props.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
         props.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);

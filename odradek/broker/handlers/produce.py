@@ -245,7 +245,10 @@ async def _add_to_transaction(
     """Transactions v2: the request's existing partitions join its producer's transaction
     (Kafka's leader sends AddPartitionsToTxn to the coordinator for them). When this broker
     coordinates the transaction, the append's own verification then decides each partition's
-    error; when another broker does, its answer is the error of every partition added."""
+    error, except a retriable refusal (the last transaction's markers still going out:
+    CONCURRENT_TRANSACTIONS), which every partition answers as NOT_ENOUGH_REPLICAS, as from a
+    remote coordinator; when another broker coordinates, its answer is the error of every
+    partition added."""
     topics = ctx.broker.topics
     wanted: list[tuple[str, int]] = []
     producer: tuple[int, int] | None = None
@@ -269,7 +272,7 @@ async def _add_to_transaction(
     error, remote = await ctx.txn_coordinator.add_partitions_anywhere(
         req.transactional_id, producer[0], producer[1], wanted
     )
-    if not remote or error == ErrorCode.NONE:
+    if error == ErrorCode.NONE or (not remote and error not in _RETRY_AS_NOT_ENOUGH_REPLICAS):
         return ErrorCode.NONE, set()
     if error in _RETRY_AS_NOT_ENOUGH_REPLICAS:
         error = ErrorCode.NOT_ENOUGH_REPLICAS
