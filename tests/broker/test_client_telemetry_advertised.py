@@ -19,10 +19,14 @@ WAIT_S = 20.0
 
 
 def advertised(bootstrap: str) -> dict[int, tuple[int, int]]:
-    """The API versions a real client (kafka-python) learns from the broker."""
+    """The API versions a real client (kafka-python) learns from the broker (its raw table:
+    kafka-python 3.0's `api_versions()` maps keys to its ApiKey enum, which lacks key 93 that
+    Kafka 4.4 and odradek list)."""
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
-        return {int(key): tuple(versions) for key, versions in admin.api_versions().items()}
+        node = admin.describe_cluster()["brokers"][0]["broker_id"]
+        versions = admin.get_broker_version_data(node).api_versions
+        return {int(key): tuple(span) for key, span in versions.items()}
     finally:
         admin.close()
 
