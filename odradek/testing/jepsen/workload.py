@@ -242,7 +242,10 @@ class TxnProcess(Process):
                 if producer is None or self.stop.is_set():
                     break
                 if not self._txn(producer, consumer, n):
-                    producer.flush(0)
+                    try:
+                        producer.flush(0)
+                    except KafkaException:  # a fatal producer (e.g. fenced): replaced anyway
+                        pass
                     producer = self._producer()
                     consumer.close()
                     consumer = self.consumer(subscribe=False)
