@@ -275,6 +275,27 @@ class HostCluster:
             time.sleep(0.2)
         return False
 
+    def all_in_sync(self, timeout: float) -> bool:
+        """Every partition of every topic (the internal ones too) has a leader and all its
+        replicas in the ISR, within `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                topics = self.admin().list_topics(timeout=3).topics.values()
+            except Exception:
+                topics = None
+            if topics and all(
+                md.error is None
+                and md.partitions
+                and all(
+                    p.leader >= 0 and len(p.isrs) == len(p.replicas) for p in md.partitions.values()
+                )
+                for md in topics
+            ):
+                return True
+            time.sleep(0.2)
+        return False
+
     def leader(self, topic: str, partition: int) -> str | None:
         try:
             md = self.admin().list_topics(topic, timeout=3).topics[topic].partitions[partition]

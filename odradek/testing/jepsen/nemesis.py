@@ -11,7 +11,8 @@
     power-loss            kill -9 a broker and throw away what it had not fsync'd
                           (`odradek.log.power_loss`), start it again when the fault ends
 
-Faults come one at a time (one broker at a time loses power); the same seed and kinds give the
+Faults come one at a time (one broker at a time loses power, once every replica is back in
+sync); the same seed and kinds give the
 same schedule. Which broker a fault hits is drawn from the seed when it is not decided by the
 cluster's state (the leader or the controller at that moment).
 """
@@ -31,6 +32,7 @@ NETWORK = ("partition-leader", "partition-controller", "majority-minority", "bri
 PROCESS = ("kill", "pause")
 ALL = (*NETWORK, "netem", *PROCESS, "power-loss")
 NETEM = "delay 40ms 20ms loss 8% reorder 20% 50%"
+POWER_LOSS_SYNC_WAIT_S = 10.0
 
 
 @dataclass(slots=True, frozen=True)
@@ -104,6 +106,13 @@ class Nemesis:
             c.pause(b, True)
             return f"SIGSTOP {b}"
         if f.kind == "power-loss":
+            # one broker at a time: a power loss while another replica is still out of the
+            # ISR (killed or cut off just before) is a double fault, which acks=all with
+            # min.insync.replicas=2 does not cover; wait for every replica, else a kill -9
+            if not c.all_in_sync(POWER_LOSS_SYNC_WAIT_S):
+                c.kill(b)
+                self.down.add(b)
+                return f"kill -9 {b} (not power loss: replicas were not all in sync)"
             c.kill(b)
             self.down.add(b)
             changes = discard_unsynced(c.data_dir(b), self.journal[b])
