@@ -110,7 +110,7 @@ class HostCluster:
             for b in self.brokers:
                 self.start_broker(b, wait=False)
             for b in self.brokers:
-                self._wait_broker(b)
+                self.wait_broker(b)
         except BaseException:
             self.close()
             raise
@@ -167,9 +167,11 @@ class HostCluster:
             env[POWER_LOSS_ENV] = env[POWER_LOSS_ENV].replace("{broker}", b)
         self.procs[b] = self.net.spawn(b, argv, str(log), env=env, cwd=str(d))
         if wait:
-            self._wait_broker(b)
+            self.wait_broker(b)
 
-    def _wait_broker(self, b: str) -> None:
+    def wait_broker(self, b: str) -> None:
+        """Until broker `b` (started) listens; raises when it exited or took too long."""
+
         def up() -> bool:
             proc = self.procs[b]
             if proc.poll() is not None:

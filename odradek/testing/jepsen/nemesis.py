@@ -66,6 +66,7 @@ class Nemesis:
         self.keys = keys
         self.journal = journal  # broker -> its power-loss journal file
         self.down: set[str] = set()
+        self.starting: set[str] = set()  # restarted, perhaps not listening yet
         self.lost: list[str] = []  # what power loss threw away, for the report
 
     def begin(self, f: Fault) -> str:
@@ -120,13 +121,20 @@ class Nemesis:
             return f"power loss of {b}: " + ("; ".join(changes[:6]) or "nothing unsynced")
         raise ValueError(f"unknown fault {f.kind}")
 
-    def end(self) -> None:
+    def end(self, wait: bool = True) -> None:
+        """Heal: the network, paused and stopped brokers. Restarted brokers start meanwhile
+        unless `wait` (the last heal waits for every one of them to listen)."""
         self.c.net.heal()
         for host in sorted(self.c.paused):
             self.c.pause(host, False)
         for b in sorted(self.down):
-            self.c.start_broker(b)
+            self.c.start_broker(b, wait=False)
+        self.starting |= self.down
         self.down.clear()
+        if wait:
+            for b in sorted(self.starting):
+                self.c.wait_broker(b)
+            self.starting.clear()
 
     def run(
         self, faults: list[Fault], history: History, stop: threading.Event, duration: float
@@ -143,7 +151,7 @@ class Nemesis:
                 done.append(f"{f}: {what}")
                 stop.wait(max(0.0, start + f.at + f.duration - time.monotonic()))
                 inv = history.invoke("nemesis", "nemesis", {"fault": str(f), "phase": "end"})
-                self.end()
+                self.end(wait=False)
                 history.complete(inv, INFO)
             stop.wait(max(0.0, start + duration - time.monotonic()))
         finally:
