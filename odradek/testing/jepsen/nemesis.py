@@ -10,6 +10,9 @@
     pause                 SIGSTOP a broker, SIGCONT when the fault ends
     power-loss            kill -9 a broker and throw away what it had not fsync'd
                           (`odradek.log.power_loss`), start it again when the fault ends
+    disk-full             fill a broker's data dir (its own tmpfs): its writes fail with
+                          ENOSPC, its log dir goes offline and it halts, as Kafka's broker
+                          does; the space is freed and the broker started when the fault ends
 
 Faults come one at a time (one broker at a time loses power, once every replica is back in
 sync); the same seed and kinds give the
@@ -30,7 +33,7 @@ from odradek.testing.jepsen.hosts import CLIENT, ZK, HostCluster
 
 NETWORK = ("partition-leader", "partition-controller", "majority-minority", "bridge", "zk-cut")
 PROCESS = ("kill", "pause")
-ALL = (*NETWORK, "netem", *PROCESS, "power-loss")
+ALL = (*NETWORK, "netem", *PROCESS, "power-loss", "disk-full")
 NETEM = "delay 40ms 20ms loss 8% reorder 20% 50%"
 POWER_LOSS_SYNC_WAIT_S = 10.0
 
@@ -67,6 +70,7 @@ class Nemesis:
         self.journal = journal  # broker -> its power-loss journal file
         self.down: set[str] = set()
         self.starting: set[str] = set()  # restarted, perhaps not listening yet
+        self.full: set[str] = set()  # brokers whose disk is full
         self.lost: list[str] = []  # what power loss threw away, for the report
 
     def begin(self, f: Fault) -> str:
@@ -119,6 +123,9 @@ class Nemesis:
             changes = discard_unsynced(c.data_dir(b), self.journal[b])
             self.lost.append(f"{b}: {len(changes)} file(s) rolled back")
             return f"power loss of {b}: " + ("; ".join(changes[:6]) or "nothing unsynced")
+        if f.kind == "disk-full":
+            self.full.add(b)
+            return f"disk full on {b}: " + c.fill_disk(b)
         raise ValueError(f"unknown fault {f.kind}")
 
     def end(self, wait: bool = True) -> None:
@@ -127,6 +134,13 @@ class Nemesis:
         self.c.net.heal()
         for host in sorted(self.c.paused):
             self.c.pause(host, False)
+        for b in sorted(self.full):
+            # its log dir went offline (it halted) or is about to: as Kafka's, it needs a
+            # restart with the space back
+            self.c.kill(b)
+            self.c.free_disk(b)
+            self.down.add(b)
+        self.full.clear()
         for b in sorted(self.down):
             self.c.start_broker(b, wait=False)
         self.starting |= self.down
