@@ -1,7 +1,7 @@
 """The queue workload over brokers on their own hosts: a three-node ZooKeeper ensemble and three
 `odradek serve` processes, each in its own network namespace, the clients in another; twenty
 short seeds of partitions (leader, controller, majority/minority, bridge, ZooKeeper cut), a slow
-or lossy link and SIGSTOP (one broker at a time), checked by the Jepsen
+or lossy link, kill -9, SIGSTOP and power loss (one broker at a time), checked by the Jepsen
 queue checkers (odradek.testing.jepsen.checker). A failing seed prints its faults: rerun it
 with `python -m bench.jepsen --seed N -v`.
 
@@ -23,11 +23,9 @@ from odradek.testing.jepsen.seeds import SeedOptions, run_seed
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 SEEDS = range(20)
-# power loss and kill -9 are left out here: a broker restarted while the controller moves may
-# wait for a controller decision that does not come (an open bug, docs/notes.md), which the soak
-# finds in some seeds (`python -m bench.jepsen --kinds power-loss,kill`); until it is fixed they
-# would make this test fail by chance rather than by a change
-KINDS = tuple(k for k in ALL if k not in ("power-loss", "kill"))
+# disk-full is left out: new, and its soak found an aborted read it has not explained yet
+# (docs/jepsen.md); `python -m bench.jepsen --kinds disk-full` runs it
+KINDS = tuple(k for k in ALL if k != "disk-full")
 OPTIONS = SeedOptions(duration=1.6, longest=0.8, max_ops=50, settle_s=0.4, kinds=KINDS)
 
 

@@ -19,6 +19,10 @@ ElectLeaders), which are conditional updates on the store and so safe from any b
   epoch (restarted, perhaps after losing power) is treated as gone first, as Kafka's controller
   treats a bounced broker: another in-sync replica leads what it led and it leaves every ISR
   (it rejoins once caught up); it leads again only when it was the last in-sync replica.
+- A broker becoming the active controller (Kafka's onControllerFailover) has not seen what its
+  predecessor left undone: it reads every registration and partition state, and a leader or
+  ISR member registered after the state was written (its registration's creation zxid is newer
+  than the state node's mzxid) restarted since, so it is handled as bounced, as above.
 - Controlled shutdown: leadership of the broker's partitions moves to another ISR member, and
   it leaves the ISR of the partitions it follows, before it stops.
 - A partition without any state yet (created in ZooKeeper by another tool) gets its first live
@@ -60,6 +64,7 @@ class Controller:
         self.node_id = node_id
         self.unclean_enabled = unclean_enabled
         self.known: dict[int, int] = {}  # live broker id -> broker epoch, as last seen
+        self.was_active = False  # as of the last broker change: becoming active is a failover
 
     @property
     def active(self) -> bool:
@@ -89,23 +94,29 @@ class Controller:
         current = self._registrations()
         restarted = {n for n, epoch in current.items() if self.known.get(n) != epoch}
         self.known = current
-        if self.active:
-            self.elect_offline(restarted)
+        active = self.active
+        failover, self.was_active = active and not self.was_active, active
+        if active:
+            self.elect_offline(restarted, failover=failover)
             self.complete_reassignments()  # a predecessor's, or a removed leader came back
             self.start_requested()
 
-    def elect_offline(self, restarted: set[int] | None = None) -> int:
-        """Elect leaders where the leader is gone (or came back), drop dead ISR members."""
+    def elect_offline(self, restarted: set[int] | None = None, failover: bool = False) -> int:
+        """Elect leaders where the leader is gone (or came back), drop dead ISR members.
+        On `failover`, brokers registered since a partition's state was written count as
+        restarted for that partition."""
         restarted = restarted or set()
         live = set(self.store.live_brokers())
+        epochs = self._registrations() if failover else {}
         updates: list[Update] = []
         for info in list(self.store.topics.values()):
             for idx, st in enumerate(info.partitions):
                 new: PartitionState | None = None
-                if st.leader not in live or st.leader in restarted:
-                    new = self._offline_leader(info.name, idx, st, live, restarted)
-                elif any(r not in live or r in restarted for r in st.isr):
-                    isr = [r for r in st.isr if r in live and r not in restarted]
+                bounced = restarted | _registered_since(st, epochs) if failover else restarted
+                if st.leader not in live or st.leader in bounced:
+                    new = self._offline_leader(info.name, idx, st, live, bounced)
+                elif any(r not in live or r in bounced for r in st.isr):
+                    isr = [r for r in st.isr if r in live and r not in bounced]
                     new = st.with_leader_isr(st.leader, st.leader_epoch, isr)
                 if new is not None:
                     updates.append((info.name, idx, new, st.leader_epoch, st.partition_epoch))
@@ -410,3 +421,12 @@ class Controller:
                     st.isr,
                 )
         return done
+
+
+def _registered_since(st: PartitionState, epochs: dict[int, int]) -> set[int]:
+    """The leader and ISR members of `st` whose registration (broker epoch: its creation zxid)
+    is newer than the write of `st` (its mzxid): they restarted after the state was decided."""
+    if st.written_zxid < 0:
+        return set()
+    named = {st.leader, *st.isr}
+    return {n for n, epoch in epochs.items() if n in named and epoch > st.written_zxid}

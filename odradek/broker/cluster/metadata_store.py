@@ -48,6 +48,10 @@ class PartitionState:
     # ones are dropped (controller.py)
     adding_replicas: list[int] = field(default_factory=list)
     removing_replicas: list[int] = field(default_factory=list)
+    # the ZooKeeper zxid of the write that made this state (the state node's mzxid; -1 when
+    # unknown, as in the in-process store): a broker registered later (its broker epoch is its
+    # registration's czxid) restarted since, whatever the state says of it
+    written_zxid: int = -1
 
     def with_leader_isr(self, leader: int, leader_epoch: int, isr: list[int]) -> PartitionState:
         """The same assignment (and reassignment) with another leader, epoch or ISR."""

@@ -116,6 +116,7 @@ class ZooKeeperWatchCache:
             try:
                 sdata, sstat = pending.get(timeout=timeout)
                 partitions.append(zl.decode_state(sdata, sstat.version, replicas))
+                partitions[-1].written_zxid = sstat.mzxid
                 keys.append(node_key(sstat))
             except NoNodeError:  # written by a tool that leaves states to the controller
                 partitions.append(PartitionState(list(replicas), -1, 0, [], -1))
@@ -194,6 +195,7 @@ class ZooKeeperWatchCache:
         if info is None or idx >= len(info.partitions):
             return False
         state.partition_epoch = stat.version
+        state.written_zxid = stat.mzxid
         info.partitions[idx] = state
         self._state_keys[(topic, idx)] = node_key(stat)
         return True
@@ -289,9 +291,9 @@ class ZooKeeperWatchCache:
 
     def _on_state_node(self, name: str, idx: int, data: bytes | None, stat: ZnodeStat) -> None:
         if data is not None and not self.session.closed:
-            self.session.post(self._apply_state, name, idx, data, node_key(stat))
+            self.session.post(self._apply_state, name, idx, data, node_key(stat), stat.mzxid)
 
-    def _apply_state(self, name: str, idx: int, data: bytes, key: Key) -> None:
+    def _apply_state(self, name: str, idx: int, data: bytes, key: Key, mzxid: int) -> None:
         info = self.topics.get(name)
         if info is None or idx >= len(info.partitions):
             return  # the topic read that brings this partition is on its way
@@ -301,6 +303,7 @@ class ZooKeeperWatchCache:
             return
         current = info.partitions[idx]
         state = zl.decode_state(data, key[1], current.replicas)
+        state.written_zxid = mzxid
         # the assignment (and a reassignment's adding/removing replicas) is the topic node's
         state.adding_replicas = list(current.adding_replicas)
         state.removing_replicas = list(current.removing_replicas)

@@ -33,6 +33,8 @@ CLIENT = "client"
 BROKER_PORT = 9092
 ZK_PORT = 2181
 READY_S = 40.0
+DISK_MB = 128  # each broker's data dir (tmpfs): filled by the disk-full fault
+FILLER = "jepsen-disk-filler"
 
 BROKER_CONFIG: dict[str, str] = {
     "zookeeper.session.timeout.ms": "3000",
@@ -74,6 +76,7 @@ class HostCluster:
         self.net = Network([*ZK, *self.brokers, CLIENT])
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.paused: set[str] = set()
+        self.disks: set[str] = set()  # brokers whose data dir is a tmpfs of its own
         self._admin: AdminClient | None = None
 
     # -- addresses ------------------------------------------------------------------------------
@@ -103,6 +106,8 @@ class HostCluster:
 
     def start(self) -> HostCluster:
         try:
+            for b in self.brokers:
+                self._mount_disk(b)
             for i, z in enumerate(ZK):
                 self._start_zk(i, z)
             for z in ZK:
@@ -110,7 +115,7 @@ class HostCluster:
             for b in self.brokers:
                 self.start_broker(b, wait=False)
             for b in self.brokers:
-                self._wait_broker(b)
+                self.wait_broker(b)
         except BaseException:
             self.close()
             raise
@@ -167,9 +172,11 @@ class HostCluster:
             env[POWER_LOSS_ENV] = env[POWER_LOSS_ENV].replace("{broker}", b)
         self.procs[b] = self.net.spawn(b, argv, str(log), env=env, cwd=str(d))
         if wait:
-            self._wait_broker(b)
+            self.wait_broker(b)
 
-    def _wait_broker(self, b: str) -> None:
+    def wait_broker(self, b: str) -> None:
+        """Until broker `b` (started) listens; raises when it exited or took too long."""
+
         def up() -> bool:
             proc = self.procs[b]
             if proc.poll() is not None:
@@ -219,6 +226,7 @@ class HostCluster:
         for host in sorted(self.paused):
             self.pause(host, False)
         for b in self.brokers:
+            self.free_disk(b)
             if not self.running(b):
                 self.start_broker(b)
 
@@ -226,6 +234,47 @@ class HostCluster:
         for host in list(self.paused):
             self.pause(host, False)
         self.net.close()
+        for b in sorted(self.disks):
+            subprocess.run(["umount", "-l", str(self.data_dir(b))], capture_output=True)
+        self.disks.clear()
+
+    # -- disks (a full disk as a fault) ---------------------------------------------------------
+
+    def _mount_disk(self, b: str) -> None:
+        """Give broker `b` a data dir of its own size (a tmpfs of DISK_MB), so that filling
+        it is a real full disk (ENOSPC) for that broker alone; without mount rights the data
+        dir stays on the work dir's disk and `fill_disk` says it cannot."""
+        d = self.data_dir(b)
+        d.mkdir(parents=True, exist_ok=True)
+        argv = ["mount", "-t", "tmpfs", "-o", f"size={DISK_MB}m", f"jepsen-{b}", str(d)]
+        if subprocess.run(argv, capture_output=True).returncode == 0:
+            self.disks.add(b)
+
+    def fill_disk(self, b: str) -> str:
+        """Fill broker `b`'s data dir's file system; what was done."""
+        if b not in self.disks:
+            return "no disk of its own (mount failed): not filled"
+        st = os.statvfs(self.data_dir(b))
+        free = st.f_bavail * st.f_frsize
+        fd = os.open(self.data_dir(b) / FILLER, os.O_CREAT | os.O_WRONLY, 0o644)
+        size, step = 0, 1 << 20
+        try:
+            while step >= 4096:  # whole steps until one fails, then smaller ones
+                try:
+                    os.posix_fallocate(fd, size, step)
+                    size += step
+                except OSError:
+                    step //= 4
+        finally:
+            os.close(fd)
+        left = os.statvfs(self.data_dir(b))
+        return f"filled: {free // 1024} KiB free -> {left.f_bavail * left.f_frsize // 1024} KiB"
+
+    def free_disk(self, b: str) -> None:
+        try:
+            os.unlink(self.data_dir(b) / FILLER)
+        except FileNotFoundError:
+            pass
 
     def __enter__(self) -> HostCluster:
         return self.start()
@@ -270,6 +319,27 @@ class HostCluster:
                 and md.error is None
                 and len(md.partitions) == partitions
                 and all(p.leader >= 0 and len(p.isrs) == 3 for p in md.partitions.values())
+            ):
+                return True
+            time.sleep(0.2)
+        return False
+
+    def all_in_sync(self, timeout: float) -> bool:
+        """Every partition of every topic (the internal ones too) has a leader and all its
+        replicas in the ISR, within `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                topics = self.admin().list_topics(timeout=3).topics.values()
+            except Exception:
+                topics = None
+            if topics and all(
+                md.error is None
+                and md.partitions
+                and all(
+                    p.leader >= 0 and len(p.isrs) == len(p.replicas) for p in md.partitions.values()
+                )
+                for md in topics
             ):
                 return True
             time.sleep(0.2)

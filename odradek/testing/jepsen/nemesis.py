@@ -10,8 +10,12 @@
     pause                 SIGSTOP a broker, SIGCONT when the fault ends
     power-loss            kill -9 a broker and throw away what it had not fsync'd
                           (`odradek.log.power_loss`), start it again when the fault ends
+    disk-full             fill a broker's data dir (its own tmpfs): its writes fail with
+                          ENOSPC, its log dir goes offline and it halts, as Kafka's broker
+                          does; the space is freed and the broker started when the fault ends
 
-Faults come one at a time (one broker at a time loses power); the same seed and kinds give the
+Faults come one at a time (one broker at a time loses power, once every replica is back in
+sync); the same seed and kinds give the
 same schedule. Which broker a fault hits is drawn from the seed when it is not decided by the
 cluster's state (the leader or the controller at that moment).
 """
@@ -29,8 +33,9 @@ from odradek.testing.jepsen.hosts import CLIENT, ZK, HostCluster
 
 NETWORK = ("partition-leader", "partition-controller", "majority-minority", "bridge", "zk-cut")
 PROCESS = ("kill", "pause")
-ALL = (*NETWORK, "netem", *PROCESS, "power-loss")
+ALL = (*NETWORK, "netem", *PROCESS, "power-loss", "disk-full")
 NETEM = "delay 40ms 20ms loss 8% reorder 20% 50%"
+POWER_LOSS_SYNC_WAIT_S = 10.0
 
 
 @dataclass(slots=True, frozen=True)
@@ -64,6 +69,8 @@ class Nemesis:
         self.keys = keys
         self.journal = journal  # broker -> its power-loss journal file
         self.down: set[str] = set()
+        self.starting: set[str] = set()  # restarted, perhaps not listening yet
+        self.full: set[str] = set()  # brokers whose disk is full
         self.lost: list[str] = []  # what power loss threw away, for the report
 
     def begin(self, f: Fault) -> str:
@@ -104,20 +111,44 @@ class Nemesis:
             c.pause(b, True)
             return f"SIGSTOP {b}"
         if f.kind == "power-loss":
+            # one broker at a time: a power loss while another replica is still out of the
+            # ISR (killed or cut off just before) is a double fault, which acks=all with
+            # min.insync.replicas=2 does not cover; wait for every replica, else a kill -9
+            if not c.all_in_sync(POWER_LOSS_SYNC_WAIT_S):
+                c.kill(b)
+                self.down.add(b)
+                return f"kill -9 {b} (not power loss: replicas were not all in sync)"
             c.kill(b)
             self.down.add(b)
             changes = discard_unsynced(c.data_dir(b), self.journal[b])
             self.lost.append(f"{b}: {len(changes)} file(s) rolled back")
             return f"power loss of {b}: " + ("; ".join(changes[:6]) or "nothing unsynced")
+        if f.kind == "disk-full":
+            self.full.add(b)
+            return f"disk full on {b}: " + c.fill_disk(b)
         raise ValueError(f"unknown fault {f.kind}")
 
-    def end(self) -> None:
+    def end(self, wait: bool = True) -> None:
+        """Heal: the network, paused and stopped brokers. Restarted brokers start meanwhile
+        unless `wait` (the last heal waits for every one of them to listen)."""
         self.c.net.heal()
         for host in sorted(self.c.paused):
             self.c.pause(host, False)
+        for b in sorted(self.full):
+            # its log dir went offline (it halted) or is about to: as Kafka's, it needs a
+            # restart with the space back
+            self.c.kill(b)
+            self.c.free_disk(b)
+            self.down.add(b)
+        self.full.clear()
         for b in sorted(self.down):
-            self.c.start_broker(b)
+            self.c.start_broker(b, wait=False)
+        self.starting |= self.down
         self.down.clear()
+        if wait:
+            for b in sorted(self.starting):
+                self.c.wait_broker(b)
+            self.starting.clear()
 
     def run(
         self, faults: list[Fault], history: History, stop: threading.Event, duration: float
@@ -134,7 +165,7 @@ class Nemesis:
                 done.append(f"{f}: {what}")
                 stop.wait(max(0.0, start + f.at + f.duration - time.monotonic()))
                 inv = history.invoke("nemesis", "nemesis", {"fault": str(f), "phase": "end"})
-                self.end()
+                self.end(wait=False)
                 history.complete(inv, INFO)
             stop.wait(max(0.0, start + duration - time.monotonic()))
         finally:

@@ -169,7 +169,11 @@ class PlainProcess(Process):
                     "acks": "all",
                     "linger.ms": 2,
                     "request.timeout.ms": 1500,
-                    "message.timeout.ms": 4000,
+                    # long enough to outlast any fault: a message timing out in flight makes
+                    # librdkafka bump the idempotent producer's epoch (KIP-360) and renumber
+                    # what it still holds, possibly written ones too, which no broker can tell
+                    # from new sends (with 4 s the soak's seeds 120-179 had 11 such duplicates)
+                    "message.timeout.ms": 30000,
                 }
             )
         )
@@ -242,7 +246,10 @@ class TxnProcess(Process):
                 if producer is None or self.stop.is_set():
                     break
                 if not self._txn(producer, consumer, n):
-                    producer.flush(0)
+                    try:
+                        producer.flush(0)
+                    except KafkaException:  # a fatal producer (e.g. fenced): replaced anyway
+                        pass
                     producer = self._producer()
                     consumer.close()
                     consumer = self.consumer(subscribe=False)
