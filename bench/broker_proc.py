@@ -231,3 +231,17 @@ class OdradekProcess:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def with_nofile(cmd: list[str], nofile: int | None, python: str) -> list[str]:
+    """`cmd` behind a Python trampoline (run by `python`) that sets RLIMIT_NOFILE to `nofile`
+    and execs it (same pid), as `ulimit -n` in the shell that starts a broker would; `cmd`
+    unchanged when `nofile` is None."""
+    if nofile is None:
+        return cmd
+    trampoline = (
+        "import os, resource, sys; "
+        f"resource.setrlimit(resource.RLIMIT_NOFILE, ({nofile}, {nofile})); "
+        "os.execv(sys.argv[1], sys.argv[1:])"
+    )
+    return [python, "-c", trampoline, *cmd]

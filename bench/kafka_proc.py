@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.broker_proc import HOST, BrokerStartError, StartupTiming, free_port
+from bench.broker_proc import HOST, BrokerStartError, StartupTiming, free_port, with_nofile
 from bench.probe import wait_for_api_versions
 from compat_tests.reference.kafka_ref import classpath, java_binary, new_cluster_id
 
@@ -211,15 +211,7 @@ class KafkaProcess:
     def _limited(self, cmd: list[str]) -> list[str]:
         """`cmd` behind a Python trampoline that sets RLIMIT_NOFILE and execs it (same pid),
         as `ulimit -n` in the shell that runs kafka-server-start.sh would."""
-        if self.nofile is None:
-            return cmd
-        n = self.nofile
-        trampoline = (
-            "import os, resource, sys; "
-            f"resource.setrlimit(resource.RLIMIT_NOFILE, ({n}, {n})); "
-            "os.execv(sys.argv[1], sys.argv[1:])"
-        )
-        return [sys.executable, "-c", trampoline, *cmd]
+        return with_nofile(cmd, self.nofile, sys.executable)
 
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> StartupTiming:
         """Wait for the first ApiVersions answer of a spawned node (stops it on failure)."""

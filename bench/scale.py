@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.broker_proc import OdradekProcess
+from bench.broker_proc import OdradekProcess, with_nofile
 from bench.procstat import cpu_seconds, memory_mb
 
 HOST = "127.0.0.1"
@@ -57,15 +57,7 @@ class LimitedProcess(OdradekProcess):
 
     def command(self) -> list[str]:
         cmd = super().command()
-        if self.nofile is None:
-            return cmd
-        n = self.nofile
-        trampoline = (
-            "import os, resource, sys; "
-            f"resource.setrlimit(resource.RLIMIT_NOFILE, ({n}, {n})); "
-            "os.execv(sys.argv[1], sys.argv[1:])"
-        )
-        return [cmd[0], "-c", trampoline, *cmd]
+        return with_nofile(cmd, self.nofile, cmd[0])
 
     def restart(self) -> Any:
         """Stop (SIGTERM, clean) and start again on the same data dir and port."""

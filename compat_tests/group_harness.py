@@ -344,6 +344,36 @@ def committed(broker: BrokerProcess, group: str) -> dict[int, int]:
     return {tp.partition: om.offset for tp, om in offsets.items()}
 
 
+class CommitWatcher:
+    """Polls a group's committed offsets every 0.2 s in a thread and records any partition whose
+    committed offset moves back; `stop()` ends the thread and returns those moves."""
+
+    def __init__(self, broker: BrokerProcess, group: str) -> None:
+        self.broker, self.group = broker, group
+        self.backwards: list[str] = []
+        self._last: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            try:
+                now = committed(self.broker, self.group)
+            except Exception:  # the coordinator may be briefly unavailable: look again
+                now = {}
+            for p, o in now.items():
+                if o < self._last.get(p, -1):
+                    self.backwards.append(f"partition {p}: {self._last[p]} -> {o}")
+                self._last[p] = max(o, self._last.get(p, -1))
+            self._stop.wait(0.2)
+
+    def stop(self) -> list[str]:
+        self._stop.set()
+        self._thread.join(5)
+        return self.backwards
+
+
 def describe(broker: BrokerProcess, group: str) -> dict:
     admin = admin_client(broker)
     try:

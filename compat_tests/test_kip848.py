@@ -17,7 +17,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ import pytest
 from compat_tests.group_harness import (
     PARTITIONS,
     BackgroundProducer,
+    CommitWatcher,
     Group,
     committed,
     create_topic,
@@ -158,24 +158,7 @@ def test_two_then_three_members_split_partitions(group: Group, kbroker: BrokerPr
 def test_join_and_leave_under_load(group: Group, kbroker: BrokerProcess) -> None:
     """Every record consumed while members come and go; committed offsets never move back."""
     producer = BackgroundProducer(kbroker, group.topic, "load")
-    backwards: list[str] = []
-    watching = threading.Event()
-    last: dict[int, int] = {}
-
-    def watch_commits() -> None:
-        while not watching.is_set():
-            try:
-                now = committed(kbroker, group.group)
-            except Exception:  # the coordinator may be briefly unavailable: look again
-                now = {}
-            for p, o in now.items():
-                if o < last.get(p, -1):
-                    backwards.append(f"partition {p}: {last[p]} -> {o}")
-                last[p] = max(o, last.get(p, -1))
-            watching.wait(0.2)
-
-    watcher = threading.Thread(target=watch_commits, daemon=True)
-    watcher.start()
+    watcher = CommitWatcher(kbroker, group.group)
     try:
         a = start(group)
         b = start(group)
@@ -199,8 +182,7 @@ def test_join_and_leave_under_load(group: Group, kbroker: BrokerProcess) -> None
         SETTLE_S,
         message=f"commits to cover {len(values)} records (have {ends})",
     )
-    watching.set()
-    watcher.join(5)
+    backwards = watcher.stop()
     assert not backwards, backwards
     assert not [m for m in group.members if m.saw("error")], group.state()
 

@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from compat_tests.harness import BrokerProcess
+from compat_tests.reference.jvm_apps import STREAMS, JvmApps
 from compat_tests.reference.kafka_ref import KafkaReference, ReferenceUnavailable
 
 _HERE = Path(__file__).resolve().parent
@@ -209,3 +210,13 @@ def pytest_runtest_makereport(
         for cluster in item.stash.get(_USED, []):
             report.sections.append((f"{cluster!r} logs", cluster.log_tail(max_chars=6000)))
     return report
+
+
+@pytest.fixture(scope="module")
+def streams_apps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JvmApps]:
+    """Instances of compat_tests/reference/jvm/StreamsApp.java (compiled once per run) on the
+    Kafka Streams jars; every instance a module starts is stopped when it ends."""
+    apps = JvmApps(tmp_path_factory.mktemp("jvm-apps"), STREAMS, sources=["StreamsApp"])
+    apps.compile()
+    yield apps
+    apps.stop_all()

@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient
 from compat_tests.harness import BrokerProcess
 from compat_tests.reference import test_connect as connect
 from compat_tests.reference import test_streams as streams
-from compat_tests.reference.jvm_apps import CONNECT, STREAMS, JvmApps
+from compat_tests.reference.jvm_apps import CONNECT, JvmApps
 
 pytestmark = [pytest.mark.cluster]
 
@@ -54,14 +54,6 @@ def assert_replicated(bootstrap: str, suffixes: tuple[str, ...]) -> None:
             return
         assert time.monotonic() < deadline, lagging
         time.sleep(0.2)
-
-
-@pytest.fixture(scope="module")
-def streams_apps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JvmApps]:
-    apps = JvmApps(tmp_path_factory.mktemp("jvm-apps"), STREAMS, sources=["StreamsApp"])
-    apps.compile()
-    yield apps
-    apps.stop_all()
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,6 @@ node with those floors, shared with test_streams.
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -41,6 +40,7 @@ import pytest
 from compat_tests.group_harness import (
     PARTITIONS,
     BackgroundProducer,
+    CommitWatcher,
     Group,
     committed,
     create_topic,
@@ -126,24 +126,7 @@ def member_types(group: Group) -> list[int]:
 def test_a_live_classic_group_is_upgraded_then_downgraded_on_leave(group: Group) -> None:
     broker = group.broker
     producer = BackgroundProducer(broker, group.topic, "mig")
-    backwards: list[str] = []
-    stop = threading.Event()
-    last: dict[int, int] = {}
-
-    def watch_commits() -> None:
-        while not stop.is_set():
-            try:
-                now = committed(broker, group.group)
-            except Exception:  # the coordinator may be briefly unavailable: look again
-                now = {}
-            for p, o in now.items():
-                if o < last.get(p, -1):
-                    backwards.append(f"partition {p}: {last[p]} -> {o}")
-                last[p] = max(o, last.get(p, -1))
-            stop.wait(0.2)
-
-    watcher = threading.Thread(target=watch_commits, daemon=True)
-    watcher.start()
+    watcher = CommitWatcher(broker, group.group)
     try:
         a = start(group)
         b = start(group)
@@ -185,8 +168,7 @@ def test_a_live_classic_group_is_upgraded_then_downgraded_on_leave(group: Group)
         SETTLE_S,
         message=f"commits to cover {len(values)} records",
     )
-    stop.set()
-    watcher.join(5)
+    backwards = watcher.stop()
     assert not backwards, backwards
     assert not [m for m in group.members if m.saw("error")], group.state()
 

@@ -40,7 +40,7 @@ from confluent_kafka.admin import (
 
 from compat_tests.harness import BrokerProcess
 from compat_tests.reference.conftest import KAFKA_FAST_GROUPS, ODRADEK_OVERRIDES, ReferencePool
-from compat_tests.reference.jvm_apps import STREAMS, JvmApps, OutputReader, produce
+from compat_tests.reference.jvm_apps import JvmApps, OutputReader, produce
 from compat_tests.reference.kafka_ref import KafkaReference
 from compat_tests.reference.kafka_tools import ToolRun, run_tool
 
@@ -56,14 +56,6 @@ STREAMS_GROUP_CONFIGS = {
     "streams.num.standby.replicas": "1",
     "streams.initial.rebalance.delay.ms": "0",
 }
-
-
-@pytest.fixture(scope="module")
-def jvm_apps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JvmApps]:
-    apps = JvmApps(tmp_path_factory.mktemp("jvm-apps"), STREAMS, sources=["StreamsApp"])
-    apps.compile()
-    yield apps
-    apps.stop_all()
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +135,7 @@ def protocol(request: pytest.FixtureRequest) -> str:
 
 
 def test_streams_exactly_once_with_a_killed_instance(
-    bootstrap: str, protocol: str, jvm_apps: JvmApps, tmp_path: Path, replication: int = 1
+    bootstrap: str, protocol: str, streams_apps: JvmApps, tmp_path: Path, replication: int = 1
 ) -> None:
     rng = random.Random(25)
     prefix = f"s{uuid.uuid4().hex[:8]}"
@@ -202,11 +194,11 @@ def test_streams_exactly_once_with_a_killed_instance(
 
     if protocol == "streams":
         alter_group_configs(bootstrap, app_id, STREAMS_GROUP_CONFIGS)
-    a = jvm_apps.start(
+    a = streams_apps.start(
         "StreamsApp", bootstrap, app_id, prefix, str(tmp_path / "a" / "state"), protocol,
         str(replication), directory=tmp_path / "a",
     )  # fmt: skip
-    b = jvm_apps.start(
+    b = streams_apps.start(
         "StreamsApp", bootstrap, app_id, prefix, str(tmp_path / "b" / "state"), protocol,
         str(replication), directory=tmp_path / "b",
     )  # fmt: skip
@@ -223,7 +215,7 @@ def test_streams_exactly_once_with_a_killed_instance(
         produce(bootstrap, f"{prefix}-lines", steps[1][0])
         produce(bootstrap, f"{prefix}-orders", steps[1][1])
         b.kill()
-        b = jvm_apps.start(
+        b = streams_apps.start(
             "StreamsApp", bootstrap, app_id, prefix, str(tmp_path / "b" / "state"), protocol,
             str(replication), directory=tmp_path / "b2",
         )  # fmt: skip
