@@ -23,7 +23,7 @@ from typing import Any
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from compat_tests.harness import BrokerProcess
+from compat_tests.harness import BrokerProcess, wait_for
 from compat_tests.java_harness import JavaPrograms
 
 SESSION_MS = 6000
@@ -372,6 +372,19 @@ class CommitWatcher:
         self._stop.set()
         self._thread.join(5)
         return self.backwards
+
+    def check(self, group: Group, values: list[str]) -> None:
+        """At the end of a run: every value consumed, the live members' commits covering them
+        all, no committed offset moved back meanwhile, no member reporting an error."""
+        group.consumed(values, timeout=SETTLE_S)
+        wait_for(
+            lambda: sum(committed(self.broker, self.group).values()) >= len(values),
+            SETTLE_S,
+            message=f"commits to cover {len(values)} records",
+        )
+        backwards = self.stop()
+        assert not backwards, backwards
+        assert not [m for m in group.members if m.saw("error")], group.state()
 
 
 def describe(broker: BrokerProcess, group: str) -> dict:

@@ -174,17 +174,7 @@ def test_join_and_leave_under_load(group: Group, kbroker: BrokerProcess) -> None
     finally:
         values = producer.stop()
     assert len(values) > 50
-    group.consumed(values, timeout=SETTLE_S)
-    ends = {p: o for p, o in committed(kbroker, group.group).items()}
-    # the live members commit what they consumed: wait for the commits to reach the end
-    wait_for(
-        lambda: sum(committed(kbroker, group.group).values()) >= len(values),
-        SETTLE_S,
-        message=f"commits to cover {len(values)} records (have {ends})",
-    )
-    backwards = watcher.stop()
-    assert not backwards, backwards
-    assert not [m for m in group.members if m.saw("error")], group.state()
+    watcher.check(group, values)
 
 
 def test_static_member_comes_back_without_a_rebalance(group: Group, kbroker: BrokerProcess) -> None:

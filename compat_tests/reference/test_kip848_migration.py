@@ -42,7 +42,6 @@ from compat_tests.group_harness import (
     BackgroundProducer,
     CommitWatcher,
     Group,
-    committed,
     create_topic,
 )
 from compat_tests.harness import BrokerProcess, unique_name, wait_for
@@ -162,15 +161,7 @@ def test_a_live_classic_group_is_upgraded_then_downgraded_on_leave(group: Group)
     finally:
         values = producer.stop()
     assert len(values) > 20
-    group.consumed(values, timeout=SETTLE_S)
-    wait_for(
-        lambda: sum(committed(broker, group.group).values()) >= len(values),
-        SETTLE_S,
-        message=f"commits to cover {len(values)} records",
-    )
-    backwards = watcher.stop()
-    assert not backwards, backwards
-    assert not [m for m in group.members if m.saw("error")], group.state()
+    watcher.check(group, values)
 
 
 def test_killed_members_are_fenced_and_the_last_consumer_member_downgrades(group: Group) -> None:
