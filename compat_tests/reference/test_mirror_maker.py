@@ -6,6 +6,11 @@ checkpointing a consumer group (the `<source alias>.checkpoints.internal` topic 
 KIP-382's offset translation) and syncing its offsets onto the target cluster
 (`sync.group.offsets.enabled`). A group that consumed the whole source topic must translate to
 the end of the replica, in the checkpoint record and in the target's committed offsets.
+
+The odradek side is one broker, or a three-broker cluster (`odradek_three_brokers`, default
+replication factor 3, min.insync.replicas 2): MM2 creates every topic and its Connect topics
+with replication factor -1, each cluster's default (KIP-464), so on the cluster they get three
+replicas, checked.
 """
 
 from __future__ import annotations
@@ -109,19 +114,26 @@ def wait(check: object, timeout: float, what: str, tail: object) -> None:
         time.sleep(0.5)
 
 
+@pytest.fixture(params=["one broker", "three brokers"])
+def odradek_side(request: pytest.FixtureRequest) -> object:
+    if request.param == "one broker":
+        return request.getfixturevalue("odradek_broker")
+    return request.getfixturevalue("odradek_three_brokers")
+
+
 def test_mirror_maker_both_ways_with_offset_translation(
-    odradek_broker: object, kafka44: object, jvm_apps: JvmApps, tmp_path: Path
+    odradek_side: object, kafka44: object, jvm_apps: JvmApps, tmp_path: Path
 ) -> None:
     prefix = f"m{uuid.uuid4().hex[:8]}"
     clusters = {
-        "odradek": str(odradek_broker.bootstrap),  # type: ignore[attr-defined]
+        "odradek": str(odradek_side.bootstrap),  # type: ignore[attr-defined]
         "kafka": str(kafka44.bootstrap),  # type: ignore[attr-defined]
     }
     admins = {alias: AdminClient({"bootstrap.servers": b}) for alias, b in clusters.items()}
     topics = {"odradek": f"{prefix}-from-odradek", "kafka": f"{prefix}-from-kafka"}
     groups = {alias: f"{prefix}-group-{alias}" for alias in clusters}
     for alias, topic in topics.items():
-        new = NewTopic(topic, 1, 1, config={"retention.ms": RETENTION_MS})
+        new = NewTopic(topic, 1, config={"retention.ms": RETENTION_MS})
         admins[alias].create_topics([new])[topic].result(30)
         produce(clusters[alias], topic, [(f"k{i}", f"{alias}-{i}", None) for i in range(RECORDS)])
         consume_and_commit(clusters[alias], topic, groups[alias], RECORDS)
@@ -134,13 +146,13 @@ def test_mirror_maker_both_ways_with_offset_translation(
         "kafka->odradek.enabled": "true",
         "topics": f"{prefix}-.*",
         "groups": f"{prefix}-.*",
-        "replication.factor": "1",
-        "checkpoints.topic.replication.factor": "1",
-        "heartbeats.topic.replication.factor": "1",
-        "offset-syncs.topic.replication.factor": "1",
-        "offset.storage.replication.factor": "1",
-        "status.storage.replication.factor": "1",
-        "config.storage.replication.factor": "1",
+        "replication.factor": "-1",
+        "checkpoints.topic.replication.factor": "-1",
+        "heartbeats.topic.replication.factor": "-1",
+        "offset-syncs.topic.replication.factor": "-1",
+        "offset.storage.replication.factor": "-1",
+        "status.storage.replication.factor": "-1",
+        "config.storage.replication.factor": "-1",
         "sync.group.offsets.enabled": "true",
         "sync.group.offsets.interval.seconds": "1",
         "emit.checkpoints.interval.seconds": "1",
@@ -183,5 +195,13 @@ def test_mirror_maker_both_ways_with_offset_translation(
             res = ConfigResource(ConfigResource.Type.TOPIC, replica)
             configs = admins[target].describe_configs([res])[res].result(10)
             assert configs["retention.ms"].value == RETENTION_MS
+        # every topic MM2 made on odradek has the cluster's default replication factor
+        brokers = len(admins["odradek"].list_topics(timeout=10).brokers)
+        made = admins["odradek"].list_topics(timeout=10).topics
+        ours = {n: t for n, t in made.items() if n.startswith(("kafka.", "mm2-"))}
+        assert f"kafka.{topics['kafka']}" in ours and "kafka.checkpoints.internal" in ours, made
+        for name, topic in ours.items():
+            for p in topic.partitions.values():
+                assert len(set(p.replicas)) == brokers, (name, p.id, p.replicas)
     finally:
         mm2.stop()
