@@ -179,8 +179,10 @@ def odradek_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerP
     proc.stop()
 
 
-# Kafka's production shape for internal topics: RF 3, two in sync to accept a write
+# Kafka's production shape for internal topics: RF 3, two in sync to accept a write; group
+# floors as KAFKA_FAST_GROUPS so a streams group's session can be short
 THREE_BROKER_OVERRIDES: dict[str, str] = {
+    **KAFKA_FAST_GROUPS,
     "group.initial.rebalance.delay.ms": "0",
     "num.partitions": "1",
     "default.replication.factor": "3",

@@ -2,8 +2,9 @@
 3`, one process for the session), every topic at replication factor 3 with min.insync.replicas 2.
 
 The scenarios are test_streams.py's and test_connect.py's, run with replication factor 3:
-Streams' exactly-once v2 application with one instance killed -9 (classic rebalance protocol;
-its internal repartition and changelog topics, the transaction state log and the consumer
+Streams' exactly-once v2 application with one instance killed -9 (with the classic rebalance
+protocol and with KIP-1071's streams protocol, where the broker creates the internal topics; its
+internal repartition and changelog topics, the transaction state log and the consumer
 offsets all replicated), and the distributed Connect worker group with exactly-once source
 support and a worker killed -9 (its config, offset and status topics replicated). Here the
 partition leaders, the group coordinator and the transaction coordinator are spread over three
@@ -63,11 +64,12 @@ def connect_apps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JvmApps]:
     apps.stop_all()
 
 
+@pytest.mark.parametrize("protocol", ["classic", "streams"])
 def test_streams_exactly_once_on_three_brokers(
-    odradek_three_brokers: BrokerProcess, streams_apps: JvmApps, tmp_path: Path
+    odradek_three_brokers: BrokerProcess, streams_apps: JvmApps, tmp_path: Path, protocol: str
 ) -> None:
     streams.test_streams_exactly_once_with_a_killed_instance(
-        odradek_three_brokers.bootstrap, "classic", streams_apps, tmp_path, REPLICATION
+        odradek_three_brokers.bootstrap, protocol, streams_apps, tmp_path, REPLICATION
     )
     internal = ("-changelog", "-repartition", "__consumer_offsets", "__transaction_state")
     assert_replicated(odradek_three_brokers.bootstrap, internal)
