@@ -24,7 +24,7 @@ from odradek.log.disk_faults import LogDir, storage_op
 from odradek.log.leader_epoch import LeaderEpochCache
 from odradek.log.producer_state import ProducerStateManager
 from odradek.log.segment import LogSegment
-from odradek.log.transactions import collect_aborted, replay_marker
+from odradek.log.transactions import collect_aborted, complete_transaction, replay_marker
 from odradek.log.txn_index import AbortedTxn
 from odradek.wire.batch import (
     BatchHeader,
@@ -343,13 +343,34 @@ class Log:
                 self.producer_state.apply(h, h.base_offset, h.last_offset)
 
     @storage_op
-    def append_control(self, buf: bytearray, header: BatchHeader, leader_epoch: int) -> int:
-        """Append one control batch (transaction marker); returns its offset."""
+    def append_control(
+        self,
+        buf: bytearray,
+        header: BatchHeader,
+        leader_epoch: int,
+        coordinator_epoch: int | None = None,
+        aborted: bool = False,
+    ) -> int:
+        """Append one control batch (transaction marker); returns its offset.
+
+        With `coordinator_epoch` the marker also ends the producer's transaction here (and an
+        abort goes into the .txnindex), inside this storage op: a failed index write takes
+        the log dir offline like a failed .log write (Kafka's UnifiedLog.append)."""
         offset = self.log_end_offset
         set_base_offset(buf, 0, offset)
         set_partition_leader_epoch(buf, 0, leader_epoch)
         self.epochs.assign(leader_epoch, offset)
         self._write(buf, offset, offset, header.max_timestamp, offset)
+        if coordinator_epoch is not None:
+            complete_transaction(
+                self,
+                self.active,
+                header.producer_id,
+                header.producer_epoch,
+                coordinator_epoch,
+                offset,
+                aborted,
+            )
         return offset
 
     def _write(

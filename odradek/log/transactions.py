@@ -61,15 +61,19 @@ def complete_transaction(
     only the marker itself, as Kafka does.
     """
     state = log.producer_state
-    first = state.complete_txn(producer_id, producer_epoch, coordinator_epoch)
-    if first < 0:
-        first = marker_offset
-    if not aborted:
-        return None
-    others = state.first_unstable_offset()
-    lso = others if others is not None else marker_offset + 1
-    entry = AbortedTxn(producer_id, first, marker_offset, lso)
-    seg.txn_index.append(entry)
+    entry = None
+    if aborted:
+        # the index entry is written before the transaction stops holding back the LSO (as
+        # Kafka's UnifiedLog.append: updateTxnIndex, then completeTxn): a write that fails
+        # (ENOSPC) must not leave the aborted records below the LSO with no entry telling
+        # read_committed fetches to drop them
+        current = state.producers.get(producer_id)
+        first = current.txn_first_offset if current is not None else -1
+        others = [o for o in state.ongoing if o != first]
+        lso = min(others) if others else marker_offset + 1
+        entry = AbortedTxn(producer_id, first if first >= 0 else marker_offset, marker_offset, lso)
+        seg.txn_index.append(entry)
+    state.complete_txn(producer_id, producer_epoch, coordinator_epoch)
     return entry
 
 

@@ -21,7 +21,6 @@ from odradek.broker.replication.client import PeerError
 from odradek.broker.replication.peers import NoEndpoint, PeerPool
 from odradek.clock import now_ms
 from odradek.log.disk_faults import KafkaStorageError
-from odradek.log.transactions import complete_transaction
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.batch import parse_header
@@ -58,12 +57,11 @@ def append_marker(
         build_control_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms())
     )
     try:
-        offset = lg.append_control(buf, parse_header(buf), part.leader_epoch)
+        lg.append_control(
+            buf, parse_header(buf), part.leader_epoch, coordinator_epoch, aborted=not commit
+        )
     except KafkaStorageError:
         return ErrorCode.KAFKA_STORAGE_ERROR
-    complete_transaction(
-        lg, lg.active, producer_id, producer_epoch, coordinator_epoch, offset, not commit
-    )
     part.on_appended()
     return ErrorCode.NONE
 
