@@ -1,14 +1,14 @@
 """Kafka Streams 4.4 (compat_tests/reference/jvm/StreamsApp.java) on odradek and on Kafka 4.4.
 
-One application, two instances, exactly-once v2: a word count (a repartition topic, a RocksDB
-store and its changelog) and a stream-table join feeding a windowed aggregation (a second
-repartition topic, a windowed store), one standby replica, no record cache so every update
-reaches the output. Input arrives in three steps; after the second one instance is killed -9
-and restarted. The output topics, read with read_committed, must hold exactly one update per
-input record: every word's counts 1, 2, ..., n with no repeat or gap (a re-processed record
-whose transaction was not aborted shows as a repeat), every window's sums rising to the exact
-total, one update per order. The same test runs against Apache Kafka 4.4 (the reference), so a
-failure on odradek alone is odradek's.
+One application, two then three instances, exactly-once v2: a word count (a repartition topic,
+a RocksDB store and its changelog) and a stream-table join feeding a windowed aggregation (a
+second repartition topic, a windowed store), one standby replica, no record cache so every
+update reaches the output. Input arrives in three steps; after the second one instance is
+killed -9 and restarted and a third instance joins. The output topics, read with
+read_committed, must hold exactly one update per input record: every word's counts 1, 2, ...,
+n with no repeat or gap (a re-processed record whose transaction was not aborted shows as a
+repeat), every window's sums rising to the exact total, one update per order. The same test
+runs against Apache Kafka 4.4 (the reference), so a failure on odradek alone is odradek's.
 
 With `group.protocol=streams` the broker owns the session timeout and the standby count: the test
 sets the group's `streams.*` configs (IncrementalAlterConfigs on the GROUP resource) before the
@@ -198,10 +198,12 @@ def test_streams_exactly_once_with_a_killed_instance(
         "StreamsApp", bootstrap, app_id, prefix, str(tmp_path / "a" / "state"), protocol,
         str(replication), directory=tmp_path / "a",
     )  # fmt: skip
+    started = {"a": a}
     b = streams_apps.start(
         "StreamsApp", bootstrap, app_id, prefix, str(tmp_path / "b" / "state"), protocol,
         str(replication), directory=tmp_path / "b",
     )  # fmt: skip
+    started["b"] = b
     try:
         a.wait_line("STATE RUNNING", timeout=120)
         b.wait_line("STATE RUNNING", timeout=120)
@@ -211,7 +213,8 @@ def test_streams_exactly_once_with_a_killed_instance(
         if protocol == "streams":
             _check_streams_groups_describe(bootstrap, app_id)
 
-        # the second step, then instance b killed -9 while it may be mid-transaction
+        # the second step, then instance b killed -9 while it may be mid-transaction; b comes
+        # back and a third instance c joins (two, then three instances)
         produce(bootstrap, f"{prefix}-lines", steps[1][0])
         produce(bootstrap, f"{prefix}-orders", steps[1][1])
         b.kill()
@@ -219,9 +222,16 @@ def test_streams_exactly_once_with_a_killed_instance(
             "StreamsApp", bootstrap, app_id, prefix, str(tmp_path / "b" / "state"), protocol,
             str(replication), directory=tmp_path / "b2",
         )  # fmt: skip
+        started["b2"] = b
+        c = streams_apps.start(
+            "StreamsApp", bootstrap, app_id, prefix, str(tmp_path / "c" / "state"), protocol,
+            str(replication), directory=tmp_path / "c",
+        )  # fmt: skip
+        started["c"] = c
         produce(bootstrap, f"{prefix}-lines", steps[2][0])
         produce(bootstrap, f"{prefix}-orders", steps[2][1])
         b.wait_line("STATE RUNNING", timeout=120)
+        c.wait_line("STATE RUNNING", timeout=120)
 
         def all_done() -> bool:
             if not sent_so_far(3)():
@@ -230,15 +240,15 @@ def test_streams_exactly_once_with_a_killed_instance(
             return all(totals.get(k, ["0"])[-1] == str(v) for k, v in want_totals.items())
 
         reader.wait(all_done, 180, "every word count and window total")
-        for proc in (a, b):
+        for proc in (a, b, c):
             assert proc.running, proc.output_tail()
             assert "FATAL" not in "\n".join(proc.lines), proc.output_tail()
     except AssertionError as exc:
-        tails = f"--- a ---\n{a.output_tail()}\n--- b ---\n{b.output_tail()}"
+        tails = "".join(f"--- {n} ---\n{p.output_tail()}\n" for n, p in started.items())
         raise AssertionError(f"{exc}\n{tails}") from None
     finally:
-        a.stop()
-        b.stop()
+        for p in started.values():
+            p.stop()
         reader.close()
 
     counts = reader.by_key(f"{prefix}-counts")

@@ -195,3 +195,31 @@ def test_produce_while_the_last_commit_is_being_completed_is_retried(broker: Bro
 
         broker.call(complete)
         assert produce(raw, "p2", pid, epoch + 1, 0, 12) == [0, 0]
+
+
+def test_produce_to_a_partition_in_the_transaction_while_another_add_is_written(
+    broker: Broker,
+) -> None:
+    """A partition already in the ongoing transaction verifies while another add of the same
+    transaction is being written to the state log (TxnOffsetCommit's offsets partition, or a
+    produce to another leader), as Kafka's verification, which does not look at the pending
+    state: refused with INVALID_TXN_STATE, a Kafka Streams thread died (three instances on
+    three brokers)."""
+    with RawClient(broker.bootstrap) as raw:
+        pid, epoch = init(raw, "p3")
+        assert produce(raw, "p3", pid, epoch, 0, 12) == [0, 0]
+
+        async def start_another_add(server: Any) -> None:
+            coord = server.txn_coordinator
+            md = coord.txns["p3"]
+            md.prepare_add_partitions({("__consumer_offsets", 0)}, coord.clock())
+
+        broker.call(start_another_add)
+        try:
+            assert produce(raw, "p3", pid, epoch, 1, 12) == [0, 0]
+        finally:
+
+            async def abandon(server: Any) -> None:
+                server.txn_coordinator.txns["p3"].abandon()
+
+            broker.call(abandon)

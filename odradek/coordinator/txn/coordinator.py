@@ -406,7 +406,9 @@ class TransactionCoordinator:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         if md.producer_epoch != producer_epoch:
             return ErrorCode.INVALID_PRODUCER_EPOCH
-        if md.state != TxnState.ONGOING or md.pending is not None or tp not in md.partitions:
+        # as Kafka's verification, the pending state is not looked at: a partition in the
+        # ongoing transaction may be appended to while another add of it is being written
+        if md.state != TxnState.ONGOING or tp not in md.partitions:
             return ErrorCode.INVALID_TXN_STATE
         return None
 
