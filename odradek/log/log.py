@@ -466,6 +466,7 @@ class Log:
     def flush(self) -> None:
         for seg in self.unsynced_segments()[1:]:  # sealed by a roll since the last sync
             seg.sync()
+            seg.txn_index.flush()
         self.active.flush()
         self.recovery_point = self.log_end_offset
         self.synced_offset = self.log_end_offset

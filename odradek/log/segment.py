@@ -245,6 +245,7 @@ class LogSegment:
         self.sync()
         self.index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def seal(self) -> None:
         """This segment stops being active: trim the preallocated indexes."""

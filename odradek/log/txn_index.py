@@ -51,6 +51,7 @@ class TransactionIndex:
     def __init__(self, path: str) -> None:
         self.path = path
         self.entries: list[AbortedTxn] = []
+        self.dirty = False  # written since the last flush
         self._load()
 
     def _load(self) -> None:
@@ -82,6 +83,7 @@ class TransactionIndex:
         with open(tmp, "wb") as f:
             f.write(b"".join(e.encode() for e in self.entries))
         os.replace(tmp, self.path)
+        self.dirty = True
 
     @property
     def last_offset(self) -> int:
@@ -94,7 +96,26 @@ class TransactionIndex:
         with open(self.path, "ab") as f:
             f.write(entry.encode())
         self.entries.append(entry)
+        self.dirty = True
         return True
+
+    def flush(self) -> None:
+        """fsync what was written since the last flush, as Kafka's segment flush does for its
+        transaction index: a `.txnindex` entry lost to a crash after the producer-state snapshot
+        past its marker reached the disk would never be replayed, and read_committed would
+        then hand out that aborted transaction's records."""
+        if not self.dirty:
+            return
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:  # every entry truncated away: nothing to keep
+            self.dirty = False
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.dirty = False
 
     def truncate_to(self, offset: int) -> None:
         """Drop the aborts whose marker is at or after `offset` (log truncation, recovery)."""

@@ -190,3 +190,26 @@ def test_recovery_of_torn_tail_drops_its_abort(tmp_path) -> None:
     assert again.log_end_offset == last
     assert [e.producer_id for e in entries(again)] == [1]
     assert again.producer_state.first_unstable_offset() == last - 2
+
+
+def test_a_flush_fsyncs_the_transaction_index_written_since_the_last(tmp_path, monkeypatch) -> None:
+    """Kafka's segment flush syncs the .txnindex with the .log and the offset indexes: an abort
+    whose entry a crash lost after the producer-state snapshot past it reached the disk would
+    never be indexed again, and read_committed readers would get its records."""
+    lg = Log(str(tmp_path / "t-0"), "t", 0, small())
+    txn_data(lg, 1, 0)
+    marker(lg, 1, commit=False)
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    lg.flush()
+    assert [p for p in synced if p.endswith(".txnindex")] == [lg.active.txn_index.path]
+    synced.clear()
+    lg.flush()  # nothing indexed since: the index is not synced again
+    assert not [p for p in synced if p.endswith(".txnindex")]
+    lg.close()
