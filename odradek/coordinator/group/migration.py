@@ -380,6 +380,23 @@ def _must_rejoin(manager: ConsumerGroupManager, group_id: str, member: ConsumerM
     )
 
 
+def _static_holder(
+    group: ConsumerGroup, member_id: str, instance_id: str | None, *, by_instance_alone: bool
+) -> str | ErrorCode:
+    """Kafka's static member check: the member id the request stands for (`member_id`, or the
+    holder of `instance_id`, which must be that member), UNKNOWN_MEMBER_ID for an instance id no
+    member holds, FENCED_INSTANCE_ID for another member's. `by_instance_alone`: an empty member
+    id names the holder (an admin's removal)."""
+    if instance_id is None:
+        return member_id
+    static_id = group.static_members.get(instance_id)
+    if static_id is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if static_id != member_id and (member_id or not by_instance_alone):
+        return ErrorCode.FENCED_INSTANCE_ID
+    return static_id
+
+
 def _find_classic(
     manager: ConsumerGroupManager, group_id: str, member_id: str, instance_id: str | None
 ) -> tuple[ConsumerGroup, ConsumerMember] | ErrorCode:
@@ -387,12 +404,9 @@ def _find_classic(
     group = manager.get(group_id)
     if group is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
-    if instance_id is not None:
-        static_id = group.static_members.get(instance_id)
-        if static_id is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if static_id != member_id:
-            return ErrorCode.FENCED_INSTANCE_ID
+    checked = _static_holder(group, member_id, instance_id, by_instance_alone=False)
+    if isinstance(checked, ErrorCode):
+        return checked
     member = group.members.get(member_id)
     if member is None or member.classic is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
@@ -484,13 +498,10 @@ def classic_leave(
     group = manager.get(group_id)
     if group is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
-    if instance_id is not None:
-        static_id = group.static_members.get(instance_id)
-        if static_id is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if member_id and static_id != member_id:
-            return ErrorCode.FENCED_INSTANCE_ID
-        member_id = static_id
+    checked = _static_holder(group, member_id, instance_id, by_instance_alone=True)
+    if isinstance(checked, ErrorCode):
+        return checked
+    member_id = checked
     if member_id not in group.members:
         return ErrorCode.UNKNOWN_MEMBER_ID
     log.info(
