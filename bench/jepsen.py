@@ -16,11 +16,14 @@ seed is valid.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
 import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 
 from odradek.testing.jepsen.checker import summarize
 from odradek.testing.jepsen.hosts import HostCluster, journal_env
@@ -45,6 +48,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--minutes", type=float, help="start no seed after this many minutes (a timed soak)"
     )
+    p.add_argument(
+        "--work-dir", help="keep the cluster's files here (broker and ZooKeeper logs, data)"
+    )
     p.add_argument("-v", "--verbose", action="store_true")
     return p.parse_args(argv)
 
@@ -66,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             w = Workload(seed=seed, topic=f"jepsen-{seed}", duration=args.duration)
             results.append(_report(run_workload(args.bootstrap, w), args))
     else:
-        with tempfile.TemporaryDirectory(prefix="odradek-jepsen-") as tmp:
+        with _work_dir(args.work_dir) as tmp:
             with HostCluster(tmp, env=journal_env(tmp)) as cluster:
                 for seed in seeds:
                     if args.minutes and time.monotonic() - began > 60 * args.minutes:
@@ -80,6 +86,16 @@ def main(argv: list[str] | None = None) -> int:
     if errors:
         print("seeds whose run failed (not checked): " + " ".join(map(str, errors)))
     return 0 if all(r.valid for r in results) and not errors else 1
+
+
+@contextlib.contextmanager
+def _work_dir(keep: str | None) -> Iterator[str]:
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+        yield keep
+    else:
+        with tempfile.TemporaryDirectory(prefix="odradek-jepsen-") as tmp:
+            yield tmp
 
 
 def _report(r: Result, args: argparse.Namespace) -> Result:

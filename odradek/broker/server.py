@@ -311,7 +311,7 @@ class Broker:
         now = now_ms()
         deleted = 0
         for part in self.topics.partitions.values():
-            deleted += part.log.apply_retention(now)
+            deleted += part.log.apply_retention(now, part.high_watermark)
         return deleted
 
     def checkpoint(self) -> None:

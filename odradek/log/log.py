@@ -619,24 +619,33 @@ class Log:
         self.epochs.truncate_from_start(offset)
         self._delete_segments(lambda seg, nxt: nxt is not None and nxt <= offset, "log start")
 
-    def apply_retention(self, now: int) -> int:
-        """Delete whole segments past retention.ms / retention.bytes; returns how many."""
+    def apply_retention(self, now: int, high_watermark: int | None = None) -> int:
+        """Delete whole segments past retention.ms / retention.bytes; returns how many.
+
+        `now` is the broker's wall clock (odradek.clock), compared with each segment's largest
+        timestamp as Kafka's UnifiedLog.deleteRetentionMsBreachedSegments does. Only segments
+        wholly below `high_watermark` (default: the log end) go, as in Kafka's deleteOldSegments:
+        the log start offset never passes the high watermark, whatever the clock says."""
         cfg = self.config
         if not cfg.delete or self.offline:
             return 0
+        hw = self.log_end_offset if high_watermark is None else high_watermark
         deleted = 0
         if cfg.retention_ms >= 0:
             limit = now - cfg.retention_ms
-            if self.active.size and 0 <= self.active.max_timestamp < limit:
+            active = self.active
+            if active.size and 0 <= active.max_timestamp < limit and hw >= self.log_end_offset:
                 self.roll()
             deleted += self._delete_segments(
                 lambda seg, nxt: (
                     nxt is not None
-                    and 0 <= seg.max_timestamp < limit
-                    or nxt is not None
-                    and seg.size
-                    and seg.max_timestamp < 0
-                    and seg.created_ms < limit
+                    and nxt <= hw
+                    and (
+                        0 <= seg.max_timestamp < limit
+                        or seg.size
+                        and seg.max_timestamp < 0
+                        and seg.created_ms < limit
+                    )
                 ),
                 "retention.ms",
             )
@@ -645,7 +654,7 @@ class Log:
 
             def over(seg: LogSegment, nxt: int | None) -> bool:
                 nonlocal excess
-                if nxt is None or excess < seg.size:
+                if nxt is None or nxt > hw or excess < seg.size:
                     return False
                 excess -= seg.size
                 return True

@@ -16,6 +16,7 @@ import asyncio
 import logging
 import time
 
+from odradek.clock import now_ms
 from odradek.registry.errors import RegistryError
 from odradek.registry.host import RegistryHost, SchemasPartition
 from odradek.registry.state import State
@@ -106,7 +107,7 @@ class SchemaStore:
         if part is None or not part.is_leader:
             raise RegistryError(500, 50004, "Unknown leader: this broker does not lead _schemas")
         self.catch_up()
-        now = int(time.time() * 1000)
+        now = now_ms()
         outcome = part.append_internal(build_batch([(key, value, [], now)]))
         if outcome.error:
             raise RegistryError(

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from odradek.clock import now_ms as wall_clock_ms
 from odradek.security.errors import AuthenticationError
 from odradek.security.principal import user_principal
 from odradek.security.sasl import SaslServer
@@ -86,7 +87,7 @@ class SaslConnection:
     create_server: Callable[[str], SaslServer]
     max_reauth_ms: int | None = None
     now_ms: Callable[[], int] = field(default=lambda: int(time.monotonic() * 1000))
-    wall_ms: Callable[[], int] = field(default=lambda: int(time.time() * 1000))
+    wall_ms: Callable[[], int] = field(default=wall_clock_ms)
 
     def __post_init__(self) -> None:
         self.state = "handshake"  # handshake, authenticate, authenticated, failed

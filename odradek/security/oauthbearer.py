@@ -17,11 +17,11 @@ import base64
 import binascii
 import json
 import re
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.clock import now_ms as wall_ms
 from odradek.security.errors import AuthenticationError
 
 MECHANISM = "OAUTHBEARER"
@@ -164,7 +164,7 @@ class UnsecuredValidator:
     scope_claim_name: str = "scope"
     required_scope: tuple[str, ...] = ()
     allowable_clock_skew_ms: int = 0
-    now_ms: Callable[[], int] = field(default=lambda: int(time.time() * 1000), compare=False)
+    now_ms: Callable[[], int] = field(default=wall_ms, compare=False)
 
     def __post_init__(self) -> None:
         if not self.principal_claim_name.strip():
@@ -297,7 +297,7 @@ def unsecured_token(
 ) -> str:
     """An unsigned JWS (``{"alg":"none"}``) for ``principal`` as Kafka's unsecured login module
     makes one: ``iat`` now, ``exp`` after ``lifetime_s``, the scope as a list."""
-    now = time.time() if now_s is None else now_s
+    now = wall_ms() / 1000 if now_s is None else now_s
     # whole milliseconds, as Kafka's unsecured login module: a sub-millisecond iat could read
     # as issued in the future against a validator's millisecond clock
     now = int(now * 1000) / 1000

@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 import uuid
 
 from odradek.broker.cluster.metadata_store import BrokerRegistration, PartitionState
+from odradek.clock import now_ms
 
 CLUSTER_ID = "/cluster/id"
 CONTROLLER = "/controller"
@@ -73,7 +73,7 @@ def _dump(doc: object) -> bytes:
 
 
 def _now_ms() -> str:
-    return str(int(time.time() * 1000))
+    return str(now_ms())
 
 
 # -- ids: Kafka prints a Uuid as URL-safe base64 without padding ----------------------------

@@ -26,12 +26,12 @@ Other negative timestamps answer UNSUPPORTED_VERSION."""
 from __future__ import annotations
 
 import os
-import time
 from typing import TYPE_CHECKING, TypeAlias
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions.leader_discovery import leader_epoch_error
+from odradek.clock import now_ms
 from odradek.security.acl_types import AclOperation, ResourceType
 from odradek.wire import protocol
 from odradek.wire.api_keys import ApiKey
@@ -163,7 +163,7 @@ def list_offset_v0(
         return answer(_not_here(broker, topic, p.partition_index))
     if not part.is_leader and replica_id != DEBUGGING:
         return answer(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    now = int(time.time() * 1000)
+    now = now_ms()
     offsets = legacy_offsets_before(part.log, p.timestamp, p.max_num_offsets, now)
     if replica_id == CONSUMER:
         hw = part.high_watermark

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -34,6 +33,7 @@ from odradek.broker.handler_support import partition_errors, partition_exists
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
 from odradek.broker.partitions.internal_topics import offsets_replicated
+from odradek.clock import now_ms
 from odradek.coordinator.group.metadata import OffsetAndMetadata
 from odradek.coordinator.group.offsets import DEFAULT_MAX_METADATA_SIZE as MAX_METADATA
 from odradek.security.acl_types import AclOperation, ResourceType
@@ -217,7 +217,7 @@ async def offset_commit(
     Resp = protocol.OffsetCommitResponse
     TopicResp = Resp.OffsetCommitResponseTopic
     PartResp = TopicResp.OffsetCommitResponsePartition
-    now = int(time.time() * 1000)
+    now = now_ms()
     retention = req.retention_time_ms if 2 <= version <= 4 else -1
     errors: dict[tuple[str, int], ErrorCode] = {}
     valid: dict[tuple[str, int], OffsetAndMetadata] = {}

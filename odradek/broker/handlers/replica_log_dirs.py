@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 import uuid
 from typing import TypeAlias
 
 from odradek.broker.network.context import RequestContext
 from odradek.broker.network.registry import handles
+from odradek.clock import now_ms
 from odradek.log.dir_move import FutureReplica
 from odradek.log.log import Log
 from odradek.security.acl_types import AclOperation
@@ -132,7 +132,7 @@ async def describe_quorum(
         )
     leader = broker.controller_id
     hw = int(getattr(broker.store, "metadata_offset", 0) or 0)
-    now = int(time.time() * 1000)
+    now = now_ms()
     no_dir = uuid.UUID(int=0)
 
     def replica(node: int, lagless: bool) -> object:

@@ -19,7 +19,6 @@ from a transaction coordinator for partitions this broker leads.
 
 from __future__ import annotations
 
-import time
 from typing import TypeAlias
 
 from odradek.broker.features import transactions_v2
@@ -29,6 +28,7 @@ from odradek.broker.network.registry import handles
 from odradek.broker.partitions.internal_topics import offsets_replicated
 from odradek.broker.partitions.topics import INTERNAL_TOPICS
 from odradek.broker.transactions.markers import OFFSETS_TOPIC, write_local_markers
+from odradek.clock import now_ms
 from odradek.coordinator.group.metadata import OffsetAndMetadata
 from odradek.security.acl_types import AclOperation, ResourceType
 from odradek.wire import protocol
@@ -233,7 +233,7 @@ async def _txn_offset_errors(
     broker = ctx.broker
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
-    now = int(time.time() * 1000)
+    now = now_ms()
     refused = None
     if not _txn_ok(ctx, req.transactional_id):
         refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED

@@ -15,6 +15,11 @@ event loop, so a rule is armed before the response is sent.
     POST /faults/resume
     POST /faults/clear        disarm every rule and resume
     POST /connections/drop    close every client connection -> {"dropped": n}
+    POST /faults/disk         {"error": "EIO", "ops": ["write", "fsync"]}: the log dirs' writes
+                              and/or fsyncs fail with that errno (null clears) -> offline dirs
+    GET  /clock               {"offset_ms", "now_ms"}: the broker's wall clock (odradek.clock)
+    POST /clock               {"offset_ms": -3600000}: shift the process's wall clock from the
+                              system clock (0: back); monotonic time is never shifted
 
 `api` is a name ("produce", "FETCH", "ListOffsets") or a key number, `error` a Kafka error name
 or code, `count` defaults to 1. Bad input gets 400 with {"error": "..."}. Stdlib only: requests
@@ -32,7 +37,9 @@ from enum import IntEnum
 from http import HTTPStatus
 from typing import TYPE_CHECKING
 
+from odradek import clock
 from odradek.broker.ops.faults import FaultRule, api_key, error_code
+from odradek.log.disk_faults import FSYNC, WRITE
 from odradek.wire.api_keys import ApiKey
 from odradek.wire.errors import ErrorCode
 
@@ -58,6 +65,8 @@ ENDPOINTS = {
     "/faults/resume": "release held requests",
     "/faults/clear": "disarm every rule and resume",
     "/connections/drop": "close every client connection",
+    "/faults/disk": 'fail log dir writes/fsyncs: {"error": "EIO" or null, "ops", "dir"}',
+    "/clock": 'the wall clock; POST {"offset_ms"} shifts it from the system clock',
 }
 
 
@@ -139,6 +148,9 @@ class AdminHttpServer:
             ("POST", "/faults/resume"): self.resume,
             ("POST", "/faults/clear"): self.clear,
             ("POST", "/connections/drop"): self.drop_connections,
+            ("POST", "/faults/disk"): self.disk,
+            ("GET", "/clock"): self.clock,
+            ("POST", "/clock"): self.set_clock,
         }
         broker.admin_http = self
 
@@ -246,6 +258,33 @@ class AdminHttpServer:
 
     def drop_connections(self, _body: dict[str, object]) -> dict[str, object]:
         return {"dropped": self.broker.drop_connections()}
+
+    def disk(self, body: dict[str, object]) -> dict[str, object]:
+        """Inject (or clear, with "error": null) a log dir fault, as `Broker.fail_disk`."""
+        if "error" not in body:
+            raise BadRequest("missing 'error' (an errno name such as EIO, or null to clear)")
+        error, ops, where = body["error"], body.get("ops", [WRITE, FSYNC]), body.get("dir")
+        if isinstance(error, bool) or not isinstance(error, (str, int, type(None))):
+            raise BadRequest("'error' must be an errno name or number, or null")
+        if not isinstance(ops, list) or not ops or not set(ops) <= {WRITE, FSYNC}:
+            raise BadRequest(f"'ops' must be a list of {WRITE!r} and/or {FSYNC!r}")
+        if where is not None and not isinstance(where, str):
+            raise BadRequest("'dir' must be a log dir path")
+        try:
+            self.broker.fail_disk(error, where, tuple(ops))
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        return {"offline_dirs": self.broker.logs.offline_dirs}
+
+    def clock(self, _body: dict[str, object]) -> dict[str, object]:
+        return {"offset_ms": clock.offset_ms(), "now_ms": clock.now_ms()}
+
+    def set_clock(self, body: dict[str, object]) -> dict[str, object]:
+        value = body.get("offset_ms")
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise BadRequest("'offset_ms' must be an integer (milliseconds from the system clock)")
+        clock.set_offset_ms(value)
+        return self.clock(body)
 
     # -- HTTP -----------------------------------------------------------------------------------
 

@@ -13,9 +13,10 @@ import asyncio
 import heapq
 import itertools
 import logging
-import time
 from collections.abc import Callable, Hashable
 from typing import Protocol
+
+from odradek.clock import now_ms
 
 log = logging.getLogger(__name__)
 
@@ -38,14 +39,15 @@ def _run(key: Hashable, fn: Callable[[], None]) -> None:
 
 
 class AsyncioScheduler:
-    """Timers on the running event loop (loop.call_later), wall-clock milliseconds."""
+    """Timers on the running event loop (loop.call_later, monotonic); `now_ms` is the wall
+    clock (odradek.clock) that group state and offset commit timestamps take."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self._loop = loop
         self._handles: dict[Hashable, asyncio.TimerHandle] = {}
 
     def now_ms(self) -> int:
-        return int(time.time() * 1000)
+        return now_ms()
 
     def schedule(self, key: Hashable, delay_ms: int, fn: Callable[[], None]) -> None:
         self.cancel(key)

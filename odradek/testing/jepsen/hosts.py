@@ -13,6 +13,7 @@ ZooKeeper sessions so a cut-off broker loses its registration (and leadership) w
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -20,6 +21,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -31,6 +33,7 @@ from odradek.testing.zookeeper import ZooKeeperUnavailable, zookeeper_jar
 ZK = ("z0", "z1", "z2")
 CLIENT = "client"
 BROKER_PORT = 9092
+ADMIN_PORT = 9644  # each broker's fault-injection endpoint (clock jumps, disk errors)
 ZK_PORT = 2181
 READY_S = 40.0
 DISK_MB = 128  # each broker's data dir (tmpfs): filled by the disk-full fault
@@ -53,7 +56,15 @@ BROKER_CONFIG: dict[str, str] = {
     "group.initial.rebalance.delay.ms": "0",
     "group.min.session.timeout.ms": "1000",
     "auto.create.topics.enable": "false",
+    # retention runs every second, so that a clock jump meets it (topics keep 12 h: jumps
+    # stay below that, and nothing may be deleted)
+    "log.retention.check.interval.ms": "1000",
+    # and the transaction coordinator looks for timed-out transactions every second (Kafka:
+    # 10 s), so that a forward jump aborts the open ones as Kafka's would
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
 }
+TOPIC_CONFIG = {"retention.ms": str(12 * 3600 * 1000)}
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 class HostCluster:
@@ -157,6 +168,7 @@ class HostCluster:
         self.data_dir(b).mkdir(parents=True, exist_ok=True)
         settings = {
             "listeners": f"PLAINTEXT://{self.addr(b)}:{BROKER_PORT}",
+            "odradek.admin.listen": f"{self.addr(b)}:{ADMIN_PORT}",
             "log.dirs": str(self.data_dir(b)),
             "node.id": str(i),
             "zookeeper.connect": self.zookeeper_connect,
@@ -238,6 +250,39 @@ class HostCluster:
             subprocess.run(["umount", "-l", str(self.data_dir(b))], capture_output=True)
         self.disks.clear()
 
+    # -- the admin endpoint: clock jumps and disk errors ---------------------------------------
+
+    def admin_post(
+        self, b: str, path: str, body: dict[str, object], wait: float = 15.0
+    ) -> dict[str, object]:
+        """POST to broker `b`'s admin endpoint (odradek/broker/ops/admin_http.py), retrying
+        while it is not listening yet (a broker restarted by the previous fault) for up to
+        `wait` seconds; OSError when it does not answer (it exited) or refuses."""
+        url = f"http://{self.addr(b)}:{ADMIN_PORT}{path}"
+        data = json.dumps(body).encode()
+        deadline = time.monotonic() + wait
+        while True:
+            req = urllib.request.Request(url, data, {"Content-Type": "application/json"})
+            try:
+                with _NO_PROXY.open(req, timeout=5) as resp:
+                    answer: dict[str, object] = json.load(resp)
+                    return answer
+            except OSError:
+                if not self.running(b) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def jump_clock(self, b: str, offset_ms: int) -> None:
+        """Set broker `b`'s wall clock to the system clock + `offset_ms` (odradek.clock)."""
+        self.admin_post(b, "/clock", {"offset_ms": offset_ms})
+
+    def fail_disk_io(self, b: str, error: str | None, ops: tuple[str, ...]) -> list[str]:
+        """Make broker `b`'s log dir writes and/or fsyncs fail with `error` (None clears);
+        returns its offline log dirs."""
+        answer = self.admin_post(b, "/faults/disk", {"error": error, "ops": list(ops)})
+        offline = answer.get("offline_dirs")
+        return [str(d) for d in offline] if isinstance(offline, list) else []
+
     # -- disks (a full disk as a fault) ---------------------------------------------------------
 
     def _mount_disk(self, b: str) -> None:
@@ -295,7 +340,8 @@ class HostCluster:
         error = ""
         while time.monotonic() < deadline:
             admin = self.admin()
-            fut = admin.create_topics([NewTopic(topic, partitions, 3)], request_timeout=5)
+            new = NewTopic(topic, partitions, 3, config=TOPIC_CONFIG)
+            fut = admin.create_topics([new], request_timeout=5)
             try:
                 fut[topic].result(10)
             except Exception as exc:  # TOPIC_ALREADY_EXISTS after a retry counts as done

@@ -13,6 +13,13 @@
     disk-full             fill a broker's data dir (its own tmpfs): its writes fail with
                           ENOSPC, its log dir goes offline and it halts, as Kafka's broker
                           does; the space is freed and the broker started when the fault ends
+    eio                   a broker's log dir writes and/or fsyncs fail with EIO (injected,
+                          odradek.log.disk_faults): the first failing I/O takes the dir offline
+                          and the broker halts, as Kafka's does; the end starts it again
+                          without the fault (one that no I/O met is cleared in place)
+    clock-jump            a broker's wall clock (odradek.clock: LogAppendTime, retention,
+                          transaction timeouts, commit timestamps) jumps a minute to 6 hours
+                          forward or back, and returns when the fault ends
 
 Faults come one at a time (one broker at a time loses power, once every replica is back in
 sync); the same seed and kinds give the
@@ -22,20 +29,24 @@ cluster's state (the leader or the controller at that moment).
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 import time
 from dataclasses import dataclass
 
+from odradek.log.disk_faults import FSYNC, WRITE
 from odradek.log.power_loss import discard_unsynced
 from odradek.testing.jepsen.history import INFO, History
 from odradek.testing.jepsen.hosts import CLIENT, ZK, HostCluster
 
 NETWORK = ("partition-leader", "partition-controller", "majority-minority", "bridge", "zk-cut")
 PROCESS = ("kill", "pause")
-ALL = (*NETWORK, "netem", *PROCESS, "power-loss", "disk-full")
+ALL = (*NETWORK, "netem", *PROCESS, "power-loss", "disk-full", "eio", "clock-jump")
 NETEM = "delay 40ms 20ms loss 8% reorder 20% 50%"
 POWER_LOSS_SYNC_WAIT_S = 10.0
+CLOCK_JUMP_MS = (60_000, 6 * 3600 * 1000)  # shortest and longest jump (below retention.ms)
+EIO_OPS = ((WRITE, FSYNC), (WRITE, FSYNC), (WRITE,), (FSYNC,))
 
 
 @dataclass(slots=True, frozen=True)
@@ -71,6 +82,8 @@ class Nemesis:
         self.down: set[str] = set()
         self.starting: set[str] = set()  # restarted, perhaps not listening yet
         self.full: set[str] = set()  # brokers whose disk is full
+        self.failing: set[str] = set()  # brokers whose log dir I/O fails with EIO
+        self.jumped: set[str] = set()  # brokers whose wall clock is shifted
         self.lost: list[str] = []  # what power loss threw away, for the report
 
     def begin(self, f: Fault) -> str:
@@ -126,6 +139,23 @@ class Nemesis:
         if f.kind == "disk-full":
             self.full.add(b)
             return f"disk full on {b}: " + c.fill_disk(b)
+        if f.kind == "eio":
+            ops = rng.choice(EIO_OPS)
+            try:
+                offline = c.fail_disk_io(b, "EIO", ops)
+            except OSError as exc:
+                return f"EIO on {b}: not injected ({exc})"
+            self.failing.add(b)
+            return f"EIO on {b}'s {'/'.join(ops)}" + (f" (offline: {offline})" if offline else "")
+        if f.kind == "clock-jump":
+            low, high = (math.log(x) for x in CLOCK_JUMP_MS)
+            offset = rng.choice((-1, 1)) * round(math.exp(rng.uniform(low, high)))
+            try:
+                c.jump_clock(b, offset)
+            except OSError as exc:
+                return f"clock of {b}: not jumped ({exc})"
+            self.jumped.add(b)
+            return f"clock of {b} jumps {offset / 60_000:+.1f} min"
         raise ValueError(f"unknown fault {f.kind}")
 
     def end(self, wait: bool = True) -> None:
@@ -134,6 +164,23 @@ class Nemesis:
         self.c.net.heal()
         for host in sorted(self.c.paused):
             self.c.pause(host, False)
+        for b in sorted(self.jumped):
+            try:
+                self.c.jump_clock(b, 0)
+            except OSError:
+                pass  # it exited: it starts again on the system clock
+        self.jumped.clear()
+        for b in sorted(self.failing):
+            # a log dir that failed stays offline until a restart, as Kafka's (the broker has
+            # halted or is halting); a fault that no write or fsync met is just cleared
+            try:
+                offline = self.c.fail_disk_io(b, None, (WRITE, FSYNC))
+            except OSError:
+                offline = ["(no answer)"]
+            if offline:
+                self.c.kill(b)
+                self.down.add(b)
+        self.failing.clear()
         for b in sorted(self.full):
             # its log dir went offline (it halted) or is about to: as Kafka's, it needs a
             # restart with the space back
