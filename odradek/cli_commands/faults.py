@@ -4,6 +4,8 @@
     odradek fault --admin 127.0.0.1:9644 fail produce NOT_LEADER_OR_FOLLOWER --count 3
     odradek fault delay fetch 500 --count 2
     odradek fault pause | resume | clear | drop-connections | status
+    odradek fault disk EIO --ops write,fsync      # log dir I/O fails (clear: `disk clear`)
+    odradek fault clock -3600000                  # the broker's wall clock 1 h back (0: back)
 
 `--admin` defaults to the ODRADEK_ADMIN environment variable.
 """
@@ -67,6 +69,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         p = cmds.add_parser(name, help=text)
         _add_options(p)
         p.set_defaults(func=run_command(_simple(path)), endpoint=path)
+
+    p = cmds.add_parser("disk", help="make the broker's log dir writes/fsyncs fail")
+    _add_options(p)
+    p.add_argument("error", help="errno name (EIO, ENOSPC, ...) or 'clear'")
+    p.add_argument("--ops", default="write,fsync", help="write, fsync or both (default)")
+    p.add_argument("--dir", help="one log dir (default: every one)")
+    p.set_defaults(func=run_command(cmd_disk))
+
+    p = cmds.add_parser("clock", help="show or shift the broker's wall clock")
+    _add_options(p)
+    p.add_argument("offset_ms", type=int, nargs="?", help="ms from the system clock (0: back)")
+    p.set_defaults(func=run_command(cmd_clock))
 
     p = cmds.add_parser("status", help="the broker's health and armed faults")
     _add_options(p)
@@ -150,6 +164,25 @@ def _simple(path: str) -> Callable[[argparse.Namespace], None]:
 
     command.__name__ = "cmd_" + path.rsplit("/", 1)[-1]
     return command
+
+
+def cmd_disk(args: argparse.Namespace) -> None:
+    error = None if args.error.lower() == "clear" else args.error
+    body: dict[str, Any] = {"error": error, "ops": args.ops.split(",")}
+    if args.dir:
+        body["dir"] = args.dir
+    answer = call(args, "POST", "/faults/disk", body)
+    done = "Disk fault cleared" if error is None else f"Log dir {args.ops} now fail with {error}"
+    offline = ", ".join(answer.get("offline_dirs") or []) or "none"
+    _report(args, answer, f"{done}; offline log dirs: {offline}.")
+
+
+def cmd_clock(args: argparse.Namespace) -> None:
+    if args.offset_ms is None:
+        answer = call(args, "GET", "/clock")
+    else:
+        answer = call(args, "POST", "/clock", {"offset_ms": args.offset_ms})
+    _report(args, answer, f"Broker clock: {answer['now_ms']} ({answer['offset_ms']:+d} ms).")
 
 
 def cmd_status(args: argparse.Namespace) -> None:
