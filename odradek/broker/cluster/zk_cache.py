@@ -235,9 +235,17 @@ class ZooKeeperWatchCache:
         try:
             brokers = self._read_brokers()
         except Exception:
-            log.exception("reading broker registrations from ZooKeeper failed")
+            self._read_failed("broker registrations")
             return
         self.session.post(self._apply_brokers, brokers)
+
+    def _read_failed(self, what: str) -> None:
+        """A read from a watch callback failed: when the session closed under it (the broker
+        is stopping, e.g. halting on a failed log dir) that is expected and only noted."""
+        if self.session.closed:
+            log.debug("reading %s from ZooKeeper: the session closed", what)
+        else:
+            log.exception("reading %s from ZooKeeper failed", what)
 
     def _apply_brokers(self, brokers: dict[int, BrokerRegistration]) -> None:
         own = self._own_registration()
@@ -269,7 +277,7 @@ class ZooKeeperWatchCache:
         try:
             read = self.read_topic(name)
         except Exception:
-            log.exception("reading topic %s from ZooKeeper failed", name)
+            self._read_failed(f"topic {name}")
             return
         if read is None:
             return
