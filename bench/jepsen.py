@@ -112,6 +112,8 @@ def _fault_kind(fault: str) -> str:
     kind = fault.split(" ")[1]
     if "(not power loss" in fault:  # replicas were not all in sync: a kill -9 instead
         return "power-loss (as kill -9: replicas not in sync)"
+    if "not injected" in fault or "not jumped" in fault:
+        return f"{kind} (not done: {fault.rsplit('(', 1)[-1].rstrip(')')})"
     return kind
 
 
