@@ -6,9 +6,10 @@ nothing more is written there until the broker restarts. Listeners are told once
 (Kafka's LogDirFailureHandler): the broker decides what that means for leadership.
 
 Tests inject faults per directory: `LogDir.inject(errno.ENOSPC)` makes the next writes (and/or
-fsyncs) of logs in that directory fail as a full or broken disk would. An injected write failure
-writes half of the data first, as a short write on a filling disk does, so the roll back to the
-last complete batch is exercised too.
+fsyncs) of logs in that directory fail as a full or broken disk would, and the next checkpoint
+written there too (checkpoint files are written and fsync'd, as Kafka's CheckpointFile). An
+injected write failure writes half of the data first, as a short write on a filling disk does, so
+the roll back to the last complete batch is exercised too.
 """
 
 from __future__ import annotations
@@ -73,6 +74,13 @@ class LogDir:
             "cleared" if code is None else errno.errorcode.get(code, code),
             "/".join(ops),
         )
+
+    def raise_injected(self, *ops: str) -> None:
+        """Raise the injected error of the first of `ops` that has one: for writes that do not
+        go through a segment (checkpoint files, written and fsync'd before their rename)."""
+        for op in ops:
+            if (self.write_errno if op == WRITE else self.fsync_errno) is not None:
+                raise self.injected_error(op)
 
     def injected_error(self, op: str) -> OSError:
         code = self.write_errno if op == WRITE else self.fsync_errno

@@ -248,6 +248,7 @@ class LogManager:
             if ld.offline:
                 continue
             try:
+                ld.raise_injected(WRITE, FSYNC)
                 self._checkpoint_dir(d)
             except OSError as exc:
                 ld.fail(exc)
@@ -261,6 +262,7 @@ class LogManager:
                 continue
             keys = [k for k, v in self._dir_of.items() if v == d]
             try:
+                ld.raise_injected(WRITE, FSYNC)
                 write_checkpoint(
                     os.path.join(d, HIGH_WATERMARK),
                     {k: self.high_watermarks.get(k, 0) for k in keys},
