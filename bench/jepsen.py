@@ -1,5 +1,6 @@
 """`python -m bench.jepsen`: the queue workload's soak over brokers on their own hosts (network
-namespaces), with real network faults, kill -9, SIGSTOP and power loss (odradek.testing.jepsen).
+namespaces), with real network faults, kill -9, SIGSTOP, power loss, a full disk, EIO and clock
+jumps (odradek.testing.jepsen).
 
     python -m bench.jepsen --seeds 1000                 # seeds 0..999 on one cluster
     python -m bench.jepsen --seed 17 -v                 # one seed again, with its faults
