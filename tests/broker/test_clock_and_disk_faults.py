@@ -1,6 +1,7 @@
 """The admin endpoint's clock and disk faults, as the Jepsen nemesis drives them on a broker
-process: `POST /clock` shifts the broker's wall clock (what LogAppendTime stamps follow) and
-back; `POST /faults/disk` makes the log dir's writes fail with EIO, which takes it offline."""
+process: `POST /clock` shifts the broker's wall clock (what LogAppendTime stamps and transaction
+timeouts follow) and back; `POST /faults/disk` makes the log dir's writes fail with EIO, which
+takes it offline."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from confluent_kafka import (
     TIMESTAMP_LOG_APPEND_TIME,
     Consumer,
     KafkaError,
+    KafkaException,
     Producer,
     TopicPartition,
 )
@@ -31,7 +33,11 @@ DEADLINE_S = 20.0
 
 @pytest.fixture
 def broker() -> Iterator[Broker]:
-    with Broker(config={"odradek.admin.listen": "127.0.0.1:0"}) as b:
+    config = {
+        "odradek.admin.listen": "127.0.0.1:0",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "100",
+    }
+    with Broker(config=config) as b:
         try:
             yield b
         finally:
@@ -107,3 +113,34 @@ def test_injected_eio_takes_the_log_dir_offline_until_cleared_and_restarted(
         assert raised.value.code == 400
     broker.restart(abrupt=True)
     assert produce_one(broker, topic, b"after") is None
+
+
+def test_a_forward_jump_times_out_the_open_transaction_as_kafkas_would(broker: Broker) -> None:
+    """Kafka's transaction coordinator times transactions out by its wall clock
+    (TransactionStateManager: time.milliseconds()): a jump past transaction.timeout.ms aborts
+    the open one and fences its producer."""
+    topic = broker.create_topic("txn-jump")
+    p = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "transactional.id": "jumper",
+            "transaction.timeout.ms": 60000,
+            "log_level": 0,
+        }
+    )
+    p.init_transactions(DEADLINE_S)
+    p.begin_transaction()
+    p.produce(topic, b"in doubt")
+    p.flush(DEADLINE_S)
+
+    def state() -> str:
+        return broker.call(lambda s: s.txn_coordinator.txns["jumper"].state.display)
+
+    assert state() == "Ongoing"
+    admin(broker, "/clock", {"offset_ms": 5 * 60 * 1000})
+    deadline = time.monotonic() + DEADLINE_S
+    while state() == "Ongoing" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert state() in ("PrepareAbort", "CompleteAbort")
+    with pytest.raises(KafkaException):
+        p.commit_transaction(DEADLINE_S)
