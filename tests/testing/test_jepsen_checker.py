@@ -26,11 +26,13 @@ class H:
         outcome: str = OK,
         decision: str = "commit",
         commit_sent: bool = True,
+        client: str = "librdkafka",
     ) -> int:
         invoke_mops = [m[:3] + [None] if m[0] == "send" else [m[0], m[1], []] for m in mops]
-        inv = self.h.invoke("txn", process, {"process": process, "txn": txn, "mops": invoke_mops})
+        who = {"process": process, "client": client}
+        inv = self.h.invoke("txn", process, {**who, "txn": txn, "mops": invoke_mops})
         if txn and commit_sent and decision == "commit":
-            self.h.ok("end-txn", process, {"process": process, "op": inv.index})
+            self.h.ok("end-txn", process, {**who, "op": inv.index})
         extra: dict[str, Any] = {"mops": mops}
         if txn:
             extra["decision"] = decision
@@ -247,3 +249,22 @@ def test_unknown_transaction_passed_over_is_not_a_skip() -> None:
     b.poll("s", 1, [(0, "d"), (5, "z")])
     b.final[1] = [(0, "d"), (5, "z")]
     assert check(b.done()).valid
+
+
+def test_java_client_ops_are_told_apart() -> None:
+    """One history of both clients: each process's library is reported, its ops counted, and
+    an anomaly in a Java process's write names the Java client."""
+    b = clean()
+    b.op("j0", [["send", 0, "j-a", 7], ["send", 1, "j-b", 1]], txn=True, client="java")
+    b.op("j1", [["send", 0, "j-lost", 8]], client="java")
+    b.op("j1", [["send", 0, "j-c", 9]], client="java")
+    b.op("j1", [["poll", 0, [[7, "j-a"], [9, "j-c"]]]], client="java")  # 8 skipped: lost
+    b.final[0] = b.final[0] + [(7, "j-a"), (9, "j-c")]
+    b.final[1] = b.final[1] + [(1, "j-b")]
+    report = check(b.done())
+    assert report.clients["j0"] == report.clients["j1"] == "java"
+    assert report.clients["p1"] == report.clients["t"] == "librdkafka"
+    assert report.stats["ok txn ops java"] == 4
+    assert report.stats["ok txn ops librdkafka"] == 8
+    lost = [a for a in report.anomalies if a.kind == "lost-write"]
+    assert len(lost) == 1 and "'j-lost'" in lost[0].detail and "j1 (java)" in lost[0].detail

@@ -76,6 +76,7 @@ class Report:
     anomalies: list[Anomaly] = field(default_factory=list)
     observed: list[Anomaly] = field(default_factory=list)  # found, not promised against
     stats: dict[str, int] = field(default_factory=dict)
+    clients: dict[str, str] = field(default_factory=dict)  # process -> its client library
 
     @property
     def valid(self) -> bool:
@@ -187,32 +188,53 @@ def check(
             target = report.anomalies if kind in guarantees else report.observed
             target.append(Anomaly(kind, f"... and {n - limit} more"))
     report.stats = {**history.counts(), **{f"found {k}": n for k, n in found.per.items()}}
+    report.clients = clients(history)
+    for _inv, done in history.completions("txn"):
+        key = f"{done.type} txn ops {done.value.get('client', 'librdkafka')}"
+        report.stats[key] = report.stats.get(key, 0) + 1
     return report
+
+
+def clients(history: History) -> dict[str, str]:
+    """Each client process's library, as its ops recorded it ("librdkafka" when unnamed)."""
+    out: dict[str, str] = {}
+    for op in history.ops:
+        if op.f in ("txn", "assign", "commit"):
+            out.setdefault(op.process, str(op.value.get("client", "librdkafka")))
+    return out
+
+
+def _by(op: Op) -> str:
+    """An op named with its process and client, for an anomaly's detail."""
+    return f"op {op.index} of {op.process} ({op.value.get('client', 'librdkafka')})"
 
 
 def _duplicates(m: _Model, found: _Found) -> None:
     for value, reads in m.read.items():
         places = sorted({(k, o) for _op, k, o in reads})
         if len(places) > 1:
-            found.add("duplicate", f"{value!r} at (key, offset) {places}")
+            writer = m.written_by.get(value)
+            by = f", written by {_by(writer)}" if writer is not None else ""
+            found.add("duplicate", f"{value!r} at (key, offset) {places}{by}")
 
 
 def _lost(m: _Model, orders: dict[int, list[tuple[int, str]]], found: _Found) -> None:
     highest = {k: max((o for o, v in vs if v in m.read), default=-1) for k, vs in orders.items()}
-    for value, (key, offset, done) in m.acked.items():
+    for value, (key, offset, _done) in m.acked.items():
         if value in m.read:
             continue
         where = f"key {key} offset {offset}"
         if offset is not None and offset < highest.get(key, -1):
             found.add(
                 "lost-write",
-                f"acknowledged {value!r} at {where} (op {done.invoke}) never "
+                f"acknowledged {value!r} at {where} ({_by(m.written_by[value])}) never "
                 f"read; reads reached offset {highest[key]}",
             )
         elif m.final is not None:
             found.add(
                 "unseen",
-                f"acknowledged {value!r} at {where} (op {done.invoke}) not in the final read",
+                f"acknowledged {value!r} at {where} ({_by(m.written_by[value])}) not in the "
+                "final read",
             )
 
 
@@ -305,7 +327,7 @@ def _aborted(history: History, m: _Model, found: _Found) -> None:
                 found.add(
                     "G1a",
                     f"op {op.invoke} read {value!r} (key {key} offset {offset}) "
-                    f"of op {writer.index}, which did not commit",
+                    f"of {_by(writer)}, which did not commit",
                 )
             elif writer.value.get("txn"):
                 sent = commit_sent.get(writer.index)
@@ -391,4 +413,13 @@ def summarize(anomalies: list[Anomaly]) -> dict[str, int]:
     return dict(out)
 
 
-__all__ = ["ALL_KINDS", "CYCLES", "INFO", "KAFKA_GUARANTEES", "Anomaly", "Report", "check"]
+__all__ = [
+    "ALL_KINDS",
+    "CYCLES",
+    "INFO",
+    "KAFKA_GUARANTEES",
+    "Anomaly",
+    "Report",
+    "check",
+    "clients",
+]
