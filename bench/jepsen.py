@@ -5,6 +5,7 @@ namespaces), with real network faults, kill -9, SIGSTOP and power loss (odradek.
     python -m bench.jepsen --seed 17 -v                 # one seed again, with its faults
     python -m bench.jepsen --seeds 50 --kinds power-loss,kill
     python -m bench.jepsen --seeds 20 --bootstrap host:9092 --no-faults   # your own cluster
+    python -m bench.jepsen --seeds 20 --java 0             # librdkafka clients only
 
 Needs root and iproute2 (network namespaces, veth, a bridge; tc netem where the kernel has it),
 java and ZooKeeper (scripts/setup.sh). One cluster (three ZooKeeper nodes, three brokers) serves
@@ -24,6 +25,7 @@ from collections import Counter
 
 from odradek.testing.jepsen.checker import summarize
 from odradek.testing.jepsen.hosts import HostCluster, journal_env
+from odradek.testing.jepsen.javaclient import unavailable
 from odradek.testing.jepsen.nemesis import ALL
 from odradek.testing.jepsen.runner import Result, Workload, run_workload
 from odradek.testing.jepsen.seeds import SeedOptions, run_seed
@@ -45,8 +47,26 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--minutes", type=float, help="start no seed after this many minutes (a timed soak)"
     )
+    p.add_argument(
+        "--java",
+        default="auto",
+        help="share of the plain and of the transactional processes on Apache Kafka's Java "
+        "client (0..1; which ones, each seed draws); auto: 0.5 when java and the client's jars "
+        "are there, else 0 (said so); a share asked for without them is an error",
+    )
     p.add_argument("-v", "--verbose", action="store_true")
     return p.parse_args(argv)
+
+
+def java_share(asked: str) -> float:
+    """The Java client's share of the processes; SystemExit when asked for and unavailable."""
+    why = unavailable() if asked == "auto" or float(asked) > 0 else ""
+    if asked == "auto":
+        print("java client: " + (why or "on (0.5 of the processes)"), flush=True)
+        return 0.0 if why else 0.5
+    if why:
+        raise SystemExit(f"--java {asked}: {why}")
+    return float(asked)
 
 
 def _row(cells: list[str]) -> str:
@@ -57,13 +77,14 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     logging.basicConfig(level=logging.CRITICAL)
     seeds = args.seed or list(range(args.start, args.start + args.seeds))
-    opts = SeedOptions(duration=args.duration, kinds=tuple(args.kinds.split(",")))
+    java = java_share(args.java)
+    opts = SeedOptions(duration=args.duration, kinds=tuple(args.kinds.split(",")), java=java)
     results: list[Result] = []
     errors: list[int] = []
     began = time.monotonic()
     if args.bootstrap:
         for seed in seeds:
-            w = Workload(seed=seed, topic=f"jepsen-{seed}", duration=args.duration)
+            w = Workload(seed=seed, topic=f"jepsen-{seed}", duration=args.duration, java=java)
             results.append(_report(run_workload(args.bootstrap, w), args))
     else:
         with tempfile.TemporaryDirectory(prefix="odradek-jepsen-") as tmp:
@@ -101,12 +122,15 @@ def _fault_kind(fault: str) -> str:
 
 def summary(results: list[Result], wall: float) -> str:
     faults: Counter[str] = Counter()
-    ops: Counter[str] = Counter()
+    ops: Counter[object] = Counter()
     anomalies: Counter[str] = Counter()
     observed: Counter[str] = Counter()
     for r in results:
         faults.update(_fault_kind(f) for f in r.faults if f.startswith("t="))
-        ops.update(op.type for op in r.history.ops if op.type != "invoke" and op.f == "txn")
+        for op in r.history.ops:
+            if op.type != "invoke" and op.f == "txn":
+                ops[op.type] += 1
+                ops[(op.value.get("client", "librdkafka"), op.type)] += 1
         anomalies.update(summarize(r.report.anomalies))
         observed.update(summarize(r.report.observed))
     failing = [r.seed for r in results if not r.valid]
@@ -133,6 +157,11 @@ def summary(results: list[Result], wall: float) -> str:
         _row(["client ops", "ok", "fail", "info"]),
         _row(["---"] * 4),
         _row(["send/poll/txn", str(ops["ok"]), str(ops["fail"]), str(ops["info"])]),
+        *(
+            _row([f"  of which {c}", *(str(ops[(c, t)]) for t in ("ok", "fail", "info"))])
+            for c in ("librdkafka", "java")
+            if any(ops[(c, t)] for t in ("ok", "fail", "info"))
+        ),
         "",
         _row(["anomaly (Kafka guarantees)", "count"]),
         _row(["---", "---"]),
