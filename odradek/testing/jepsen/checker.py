@@ -17,6 +17,12 @@ aborted write are not skips. The anomalies, by kind:
     int-nonmonotonic-poll one poll's offsets of a key do not increase
     ext-nonmonotonic-poll a consumer's next poll of a key (same assignment) went back
     nonmonotonic-send     one producer's acknowledged sends to a key got decreasing offsets
+    reused-sequence       an acknowledged send whose offset holds (read_uncommitted, after
+                          the faults) another value of the same producer: the client sent a
+                          new batch with an old sequence number and the broker answered it
+                          as a retry of the old one, as Kafka's ProducerStateManager does;
+                          lost, but by the client (it replaces the lost-write and the poll
+                          skips such a send would otherwise show)
     G1a                   a read of a value whose write was aborted or certainly failed
     uncommitted-read      a read_committed read finished before the writing transaction's
                           commit was sent
@@ -52,6 +58,7 @@ KAFKA_GUARANTEES = frozenset(
         "int-nonmonotonic-poll",
         "ext-nonmonotonic-poll",
         "nonmonotonic-send",
+        "reused-sequence",
         "G1a",
         "uncommitted-read",
         "offset-back",
@@ -111,6 +118,9 @@ class _Model:
     seen: dict[int, dict[int, set[str]]] = field(default_factory=dict)  # key -> offset -> values
     read: dict[str, list[tuple[Op, int, int]]] = field(default_factory=dict)  # value -> reads
     final: dict[int, list[list[Any]]] | None = None
+    # value -> (key, offset, the value the log holds there): a send acknowledged at an offset
+    # holding another write of the same producer (a retry of it, to the broker)
+    reused: dict[str, tuple[int, int, str]] = field(default_factory=dict)
 
 
 def _outcome(done: Op) -> str:
@@ -123,6 +133,10 @@ def _model(history: History) -> _Model:
     m = _Model()
     seen: dict[int, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
     read: dict[str, list[tuple[Op, int, int]]] = defaultdict(list)
+    log: dict[int, dict[int, str]] = {}  # key -> offset -> value, read_uncommitted
+    for _inv, done in history.completions("final-uncommitted"):
+        if done.type == OK:
+            log = {int(k): {o: v for o, v in recs} for k, recs in done.value["records"].items()}
     for inv, done in history.completions("txn"):
         m.outcome[inv.index] = _outcome(done)
         for mop in done.value.get("mops", []):
@@ -131,13 +145,21 @@ def _model(history: History) -> _Model:
                 m.written_by[value] = inv
                 if done.type == OK and m.outcome[inv.index] == "commit":
                     m.acked[value] = (key, offset, done)
-                if offset is not None and m.outcome[inv.index] == "commit" and done.type == OK:
-                    seen[key][offset].add(value)  # others enter the order only when read
             elif mop[0] == "poll" and done.type == OK:
                 _f, key, records = mop
                 for offset, value in records:
                     seen[key][offset].add(value)
                     read[value].append((done, key, offset))
+    for value, (key, offset, _done) in m.acked.items():
+        if offset is None:
+            continue  # others enter the order only when read
+        held = log.get(key, {}).get(offset)
+        other = m.written_by.get(held) if held is not None and held != value else None
+        mine = m.written_by[value]
+        if other is not None and other.process == mine.process and other.index < mine.index:
+            m.reused[value] = (key, offset, held or "")  # acknowledged, never written
+        else:
+            seen[key][offset].add(value)
     for _inv, done in history.completions("final"):
         if done.type == OK:
             m.final = {int(k): list(v) for k, v in done.value["records"].items()}
@@ -174,7 +196,7 @@ def check(
     _duplicates(m, found)
     _lost(m, orders, found)
     _polls(history, orders, found)
-    _sends(history, found)
+    _sends(history, m.reused, found)
     _aborted(history, m, found)
     _cycles(history, m, orders, found)
     _monotonic(history, found)
@@ -222,6 +244,17 @@ def _lost(m: _Model, orders: dict[int, list[tuple[int, str]]], found: _Found) ->
     highest = {k: max((o for o, v in vs if v in m.read), default=-1) for k, vs in orders.items()}
     for value, (key, offset, _done) in m.acked.items():
         if value in m.read:
+            continue
+        if value in m.reused:
+            _k, _o, held = m.reused[value]
+            found.add(
+                "reused-sequence",
+                f"{_by(m.written_by[value])} acknowledged {value!r} at key {key} offset "
+                f"{offset}, which holds {held!r} of its own {_by(m.written_by[held])} "
+                f"({m.outcome.get(m.written_by[held].index, 'unknown')}): the client reused "
+                "a sequence number and the broker took the batch for a retry of that one, "
+                "as Kafka's does; it was never written",
+            )
             continue
         where = f"key {key} offset {offset}"
         if offset is not None and offset < highest.get(key, -1):
@@ -289,14 +322,14 @@ def _between(versions: list[tuple[int, str]], a: int, b: int) -> list[tuple[int,
     return [(o, v) for o, v in versions if a < o < b][:5]
 
 
-def _sends(history: History, found: _Found) -> None:
+def _sends(history: History, reused: dict[str, tuple[int, int, str]], found: _Found) -> None:
     last: dict[tuple[str, int], tuple[int, str]] = {}
     for _inv, done in sorted(history.completions("txn"), key=lambda p: p[0].index):
         if done.type != OK or done.value.get("decision", "commit") != "commit":
             continue
         process = str(done.value.get("process", done.process))
         for mop in done.value.get("mops", []):
-            if mop[0] != "send" or mop[3] is None:
+            if mop[0] != "send" or mop[3] is None or mop[2] in reused:
                 continue
             _f, key, value, offset = mop
             prev = last.get((process, key))

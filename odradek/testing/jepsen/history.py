@@ -23,6 +23,9 @@ Kafka's kafka-clients; absent means librdkafka). The ops:
     hw          {"hw": {key: high watermark}}: a monitor's ListOffsets.
     final       {"records": {key: [[offset, value], ...]}}: read_committed read of every key
                 to its end after the faults healed.
+    final-uncommitted
+                {"records": ...}: the same read with read_uncommitted (aborted writes too);
+                never a read of the workload, only what the log holds at each offset.
     nemesis     {"fault", "phase"}: a fault began or ended (info, never judged).
 """
 

@@ -404,15 +404,17 @@ def java_processes(seed: int, plain: int, txn: int, share: float) -> frozenset[s
     return frozenset(out)
 
 
-def final_read(env: Env, timeout: float = 20.0) -> str:
-    """Read every key from the beginning to its last stable offset (read_committed) and record
-    it as the `final` op; '' or why it could not."""
-    inv = env.history.invoke("final", "reader", {"records": {}})
+def final_read(env: Env, timeout: float = 20.0, isolation: str = "read_committed") -> str:
+    """Read every key from the beginning to its end and record it as the `final` op
+    (read_committed) or the `final-uncommitted` op (read_uncommitted: what the log holds at
+    each offset, aborted writes too); '' or why it could not."""
+    f = "final" if isolation == "read_committed" else "final-uncommitted"
+    inv = env.history.invoke(f, "reader", {"records": {}})
     c = Consumer(
         env.config(
             {
-                "group.id": f"{env.group}-final",
-                "isolation.level": "read_committed",
+                "group.id": f"{env.group}-{f}",
+                "isolation.level": isolation,
                 "enable.auto.commit": False,
             }
         )
