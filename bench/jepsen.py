@@ -4,14 +4,15 @@ namespaces), with real network faults, kill -9, SIGSTOP and power loss (odradek.
     python -m bench.jepsen --seeds 1000                 # seeds 0..999 on one cluster
     python -m bench.jepsen --seed 17 -v                 # one seed again, with its faults
     python -m bench.jepsen --seeds 50 --kinds power-loss,kill
+    python -m bench.jepsen --seeds 20 --brokers 5       # five brokers (RF 3 topics)
     python -m bench.jepsen --seeds 20 --bootstrap host:9092 --no-faults   # your own cluster
     python -m bench.jepsen --seeds 20 --java 0             # librdkafka clients only
 
 Needs root and iproute2 (network namespaces, veth, a bridge; tc netem where the kernel has it),
-java and ZooKeeper (scripts/setup.sh). One cluster (three ZooKeeper nodes, three brokers) serves
-every seed; each seed has its own topic. A failing seed prints its faults and anomalies; the
-table at the end counts seeds, faults and what the checkers found. Exit status 0 when every
-seed is valid.
+java and ZooKeeper (scripts/setup.sh). One cluster (three ZooKeeper nodes, three or five
+brokers) serves every seed; each seed has its own topic. A failing seed prints its faults and
+anomalies; the table at the end counts seeds, faults and what the checkers found. Exit status
+0 when every seed is valid.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         help="run against this cluster instead (no faults injected; "
         "the topic jepsen-<seed> must exist with 4 partitions)",
     )
+    p.add_argument("--brokers", type=int, default=3, help="odradek brokers (3 or 5)")
     p.add_argument("--failures", help="append failing seeds' explanations to this file")
     p.add_argument(
         "--minutes", type=float, help="start no seed after this many minutes (a timed soak)"
@@ -88,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             results.append(_report(run_workload(args.bootstrap, w), args))
     else:
         with tempfile.TemporaryDirectory(prefix="odradek-jepsen-") as tmp:
-            with HostCluster(tmp, env=journal_env(tmp)) as cluster:
+            with HostCluster(tmp, brokers=args.brokers, env=journal_env(tmp)) as cluster:
                 for seed in seeds:
                     if args.minutes and time.monotonic() - began > 60 * args.minutes:
                         break
