@@ -415,6 +415,7 @@ class JavaPlainProcess(JavaProcess):
     def run_ops(self) -> None:
         self.call("producer", config=plain_producer_config(self.env.bootstrap, self.java_extra))
         self.java_consumer(subscribe=self.rng.random() < 0.5)
+        self.ready.set()
         try:
             for n in range(self.max_ops):
                 if self.stop.is_set():
@@ -466,6 +467,7 @@ class JavaTxnProcess(JavaProcess):
     def run_ops(self) -> None:
         self.java_consumer(subscribe=False)
         ready = self._producer()
+        self.ready.set()
         try:
             for n in range(self.max_ops):
                 if not ready or self.stop.is_set():

@@ -71,6 +71,7 @@ class Result:
         )
 
 
+READY_S = 60.0  # for every process's clients to be made before the faults begin
 Nemesis = Callable[[History, threading.Event], list[str]]  # runs the faults, heals; names them
 
 
@@ -130,6 +131,10 @@ def run_workload(bootstrap: str, w: Workload, nemesis: Nemesis | None = None) ->
         for p in procs:
             p.pace_s = (w.duration + w.settle_s) / max(1, w.max_ops)
             p.start()
+        deadline = time.monotonic() + READY_S
+        for p in procs:  # the faults begin once every client is made
+            if not p.ready.wait(max(0.0, deadline - time.monotonic())):
+                notes.append(f"client {p.process} not ready in {READY_S:.0f}s")
         if java:
             notes.append("java client: " + " ".join(sorted(java)))
         if nemesis is not None:

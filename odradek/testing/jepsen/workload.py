@@ -89,12 +89,17 @@ class Process(threading.Thread):
         self.max_ops = max_ops
         self.pace_s = 0.01
         self.group = ""
+        # set once its clients are made (the runner starts the faults then): a JVM's clients
+        # take seconds on a loaded machine, and must not miss the faults
+        self.ready = threading.Event()
 
     def run(self) -> None:
         try:
             self.run_ops()
         except BaseException as exc:  # surfaced by the runner, never lost in a thread
             self.crash = exc
+        finally:
+            self.ready.set()
 
     def run_ops(self) -> None:
         raise NotImplementedError
@@ -190,6 +195,7 @@ class PlainProcess(Process):
             )
         )
         consumer = self.consumer(subscribe=self.rng.random() < 0.5)
+        self.ready.set()
         try:
             for n in range(self.max_ops):
                 if self.stop.is_set():
@@ -251,6 +257,7 @@ class TxnProcess(Process):
     def run_ops(self) -> None:
         consumer = self.consumer(subscribe=False)
         producer = self._producer()
+        self.ready.set()
         try:
             for n in range(self.max_ops):
                 if producer is None or self.stop.is_set():
@@ -334,6 +341,7 @@ class Monitor(Process):
         settings = {"group.id": self.env.group, "enable.auto.commit": False}
         consumer = Consumer(self.env.config({**settings, "isolation.level": "read_uncommitted"}))
         tps = [TopicPartition(self.env.topic, k) for k in range(self.env.keys)]
+        self.ready.set()
         try:
             while not self.stop.is_set():
                 inv = self.h.invoke(
