@@ -51,7 +51,7 @@ def test_seed_keeps_kafkas_guarantees(hosts: HostCluster, seed: int) -> None:
 def test_seed_over_both_clients_keeps_kafkas_guarantees(hosts: HostCluster) -> None:
     """Half the processes on Apache Kafka's Java client (one JVM in the clients' namespace),
     half on librdkafka, in one history under the seed's faults."""
-    result = run_seed(hosts, 100, replace(OPTIONS, duration=3.0, max_ops=80, java=0.5))
+    result = run_seed(hosts, 100, replace(OPTIONS, duration=2.0, max_ops=60, java=0.5))
     assert result.valid, "\n" + result.explain()
     java = {p for p, client in result.report.clients.items() if client == "java"}
     assert java == {"p0", "t1"}, result.report.clients  # seed 100's draw
