@@ -28,6 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import Consumer
+
 from odradek.testing.jepsen.history import FAIL, INFO, OK, History, Op
 from odradek.testing.jepsen.workload import Env, Process
 
@@ -401,10 +403,10 @@ class JavaProcess(Process):
         if not subscribe:
             assigned([int(k) for k in reply["keys"]])
 
-    def poll_mops(self, consumer: Any) -> list[list[Any]]:
+    def poll_mops(self, consumer: Consumer | None) -> list[list[Any]]:
         return _records_by_key(self.call("poll")["records"])
 
-    def commit_offsets(self, consumer: Any) -> dict[int, int]:
+    def commit_offsets(self, consumer: Consumer | None) -> dict[int, int]:
         return {int(k): int(v) for k, v in self.call("commit")["offsets"].items()}
 
 

@@ -23,7 +23,7 @@ import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -36,6 +36,9 @@ from confluent_kafka import (
 )
 
 from odradek.testing.jepsen.history import FAIL, INFO, OK, History, Op
+
+if TYPE_CHECKING:
+    from odradek.testing.jepsen.javaclient import JavaClients
 
 FAST = {
     "socket.timeout.ms": 2000,
@@ -136,19 +139,21 @@ class Process(threading.Thread):
             self.h.ok("assign", self.process, self.value(keys=_keys(tps)))
         return c
 
-    def poll_mops(self, consumer: Any) -> list[list[Any]]:
+    def poll_mops(self, consumer: Consumer | None) -> list[list[Any]]:
+        assert consumer is not None
         by_key: dict[int, list[list[Any]]] = defaultdict(list)
         for msg in consumer.consume(20, 0.1):
             if msg.error() is None:
                 by_key[_partition(msg)].append([msg.offset(), (msg.value() or b"").decode()])
         return [["poll", k, records] for k, records in sorted(by_key.items())]
 
-    def commit_offsets(self, consumer: Any) -> dict[int, int]:
+    def commit_offsets(self, consumer: Consumer | None) -> dict[int, int]:
         """Commit the consumer's position (OffsetCommit); the offsets committed."""
+        assert consumer is not None
         done = consumer.commit(asynchronous=False) or []
         return {tp.partition: tp.offset for tp in done if tp.error is None and tp.offset >= 0}
 
-    def poll_op(self, consumer: Any, commit: bool) -> None:
+    def poll_op(self, consumer: Consumer | None, commit: bool) -> None:
         inv = self.h.invoke("txn", self.process, self.value(txn=False))
         try:
             mops = self.poll_mops(consumer)
@@ -374,27 +379,29 @@ def processes(
     txn: int,
     max_ops: int,
     java: frozenset[str] = frozenset(),
-    jvm: Any = None,
+    jvm: JavaClients | None = None,
 ) -> list[Process]:
     """The workload's processes p0.., t0.. and the monitor; those named in `java` use Apache
-    Kafka's Java client in `jvm` (a `javaclient.JavaClients`), the others librdkafka."""
+    Kafka's Java client in `jvm`, the others librdkafka."""
     from odradek.testing.jepsen.javaclient import JavaPlainProcess, JavaTxnProcess
 
     out: list[Process] = []
     for i in range(plain):
         name = f"p{i}"
-        out.append(
-            JavaPlainProcess(name, env, max_ops, jvm)
-            if name in java
-            else PlainProcess(name, env, max_ops)
-        )
+        if name not in java:
+            out.append(PlainProcess(name, env, max_ops))
+        elif jvm is None:
+            raise ValueError("Java processes need a JavaClients")
+        else:
+            out.append(JavaPlainProcess(name, env, max_ops, jvm))
     for i in range(txn):
         name = f"t{i}"
-        out.append(
-            JavaTxnProcess(name, env, max_ops, jvm)
-            if name in java
-            else TxnProcess(name, env, max_ops)
-        )
+        if name not in java:
+            out.append(TxnProcess(name, env, max_ops))
+        elif jvm is None:
+            raise ValueError("Java processes need a JavaClients")
+        else:
+            out.append(JavaTxnProcess(name, env, max_ops, jvm))
     out.append(Monitor("monitor", env, 0))
     return out
 
