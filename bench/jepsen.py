@@ -5,13 +5,15 @@ jumps (odradek.testing.jepsen).
     python -m bench.jepsen --seeds 1000                 # seeds 0..999 on one cluster
     python -m bench.jepsen --seed 17 -v                 # one seed again, with its faults
     python -m bench.jepsen --seeds 50 --kinds power-loss,kill
+    python -m bench.jepsen --seeds 20 --brokers 5       # five brokers (RF 3 topics)
     python -m bench.jepsen --seeds 20 --bootstrap host:9092 --no-faults   # your own cluster
+    python -m bench.jepsen --seeds 20 --java 0             # librdkafka clients only
 
 Needs root and iproute2 (network namespaces, veth, a bridge; tc netem where the kernel has it),
-java and ZooKeeper (scripts/setup.sh). One cluster (three ZooKeeper nodes, three brokers) serves
-every seed; each seed has its own topic. A failing seed prints its faults and anomalies; the
-table at the end counts seeds, faults and what the checkers found. Exit status 0 when every
-seed is valid.
+java and ZooKeeper (scripts/setup.sh). One cluster (three ZooKeeper nodes, three or five
+brokers) serves every seed; each seed has its own topic. A failing seed prints its faults and
+anomalies; the table at the end counts seeds, faults and what the checkers found. Exit status
+0 when every seed is valid.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from collections.abc import Iterator
 
 from odradek.testing.jepsen.checker import summarize
 from odradek.testing.jepsen.hosts import HostCluster, journal_env
+from odradek.testing.jepsen.javaclient import unavailable
 from odradek.testing.jepsen.nemesis import ALL
 from odradek.testing.jepsen.runner import Result, Workload, run_workload
 from odradek.testing.jepsen.seeds import SeedOptions, run_seed
@@ -45,6 +48,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         help="run against this cluster instead (no faults injected; "
         "the topic jepsen-<seed> must exist with 4 partitions)",
     )
+    p.add_argument("--brokers", type=int, default=3, help="odradek brokers (3 or 5)")
     p.add_argument("--failures", help="append failing seeds' explanations to this file")
     p.add_argument(
         "--minutes", type=float, help="start no seed after this many minutes (a timed soak)"
@@ -52,8 +56,26 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--work-dir", help="keep the cluster's files here (broker and ZooKeeper logs, data)"
     )
+    p.add_argument(
+        "--java",
+        default="auto",
+        help="share of the plain and of the transactional processes on Apache Kafka's Java "
+        "client (0..1; which ones, each seed draws); auto: 0.5 when java and the client's jars "
+        "are there, else 0 (said so); a share asked for without them is an error",
+    )
     p.add_argument("-v", "--verbose", action="store_true")
     return p.parse_args(argv)
+
+
+def java_share(asked: str) -> float:
+    """The Java client's share of the processes; SystemExit when asked for and unavailable."""
+    why = unavailable() if asked == "auto" or float(asked) > 0 else ""
+    if asked == "auto":
+        print("java client: " + (why or "on (0.5 of the processes)"), flush=True)
+        return 0.0 if why else 0.5
+    if why:
+        raise SystemExit(f"--java {asked}: {why}")
+    return float(asked)
 
 
 def _row(cells: list[str]) -> str:
@@ -64,17 +86,18 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     logging.basicConfig(level=logging.CRITICAL)
     seeds = args.seed or list(range(args.start, args.start + args.seeds))
-    opts = SeedOptions(duration=args.duration, kinds=tuple(args.kinds.split(",")))
+    java = java_share(args.java)
+    opts = SeedOptions(duration=args.duration, kinds=tuple(args.kinds.split(",")), java=java)
     results: list[Result] = []
     errors: list[int] = []
     began = time.monotonic()
     if args.bootstrap:
         for seed in seeds:
-            w = Workload(seed=seed, topic=f"jepsen-{seed}", duration=args.duration)
+            w = Workload(seed=seed, topic=f"jepsen-{seed}", duration=args.duration, java=java)
             results.append(_report(run_workload(args.bootstrap, w), args))
     else:
         with _work_dir(args.work_dir) as tmp:
-            with HostCluster(tmp, env=journal_env(tmp)) as cluster:
+            with HostCluster(tmp, brokers=args.brokers, env=journal_env(tmp)) as cluster:
                 for seed in seeds:
                     if args.minutes and time.monotonic() - began > 60 * args.minutes:
                         break
@@ -120,12 +143,15 @@ def _fault_kind(fault: str) -> str:
 
 def summary(results: list[Result], wall: float) -> str:
     faults: Counter[str] = Counter()
-    ops: Counter[str] = Counter()
+    ops: Counter[object] = Counter()
     anomalies: Counter[str] = Counter()
     observed: Counter[str] = Counter()
     for r in results:
         faults.update(_fault_kind(f) for f in r.faults if f.startswith("t="))
-        ops.update(op.type for op in r.history.ops if op.type != "invoke" and op.f == "txn")
+        for op in r.history.ops:
+            if op.type != "invoke" and op.f == "txn":
+                ops[op.type] += 1
+                ops[(op.value.get("client", "librdkafka"), op.type)] += 1
         anomalies.update(summarize(r.report.anomalies))
         observed.update(summarize(r.report.observed))
     failing = [r.seed for r in results if not r.valid]
@@ -152,6 +178,11 @@ def summary(results: list[Result], wall: float) -> str:
         _row(["client ops", "ok", "fail", "info"]),
         _row(["---"] * 4),
         _row(["send/poll/txn", str(ops["ok"]), str(ops["fail"]), str(ops["info"])]),
+        *(
+            _row([f"  of which {c}", *(str(ops[(c, t)]) for t in ("ok", "fail", "info"))])
+            for c in ("librdkafka", "java")
+            if any(ops[(c, t)] for t in ("ok", "fail", "info"))
+        ),
         "",
         _row(["anomaly (Kafka guarantees)", "count"]),
         _row(["---", "---"]),

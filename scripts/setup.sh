@@ -303,6 +303,10 @@ fi
 if [ "$PROFILE" = test ]; then
     maven_jars reference/kafka-4.4 kafka-4.4.0 8
     maven_jars reference/kafka-3.9 kafka-3.9.2 8
+    # the Jepsen queue workload's Java client processes, compiled against kafka-clients 4.4.0
+    # into .cache/jepsen-java (a no-op while the class matches its source)
+    "$VENV/bin/python" -m odradek.testing.jepsen.javaclient >/dev/null \
+        || say "could not compile odradek/testing/jepsen/java/JepsenClients.java" >&2
 fi
 # --- END reference Kafka ---------------------------------------------------------------------
 

@@ -2,7 +2,8 @@
 `KafkaReference`): a check of the checker. The nodes run on loopback (not in network
 namespaces), so the faults are kill -9 + restart and SIGSTOP/SIGCONT of one node at a time.
 
-    python -m compat_tests.reference.jepsen_ref --seeds 5
+    python -m compat_tests.reference.jepsen_ref --seeds 5            # librdkafka and Java clients
+    python -m compat_tests.reference.jepsen_ref --seeds 5 --java 0   # librdkafka only
 
 Prints each seed's verdict and the soak table of `bench.jepsen`; exit status 0 when every seed
 is valid (nothing Kafka documents as guaranteed was broken).
@@ -23,7 +24,7 @@ import time
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.jepsen import summary
+from bench.jepsen import java_share, summary
 from compat_tests.reference.kafka_ref import KafkaNode, KafkaReference
 from odradek.testing.jepsen.history import INFO, History
 from odradek.testing.jepsen.runner import Result, Workload, run_workload
@@ -86,7 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m compat_tests.reference.jepsen_ref")
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--duration", type=float, default=3.0)
+    p.add_argument("--java", default="auto", help="as bench.jepsen's: the Java client's share")
     args = p.parse_args(argv)
+    java = java_share(args.java)
     logging.basicConfig(level=logging.CRITICAL)
     results: list[Result] = []
     began = time.monotonic()
@@ -96,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             for seed in range(args.seeds):
                 topic = f"jepsen-{seed}"
                 admin.create_topics([NewTopic(topic, 4, 3)])[topic].result(30)
-                w = Workload(seed=seed, topic=topic, duration=args.duration, max_ops=150)
+                w = Workload(seed=seed, topic=topic, duration=args.duration, max_ops=150, java=java)
                 r = run_workload(kafka.bootstrap, w, nemesis(kafka, seed, args.duration))
                 results.append(r)
                 print(f"seed {seed}: {'ok' if r.valid else 'FAIL'} in {r.elapsed:.1f}s", flush=True)

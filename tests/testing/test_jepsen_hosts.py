@@ -11,11 +11,13 @@ Needs root and iproute2 (CI runs as root): without them the test fails naming wh
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from odradek.testing.jepsen import netns
+from odradek.testing.jepsen.history import OK
 from odradek.testing.jepsen.hosts import HostCluster, journal_env
 from odradek.testing.jepsen.nemesis import ALL
 from odradek.testing.jepsen.seeds import SeedOptions, run_seed
@@ -45,6 +47,20 @@ def test_seed_keeps_kafkas_guarantees(hosts: HostCluster, seed: int) -> None:
     result = run_seed(hosts, seed, OPTIONS)
     assert result.valid, "\n" + result.explain()
     assert result.history.counts()["ok"] > 0, "\n" + result.explain()
+
+
+def test_seed_over_both_clients_keeps_kafkas_guarantees(hosts: HostCluster) -> None:
+    """Half the processes on Apache Kafka's Java client (one JVM in the clients' namespace),
+    half on librdkafka, in one history under the seed's faults."""
+    result = run_seed(hosts, 100, replace(OPTIONS, duration=2.0, max_ops=60, java=0.5))
+    assert result.valid, "\n" + result.explain()
+    java = {p for p, client in result.report.clients.items() if client == "java"}
+    assert java == {"p0", "t1"}, result.report.clients  # seed 100's draw
+    done = [op for op in result.history.ops if op.type == OK and op.process in java]
+    mops = [m[0] for op in done if op.f == "txn" for m in op.value["mops"]]
+    committed = [op for op in done if op.value.get("decision") == "commit" and op.value["mops"]]
+    assert "send" in mops and "poll" in mops and committed, "\n" + result.explain()
+    assert all(op.value["client"] == "java" for op in done), "\n" + result.explain()
 
 
 def test_namespaces_are_gone_after_close(tmp_path: Path) -> None:

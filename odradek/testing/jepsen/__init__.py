@@ -7,7 +7,8 @@
 Modules: `history` (the operations recorded), `checker` (lost writes, duplicates, inconsistent
 offsets, poll skips, non-monotonic sends and polls, aborted and uncommitted reads, committed
 offsets and high watermarks going back), `elle` (G0 / G1c / G2 dependency cycles), `workload`
-(the clients over confluent-kafka), `hosts` (brokers and ZooKeeper in network namespaces with
+(the clients over confluent-kafka), `javaclient` (the same processes over Apache Kafka's Java
+client, one JVM per run), `hosts` (brokers and ZooKeeper in network namespaces with
 real network faults), `runner` (one seed). `python -m bench.jepsen --seeds N` soaks.
 """
 

@@ -17,6 +17,12 @@ aborted write are not skips. The anomalies, by kind:
     int-nonmonotonic-poll one poll's offsets of a key do not increase
     ext-nonmonotonic-poll a consumer's next poll of a key (same assignment) went back
     nonmonotonic-send     one producer's acknowledged sends to a key got decreasing offsets
+    reused-sequence       an acknowledged send whose offset holds (read_uncommitted, after
+                          the faults) another value of the same producer: the client sent a
+                          new batch with an old sequence number and the broker answered it
+                          as a retry of the old one, as Kafka's ProducerStateManager does;
+                          lost, but by the client (it replaces the lost-write and the poll
+                          skips such a send would otherwise show)
     G1a                   a read of a value whose write was aborted or certainly failed
     uncommitted-read      a read_committed read finished before the writing transaction's
                           commit was sent
@@ -52,6 +58,7 @@ KAFKA_GUARANTEES = frozenset(
         "int-nonmonotonic-poll",
         "ext-nonmonotonic-poll",
         "nonmonotonic-send",
+        "reused-sequence",
         "G1a",
         "uncommitted-read",
         "offset-back",
@@ -76,6 +83,7 @@ class Report:
     anomalies: list[Anomaly] = field(default_factory=list)
     observed: list[Anomaly] = field(default_factory=list)  # found, not promised against
     stats: dict[str, int] = field(default_factory=dict)
+    clients: dict[str, str] = field(default_factory=dict)  # process -> its client library
 
     @property
     def valid(self) -> bool:
@@ -110,6 +118,9 @@ class _Model:
     seen: dict[int, dict[int, set[str]]] = field(default_factory=dict)  # key -> offset -> values
     read: dict[str, list[tuple[Op, int, int]]] = field(default_factory=dict)  # value -> reads
     final: dict[int, list[list[Any]]] | None = None
+    # value -> (key, offset, the value the log holds there): a send acknowledged at an offset
+    # holding another write of the same producer (a retry of it, to the broker)
+    reused: dict[str, tuple[int, int, str]] = field(default_factory=dict)
 
 
 def _outcome(done: Op) -> str:
@@ -122,6 +133,10 @@ def _model(history: History) -> _Model:
     m = _Model()
     seen: dict[int, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
     read: dict[str, list[tuple[Op, int, int]]] = defaultdict(list)
+    log: dict[int, dict[int, str]] = {}  # key -> offset -> value, read_uncommitted
+    for _inv, done in history.completions("final-uncommitted"):
+        if done.type == OK:
+            log = {int(k): {o: v for o, v in recs} for k, recs in done.value["records"].items()}
     for inv, done in history.completions("txn"):
         m.outcome[inv.index] = _outcome(done)
         for mop in done.value.get("mops", []):
@@ -130,13 +145,21 @@ def _model(history: History) -> _Model:
                 m.written_by[value] = inv
                 if done.type == OK and m.outcome[inv.index] == "commit":
                     m.acked[value] = (key, offset, done)
-                if offset is not None and m.outcome[inv.index] == "commit" and done.type == OK:
-                    seen[key][offset].add(value)  # others enter the order only when read
             elif mop[0] == "poll" and done.type == OK:
                 _f, key, records = mop
                 for offset, value in records:
                     seen[key][offset].add(value)
                     read[value].append((done, key, offset))
+    for value, (key, offset, _done) in m.acked.items():
+        if offset is None:
+            continue  # others enter the order only when read
+        held = log.get(key, {}).get(offset)
+        other = m.written_by.get(held) if held is not None and held != value else None
+        mine = m.written_by[value]
+        if other is not None and other.process == mine.process and other.index < mine.index:
+            m.reused[value] = (key, offset, held or "")  # acknowledged, never written
+        else:
+            seen[key][offset].add(value)
     for _inv, done in history.completions("final"):
         if done.type == OK:
             m.final = {int(k): list(v) for k, v in done.value["records"].items()}
@@ -173,7 +196,7 @@ def check(
     _duplicates(m, found)
     _lost(m, orders, found)
     _polls(history, orders, found)
-    _sends(history, found)
+    _sends(history, m.reused, found)
     _aborted(history, m, found)
     _cycles(history, m, orders, found)
     _monotonic(history, found)
@@ -187,32 +210,64 @@ def check(
             target = report.anomalies if kind in guarantees else report.observed
             target.append(Anomaly(kind, f"... and {n - limit} more"))
     report.stats = {**history.counts(), **{f"found {k}": n for k, n in found.per.items()}}
+    report.clients = clients(history)
+    for _inv, done in history.completions("txn"):
+        key = f"{done.type} txn ops {done.value.get('client', 'librdkafka')}"
+        report.stats[key] = report.stats.get(key, 0) + 1
     return report
+
+
+def clients(history: History) -> dict[str, str]:
+    """Each client process's library, as its ops recorded it ("librdkafka" when unnamed)."""
+    out: dict[str, str] = {}
+    for op in history.ops:
+        if op.f in ("txn", "assign", "commit"):
+            out.setdefault(op.process, str(op.value.get("client", "librdkafka")))
+    return out
+
+
+def _by(op: Op) -> str:
+    """An op named with its process and client, for an anomaly's detail."""
+    return f"op {op.index} of {op.process} ({op.value.get('client', 'librdkafka')})"
 
 
 def _duplicates(m: _Model, found: _Found) -> None:
     for value, reads in m.read.items():
         places = sorted({(k, o) for _op, k, o in reads})
         if len(places) > 1:
-            found.add("duplicate", f"{value!r} at (key, offset) {places}")
+            writer = m.written_by.get(value)
+            by = f", written by {_by(writer)}" if writer is not None else ""
+            found.add("duplicate", f"{value!r} at (key, offset) {places}{by}")
 
 
 def _lost(m: _Model, orders: dict[int, list[tuple[int, str]]], found: _Found) -> None:
     highest = {k: max((o for o, v in vs if v in m.read), default=-1) for k, vs in orders.items()}
-    for value, (key, offset, done) in m.acked.items():
+    for value, (key, offset, _done) in m.acked.items():
         if value in m.read:
+            continue
+        if value in m.reused:
+            _k, _o, held = m.reused[value]
+            found.add(
+                "reused-sequence",
+                f"{_by(m.written_by[value])} acknowledged {value!r} at key {key} offset "
+                f"{offset}, which holds {held!r} of its own {_by(m.written_by[held])} "
+                f"({m.outcome.get(m.written_by[held].index, 'unknown')}): the client reused "
+                "a sequence number and the broker took the batch for a retry of that one, "
+                "as Kafka's does; it was never written",
+            )
             continue
         where = f"key {key} offset {offset}"
         if offset is not None and offset < highest.get(key, -1):
             found.add(
                 "lost-write",
-                f"acknowledged {value!r} at {where} (op {done.invoke}) never "
+                f"acknowledged {value!r} at {where} ({_by(m.written_by[value])}) never "
                 f"read; reads reached offset {highest[key]}",
             )
         elif m.final is not None:
             found.add(
                 "unseen",
-                f"acknowledged {value!r} at {where} (op {done.invoke}) not in the final read",
+                f"acknowledged {value!r} at {where} ({_by(m.written_by[value])}) not in the "
+                "final read",
             )
 
 
@@ -267,14 +322,14 @@ def _between(versions: list[tuple[int, str]], a: int, b: int) -> list[tuple[int,
     return [(o, v) for o, v in versions if a < o < b][:5]
 
 
-def _sends(history: History, found: _Found) -> None:
+def _sends(history: History, reused: dict[str, tuple[int, int, str]], found: _Found) -> None:
     last: dict[tuple[str, int], tuple[int, str]] = {}
     for _inv, done in sorted(history.completions("txn"), key=lambda p: p[0].index):
         if done.type != OK or done.value.get("decision", "commit") != "commit":
             continue
         process = str(done.value.get("process", done.process))
         for mop in done.value.get("mops", []):
-            if mop[0] != "send" or mop[3] is None:
+            if mop[0] != "send" or mop[3] is None or mop[2] in reused:
                 continue
             _f, key, value, offset = mop
             prev = last.get((process, key))
@@ -305,7 +360,7 @@ def _aborted(history: History, m: _Model, found: _Found) -> None:
                 found.add(
                     "G1a",
                     f"op {op.invoke} read {value!r} (key {key} offset {offset}) "
-                    f"of op {writer.index}, which did not commit",
+                    f"of {_by(writer)}, which did not commit",
                 )
             elif writer.value.get("txn"):
                 sent = commit_sent.get(writer.index)
@@ -391,4 +446,13 @@ def summarize(anomalies: list[Anomaly]) -> dict[str, int]:
     return dict(out)
 
 
-__all__ = ["ALL_KINDS", "CYCLES", "INFO", "KAFKA_GUARANTEES", "Anomaly", "Report", "check"]
+__all__ = [
+    "ALL_KINDS",
+    "CYCLES",
+    "INFO",
+    "KAFKA_GUARANTEES",
+    "Anomaly",
+    "Report",
+    "check",
+    "clients",
+]

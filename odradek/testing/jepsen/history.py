@@ -2,7 +2,9 @@
 
 Every client operation is one op of kind `f`, recorded when invoked and again when its outcome is
 known (`ok` it happened, `fail` it certainly did not, `info` unknown). Keys are partitions of
-the workload's topic (ints); values are unique strings. The ops:
+the workload's topic (ints); values are unique strings. A client process's ops (txn, end-txn,
+assign, commit) also carry "client": the library it ran on, "librdkafka" or "java" (Apache
+Kafka's kafka-clients; absent means librdkafka). The ops:
 
     txn         {"process", "txn": bool, "mops": [...]}: a list of micro-ops run in order, in
                 a Kafka transaction when "txn" is true (KIP-98), else one plain send or poll.
@@ -21,6 +23,9 @@ the workload's topic (ints); values are unique strings. The ops:
     hw          {"hw": {key: high watermark}}: a monitor's ListOffsets.
     final       {"records": {key: [[offset, value], ...]}}: read_committed read of every key
                 to its end after the faults healed.
+    final-uncommitted
+                {"records": ...}: the same read with read_uncommitted (aborted writes too);
+                never a read of the workload, only what the log holds at each offset.
     nemesis     {"fault", "phase"}: a fault began or ended (info, never judged).
 """
 

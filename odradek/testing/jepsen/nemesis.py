@@ -2,7 +2,8 @@
 
     partition-leader      isolate a partition's leader from every other host
     partition-controller  isolate the controller broker from every other host
-    majority-minority     a broker and a ZooKeeper node cut off from the rest
+    majority-minority     a minority of the brokers (1 of 3, 2 of 5) and a ZooKeeper node
+                          cut off from the rest
     bridge                two halves that only one broker connects
     zk-cut                one or two brokers cut off from every ZooKeeper node
     netem                 loss, delay and reordering on a broker's link (tc netem)
@@ -102,7 +103,9 @@ class Nemesis:
             net.isolate({b}, c.others(b))
             return f"isolated controller {b}"
         if f.kind == "majority-minority":
-            minority = {b, rng.choice(ZK)}
+            # a minority of the brokers (1 of 3, 2 of 5) and of the ZooKeeper nodes (1 of 3)
+            more = rng.sample([x for x in brokers if x != b], (len(brokers) - 1) // 2 - 1)
+            minority = {b, *more, rng.choice(ZK)}
             net.isolate(minority, set(net.hosts) - minority)
             return f"minority {sorted(minority)}"
         if f.kind == "bridge":

@@ -21,7 +21,8 @@ from confluent_kafka import KafkaException, Producer
 
 from odradek.testing.jepsen.checker import KAFKA_GUARANTEES, Report, check
 from odradek.testing.jepsen.history import INFO, OK, History
-from odradek.testing.jepsen.workload import Env, Process, final_read, processes
+from odradek.testing.jepsen.javaclient import JavaClients
+from odradek.testing.jepsen.workload import Env, Process, final_read, java_processes, processes
 
 
 @dataclass
@@ -36,6 +37,10 @@ class Workload:
     settle_s: float = 1.0  # seconds on the healed cluster before the clients stop
     guarantees: frozenset[str] = KAFKA_GUARANTEES
     client: dict[str, object] = field(default_factory=dict)  # extra librdkafka settings
+    # the share of plain and of transactional processes using Apache Kafka's Java client
+    # (kafka-clients 4.4, one JVM per run; which ones, the seed draws): 0 = librdkafka only
+    java: float = 0.0
+    java_client: dict[str, str] = field(default_factory=dict)  # extra Java client properties
 
 
 @dataclass
@@ -66,6 +71,7 @@ class Result:
         )
 
 
+READY_S = 60.0  # for every process's clients to be made before the faults begin
 Nemesis = Callable[[History, threading.Event], list[str]]  # runs the faults, heals; names them
 
 
@@ -105,26 +111,55 @@ def run_workload(bootstrap: str, w: Workload, nemesis: Nemesis | None = None) ->
     """Run the workload against `bootstrap` (the topic must exist with `w.keys` partitions)."""
     began = time.monotonic()
     history = History()
-    env = Env(history, bootstrap, w.topic, w.keys, w.seed, tuple(w.client.items()))
-    procs = processes(env, w.plain, w.txn, w.max_ops)
-    for p in procs:
-        p.pace_s = (w.duration + w.settle_s) / max(1, w.max_ops)
-        p.start()
+    env = Env(
+        history,
+        bootstrap,
+        w.topic,
+        w.keys,
+        w.seed,
+        tuple(w.client.items()),
+        tuple(w.java_client.items()),
+    )
+    java = java_processes(w.seed, w.plain, w.txn, w.java)
+    # from this thread: the JVM runs in its network namespace (the clients' host)
+    jvm = JavaClients(history) if java else None
     notes: list[str] = []
     stop = threading.Event()
     faults: list[str] = []
+    procs = processes(env, w.plain, w.txn, w.max_ops, java, jvm)
     try:
+        for p in procs:
+            p.pace_s = (w.duration + w.settle_s) / max(1, w.max_ops)
+            p.start()
+        deadline = time.monotonic() + READY_S
+        for p in procs:  # the faults begin once every client is made
+            if not p.ready.wait(max(0.0, deadline - time.monotonic())):
+                notes.append(f"client {p.process} not ready in {READY_S:.0f}s")
+        if java:
+            notes.append("java client: " + " ".join(sorted(java)))
         if nemesis is not None:
             faults = nemesis(history, stop)
         else:
             stop.wait(w.duration)
         stop.wait(w.settle_s)
     finally:
-        _stop([p for p in procs if p.process != "monitor"], notes)
+        try:
+            _stop([p for p in procs if p.process != "monitor"], notes)
+        finally:
+            if jvm is not None:
+                jvm.close()
         notes += _fence(env, [f"jepsen-{w.seed}-t{i}" for i in range(w.txn)], time.monotonic() + 30)
         _stop([p for p in procs if p.process == "monitor"], notes)
     why = final_read(env)
     if why:
         notes.append(why)
     report = check(history, w.guarantees)
+    if "lost-write" in report.all_kinds():
+        # what the log holds at each offset, aborted writes too: tells a client's reused
+        # sequence number (a send acknowledged as a retry of its own earlier batch) from a
+        # lost write
+        why = final_read(env, isolation="read_uncommitted")
+        if why:
+            notes.append("read_uncommitted: " + why)
+        report = check(history, w.guarantees)
     return Result(w.seed, report, history, time.monotonic() - began, faults, notes)

@@ -30,6 +30,7 @@ class SeedOptions:
     txn: int = 2
     max_ops: int = 150
     settle_s: float = 1.0
+    java: float = 0.0  # share of the processes on the Java client (`Workload.java`)
 
 
 def run_seed(cluster: HostCluster, seed: int, opts: SeedOptions) -> Result:
@@ -48,6 +49,7 @@ def run_seed(cluster: HostCluster, seed: int, opts: SeedOptions) -> Result:
         max_ops=opts.max_ops,
         duration=opts.duration,
         settle_s=opts.settle_s,
+        java=opts.java,
     )
 
     def faults_then_heal(history: History, stop: threading.Event) -> list[str]:

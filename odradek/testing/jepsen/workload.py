@@ -1,5 +1,6 @@
-"""Jepsen's Kafka "queue" workload over confluent-kafka (librdkafka): client threads that send
-and poll at random, inside and outside transactions, recording a `History` for the checkers.
+"""Jepsen's Kafka "queue" workload over confluent-kafka (librdkafka) and, for the processes
+`java_processes` picks, Apache Kafka's Java client (`javaclient`): client threads that send and
+poll at random, inside and outside transactions, recording one `History` for the checkers.
 
 Each process is a thread with one producer and one consumer, all reading with
 isolation.level=read_committed:
@@ -22,7 +23,7 @@ import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -35,6 +36,9 @@ from confluent_kafka import (
 )
 
 from odradek.testing.jepsen.history import FAIL, INFO, OK, History, Op
+
+if TYPE_CHECKING:
+    from odradek.testing.jepsen.javaclient import JavaClients
 
 FAST = {
     "socket.timeout.ms": 2000,
@@ -55,6 +59,7 @@ class Env:
     keys: int
     seed: int
     extra: tuple[tuple[str, Any], ...] = ()  # librdkafka settings for every client (security)
+    java_extra: tuple[tuple[str, str], ...] = ()  # the Java clients' properties (security)
 
     @property
     def group(self) -> str:
@@ -70,7 +75,11 @@ def _name(exc: BaseException | KafkaError | None) -> str:
 
 
 class Process(threading.Thread):
-    """One client process; `run_ops()` runs until `stop` is set or `max_ops` ran."""
+    """One client process; `run_ops()` runs until `stop` is set or `max_ops` ran. Every op it
+    records names its process and its `client` (this class: librdkafka)."""
+
+    client = "librdkafka"
+    errors: tuple[type[Exception], ...] = (KafkaException,)  # a client call that failed
 
     def __init__(self, name: str, env: Env, max_ops: int) -> None:
         super().__init__(name=f"jepsen-{name}", daemon=True)
@@ -83,19 +92,32 @@ class Process(threading.Thread):
         self.max_ops = max_ops
         self.pace_s = 0.01
         self.group = ""
+        # set once its clients are made (the runner starts the faults then): a JVM's clients
+        # take seconds on a loaded machine, and must not miss the faults
+        self.ready = threading.Event()
 
     def run(self) -> None:
         try:
             self.run_ops()
         except BaseException as exc:  # surfaced by the runner, never lost in a thread
             self.crash = exc
+        finally:
+            self.ready.set()
 
     def run_ops(self) -> None:
         raise NotImplementedError
 
+    def why(self, exc: BaseException) -> str:
+        """A failed client call, for the history."""
+        return _name(exc)
+
+    def value(self, **fields: Any) -> dict[str, Any]:
+        """An op's value: the process, its client and `fields`."""
+        return {"process": self.process, "client": self.client, **fields}
+
     def consumer(self, subscribe: bool) -> Consumer:
         def on_assign(c: Consumer, tps: list[TopicPartition]) -> None:
-            self.h.ok("assign", self.process, {"process": self.process, "keys": _keys(tps)})
+            self.h.ok("assign", self.process, self.value(keys=_keys(tps)))
 
         settings = {
             "group.id": self.env.group if subscribe else f"{self.env.group}-{self.process}",
@@ -114,38 +136,38 @@ class Process(threading.Thread):
                 TopicPartition(self.env.topic, k, OFFSET_BEGINNING) for k in range(self.env.keys)
             ]
             c.assign(tps)
-            self.h.ok("assign", self.process, {"process": self.process, "keys": _keys(tps)})
+            self.h.ok("assign", self.process, self.value(keys=_keys(tps)))
         return c
 
-    def poll_mops(self, consumer: Consumer) -> list[list[Any]]:
+    def poll_mops(self, consumer: Consumer | None) -> list[list[Any]]:
+        assert consumer is not None
         by_key: dict[int, list[list[Any]]] = defaultdict(list)
         for msg in consumer.consume(20, 0.1):
             if msg.error() is None:
                 by_key[_partition(msg)].append([msg.offset(), (msg.value() or b"").decode()])
         return [["poll", k, records] for k, records in sorted(by_key.items())]
 
-    def poll_op(self, consumer: Consumer, commit: bool) -> None:
-        inv = self.h.invoke("txn", self.process, {"process": self.process, "txn": False})
+    def commit_offsets(self, consumer: Consumer | None) -> dict[int, int]:
+        """Commit the consumer's position (OffsetCommit); the offsets committed."""
+        assert consumer is not None
+        done = consumer.commit(asynchronous=False) or []
+        return {tp.partition: tp.offset for tp in done if tp.error is None and tp.offset >= 0}
+
+    def poll_op(self, consumer: Consumer | None, commit: bool) -> None:
+        inv = self.h.invoke("txn", self.process, self.value(txn=False))
         try:
             mops = self.poll_mops(consumer)
-        except KafkaException as exc:
-            self.h.complete(inv, INFO, {"mops": []}, error=_name(exc))
+        except self.errors as exc:
+            self.h.complete(inv, INFO, {"mops": []}, error=self.why(exc))
             return
         self.h.complete(inv, OK, {"mops": mops})
         if commit and mops:
-            c = self.h.invoke(
-                "commit",
-                self.process,
-                {"process": self.process, "group": self.group, "offsets": {}},
-            )
+            c = self.h.invoke("commit", self.process, self.value(group=self.group, offsets={}))
             try:
-                done = consumer.commit(asynchronous=False) or []
-            except KafkaException as exc:
-                self.h.complete(c, INFO, error=_name(exc))
+                offsets = self.commit_offsets(consumer)
+            except self.errors as exc:
+                self.h.complete(c, INFO, error=self.why(exc))
                 return
-            offsets = {
-                tp.partition: tp.offset for tp in done if tp.error is None and tp.offset >= 0
-            }
             self.h.complete(c, OK, {"offsets": offsets})
 
 
@@ -178,6 +200,7 @@ class PlainProcess(Process):
             )
         )
         consumer = self.consumer(subscribe=self.rng.random() < 0.5)
+        self.ready.set()
         try:
             for n in range(self.max_ops):
                 if self.stop.is_set():
@@ -195,9 +218,7 @@ class PlainProcess(Process):
     def _send(self, producer: Producer, n: int) -> None:
         key, value = self.rng.randrange(self.env.keys), f"{self.process}-{n}"
         inv = self.h.invoke(
-            "txn",
-            self.process,
-            {"process": self.process, "txn": False, "mops": [["send", key, value, None]]},
+            "txn", self.process, self.value(txn=False, mops=[["send", key, value, None]])
         )
 
         def done(err: KafkaError | None, msg: Message) -> None:
@@ -241,6 +262,7 @@ class TxnProcess(Process):
     def run_ops(self) -> None:
         consumer = self.consumer(subscribe=False)
         producer = self._producer()
+        self.ready.set()
         try:
             for n in range(self.max_ops):
                 if producer is None or self.stop.is_set():
@@ -262,7 +284,7 @@ class TxnProcess(Process):
             "send" if self.rng.random() < 0.7 else "poll" for _ in range(self.rng.randint(1, 4))
         ]
         decision = "commit" if self.rng.random() < 0.75 else "abort"
-        inv = self.h.invoke("txn", self.process, {"process": self.process, "txn": True, "mops": []})
+        inv = self.h.invoke("txn", self.process, self.value(txn=True, mops=[]))
         mops: list[list[Any]] = []
         try:
             producer.begin_transaction()
@@ -284,7 +306,7 @@ class TxnProcess(Process):
             return self._abort(producer, inv, mops, _name(exc))
         if decision == "abort":
             return self._abort(producer, inv, mops, "")
-        self.h.ok("end-txn", self.process, {"process": self.process, "op": inv.index})
+        self.h.ok("end-txn", self.process, self.value(op=inv.index))
         try:
             producer.commit_transaction(5)
         except KafkaException as exc:
@@ -324,6 +346,7 @@ class Monitor(Process):
         settings = {"group.id": self.env.group, "enable.auto.commit": False}
         consumer = Consumer(self.env.config({**settings, "isolation.level": "read_uncommitted"}))
         tps = [TopicPartition(self.env.topic, k) for k in range(self.env.keys)]
+        self.ready.set()
         try:
             while not self.stop.is_set():
                 inv = self.h.invoke(
@@ -350,22 +373,63 @@ class Monitor(Process):
             consumer.close()
 
 
-def processes(env: Env, plain: int, txn: int, max_ops: int) -> list[Process]:
-    out: list[Process] = [PlainProcess(f"p{i}", env, max_ops) for i in range(plain)]
-    out += [TxnProcess(f"t{i}", env, max_ops) for i in range(txn)]
+def processes(
+    env: Env,
+    plain: int,
+    txn: int,
+    max_ops: int,
+    java: frozenset[str] = frozenset(),
+    jvm: JavaClients | None = None,
+) -> list[Process]:
+    """The workload's processes p0.., t0.. and the monitor; those named in `java` use Apache
+    Kafka's Java client in `jvm`, the others librdkafka."""
+    from odradek.testing.jepsen.javaclient import JavaPlainProcess, JavaTxnProcess
+
+    out: list[Process] = []
+    for i in range(plain):
+        name = f"p{i}"
+        if name not in java:
+            out.append(PlainProcess(name, env, max_ops))
+        elif jvm is None:
+            raise ValueError("Java processes need a JavaClients")
+        else:
+            out.append(JavaPlainProcess(name, env, max_ops, jvm))
+    for i in range(txn):
+        name = f"t{i}"
+        if name not in java:
+            out.append(TxnProcess(name, env, max_ops))
+        elif jvm is None:
+            raise ValueError("Java processes need a JavaClients")
+        else:
+            out.append(JavaTxnProcess(name, env, max_ops, jvm))
     out.append(Monitor("monitor", env, 0))
     return out
 
 
-def final_read(env: Env, timeout: float = 20.0) -> str:
-    """Read every key from the beginning to its last stable offset (read_committed) and record
-    it as the `final` op; '' or why it could not."""
-    inv = env.history.invoke("final", "reader", {"records": {}})
+def java_processes(seed: int, plain: int, txn: int, share: float) -> frozenset[str]:
+    """Which processes use the Java client: `share` of the plain and of the transactional
+    ones (at least one of each kind when `share` > 0), which ones drawn from the seed."""
+    if share <= 0:
+        return frozenset()
+    rng = random.Random(f"jepsen-java-{seed}")
+    out: set[str] = set()
+    for prefix, n in (("p", plain), ("t", txn)):
+        k = min(n, max(1, round(share * n))) if n else 0
+        out.update(f"{prefix}{i}" for i in rng.sample(range(n), k))
+    return frozenset(out)
+
+
+def final_read(env: Env, timeout: float = 20.0, isolation: str = "read_committed") -> str:
+    """Read every key from the beginning to its end and record it as the `final` op
+    (read_committed) or the `final-uncommitted` op (read_uncommitted: what the log holds at
+    each offset, aborted writes too); '' or why it could not."""
+    f = "final" if isolation == "read_committed" else "final-uncommitted"
+    inv = env.history.invoke(f, "reader", {"records": {}})
     c = Consumer(
         env.config(
             {
-                "group.id": f"{env.group}-final",
-                "isolation.level": "read_committed",
+                "group.id": f"{env.group}-{f}",
+                "isolation.level": isolation,
                 "enable.auto.commit": False,
             }
         )
