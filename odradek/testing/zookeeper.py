@@ -158,7 +158,10 @@ class ZooKeeperServer:
             from kazoo.handlers.threading import KazooTimeoutError
         except ImportError:
             return True
-        client = KazooClient(hosts=self.address, timeout=max(timeout, 1.0))
+        # a short session: kazoo gives each connect attempt the session timeout, then retries
+        # on a new connection (under load a connection accepted early was seen never to be
+        # read: its ConnectRequest sat unread in the socket for the broker's whole 18 s)
+        client = KazooClient(hosts=self.address, timeout=2.0)
         try:
             client.start(timeout=max(timeout, 1.0))
         except KazooTimeoutError:
