@@ -17,8 +17,12 @@ flush does, and the produce requests waiting on that log answer KAFKA_STORAGE_ER
 A successful round also moves each log's recovery point to what it synced (Log.note_synced), as
 Kafka's flush does: the recovery-point checkpoint (written every 60 s and at shutdown) then tells
 an unclean start that the segments below it need no scan. Indexes are not fsync'd by a round:
-the active segment's is always rebuilt by an unclean start (it is past any recovery point), and
-a sealed segment's was fsync'd when it was sealed.
+the active segment's are always rebuilt by an unclean start (it is past any recovery point), and
+a sealed segment's were fsync'd when it was sealed (its `.txnindex` too, if an abort was indexed).
+
+A roll asks for a round too, whatever the flush settings (Kafka's UnifiedLog.roll schedules a
+flush up to the new segment): it syncs the roll's producer snapshot first, then the sealed
+segment, and moves the recovery point to the new segment; nothing waits on it.
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ class FlushedLog(Protocol):
     @property
     def truncations(self) -> int: ...
     def unsynced_segments(self) -> list[LogSegment]: ...
+    def take_unsynced_snapshot(self) -> str | None: ...
     def note_synced(self, upto: int, truncations: int) -> None: ...
 
 
@@ -159,6 +164,12 @@ def _job_for(lg: FlushedLog) -> _Job | None:
         return _Job(lg, upto, cuts, [], error=OSError(0, ld.reason or "log dir offline"))
     fds: list[int] = []
     try:
+        snapshot = lg.take_unsynced_snapshot()
+        if snapshot is not None:  # first, as Kafka's roll: flushProducerStateSnapshot
+            try:
+                fds.append(os.open(snapshot, os.O_RDONLY | os.O_CLOEXEC))
+            except FileNotFoundError:  # replaced by a later one, or truncated away
+                pass
         for seg in lg.unsynced_segments():
             f = seg.file  # held while duplicating
             fds.append(os.dup(f.fileno()))

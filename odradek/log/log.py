@@ -112,6 +112,7 @@ class Log:
         self._flush_barrier = 0
         self.truncations = 0  # a flush round that began before a truncation syncs nothing
         self.pending_flush: group_flush.FlushRound | None = None
+        self.unsynced_snapshot: str | None = None  # written by a roll, synced by its flush
         self._load(clean_shutdown)
 
     # -- loading --------------------------------------------------------------------------------
@@ -135,16 +136,24 @@ class Log:
             self._bases.append(base)
         if not self.segments:
             self._new_segment(max(self.log_start_offset, 0))
-        self._recover(clean_shutdown)
+        first_recovered = self._recover(clean_shutdown)
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
         for seg in self.segments[:-1]:
             seg.seal()
         self.epochs.truncate_from_end(self.log_end_offset)
         # snapshots past a recovered (cut) log end describe records that are gone; left there, a
-        # later start would load one once the log grew past it again (Kafka's LogLoader removes
-        # them too: ProducerStateManager.truncateAndReload)
-        self.producer_state.delete_snapshots_after(self.log_end_offset, names)
-        self._rebuild_producer_state(names)
+        # later start would load one once the log grew past it again. Snapshots past the start
+        # of the first recovered segment are not trusted either: written before the crash, one
+        # may have reached the disk while the records below its offset did not (a power loss
+        # keeps no order between two files), and it would claim sequences the log no longer
+        # has (a retry then looks like a duplicate and is lost) and skip the replay that
+        # rebuilds the recovered segments' .txnindex. As Kafka's LogLoader.recoverSegment
+        # (ProducerStateManager.truncateAndReload to the segment's base offset).
+        limit = self.log_end_offset
+        if first_recovered is not None:
+            limit = min(limit, first_recovered)
+        self.producer_state.delete_snapshots_after(limit, names)
+        self._rebuild_producer_state(names, limit)
 
     def _open_segment(self, base: int, created: int) -> LogSegment:
         return LogSegment(
@@ -156,8 +165,11 @@ class Log:
             self.log_dir,
         )
 
-    def _recover(self, clean_shutdown: bool) -> None:
-        """Recover every segment that may hold unflushed data; load the others' tails."""
+    def _recover(self, clean_shutdown: bool) -> int | None:
+        """Recover every segment that may hold unflushed data; load the others' tails.
+        Returns the base offset of the first segment recovered (None: none was): its
+        `.txnindex` and every later one's are rebuilt by the producer-state replay."""
+        first: int | None = None
         for i, seg in enumerate(self.segments):
             nxt = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else None
             needs = not clean_shutdown and (nxt is None or nxt > self.recovery_point)
@@ -171,6 +183,8 @@ class Log:
                         self.recovery_point,
                     )
                 truncated, valid = seg.recover()
+                if first is None:
+                    first = seg.base_offset
                 for _pos, h in valid:  # as Kafka's LogSegment.recover: epochs from the batches
                     self.epochs.assign(h.partition_leader_epoch, h.base_offset)
                 if truncated:
@@ -190,12 +204,16 @@ class Log:
             else:
                 seg.load_tail()
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        return first
 
-    def _rebuild_producer_state(self, names: list[str] | None = None) -> None:
-        """Load the newest snapshot and replay batch headers after it (no record decoding).
-        `names`: the directory's listing, when just taken (snapshots past the log end may
-        have gone since: they are not loaded anyway)."""
-        start = self.producer_state.load_snapshot(self.log_end_offset, names)
+    def _rebuild_producer_state(
+        self, names: list[str] | None = None, limit: int | None = None
+    ) -> None:
+        """Load the newest snapshot at or below `limit` (default: the log end) and replay batch
+        headers after it (no record decoding). `names`: the directory's listing, when just
+        taken (snapshots past `limit` may have gone since: they are not loaded anyway)."""
+        top = self.log_end_offset if limit is None else limit
+        start = self.producer_state.load_snapshot(top, names)
         start = max(start, self.log_start_offset)
         for seg in self.segments:
             if seg.next_offset <= start:
@@ -424,10 +442,23 @@ class Log:
         if seg.size == 0:
             return seg
         seg.seal()
-        self.producer_state.write_snapshot(self.log_end_offset)
+        snapshot = self.producer_state.write_snapshot(self.log_end_offset)
         new = self._new_segment(self.log_end_offset)
         log.debug("%s-%d: rolled segment at offset %d", self.topic, self.partition, new.base_offset)
+        # as Kafka's UnifiedLog.roll: a flush of the sealed segment and of the roll's snapshot,
+        # off the loop and not waited for, moves the recovery point to the new segment. Without
+        # it nothing below the active segment is synced until a flush is due (never, by
+        # default) and a power loss would empty every sealed segment since the last one
+        flusher = group_flush.for_running_loop()
+        if flusher is not None:
+            self.unsynced_snapshot = snapshot
+            flusher.request(self)
         return new
+
+    def take_unsynced_snapshot(self) -> str | None:
+        """The producer snapshot a flush round must sync first (the last roll's), if any."""
+        path, self.unsynced_snapshot = self.unsynced_snapshot, None
+        return path
 
     def _new_segment(self, base: int) -> LogSegment:
         seg = self._open_segment(base, now_ms())
@@ -488,7 +519,7 @@ class Log:
         its end (nothing appended since) is not fsync'd again."""
         if self._unflushed or self.recovery_point < self.log_end_offset:
             self.flush()
-        self.producer_state.write_snapshot(self.log_end_offset)
+        self.producer_state.write_snapshot(self.log_end_offset, sync=True)
         for seg in self.segments:
             seg.close()
 

@@ -10,8 +10,10 @@ data directory back to what the disk would hold after the machine lost power:
 - a segment (`.log`) is cut to its size at its last fsync, or emptied if it never had one;
 - a checkpoint or snapshot gets back its content at its last fsync (a temp file fsync'd before
   its rename counts for the renamed file), or is removed if it never had one;
-- indexes are left as they are: recovery rebuilds them above the recovery point, as Kafka's
-  LogLoader does after an unclean shutdown.
+- a transaction index (`.txnindex`, not a hint: read_committed fetches trust it) is cut to
+  its size at its last fsync too, or removed if it never had one;
+- the offset and time indexes are left as they are: they are hints, rebuilt above the
+  recovery point as Kafka's LogLoader does after an unclean shutdown.
 
 Kafka counterpart: the recovery point and the unclean-shutdown recovery of LogLoader; the
 guarantee exercised is acks=all with min.insync.replicas surviving the loss of one replica's
@@ -101,7 +103,7 @@ def discard_unsynced(data_dir: str | os.PathLike[str], journal: str) -> list[str
     changes: list[str] = []
     root = Path(data_dir).resolve()
     for path in sorted(root.rglob("*")):
-        if not path.is_file() or path.name.endswith(INDEXES):
+        if not path.is_file() or path.name.endswith((".index", ".timeindex")):
             continue
         in_partition = path.parent != root
         if not in_partition and not path.name.endswith("-checkpoint"):
@@ -111,6 +113,14 @@ def discard_unsynced(data_dir: str | os.PathLike[str], journal: str) -> list[str
         if path.suffix == ".log":
             keep = int(entry["size"]) if entry else 0  # type: ignore[call-overload]
             if size > keep:
+                os.truncate(path, keep)
+                changes.append(f"{path.relative_to(root)}: {size} -> {keep} bytes")
+        elif path.suffix == ".txnindex":
+            keep = int(entry["size"]) if entry else 0  # type: ignore[call-overload]
+            if not keep:
+                path.unlink()
+                changes.append(f"{path.relative_to(root)}: removed (never fsync'd)")
+            elif size > keep:
                 os.truncate(path, keep)
                 changes.append(f"{path.relative_to(root)}: {size} -> {keep} bytes")
         elif entry is None:

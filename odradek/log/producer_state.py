@@ -76,6 +76,14 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
 
+def _fsync_path(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class ProducerStateManager:
     """Producer entries for one partition; mutated only under the partition's append lock."""
 
@@ -84,6 +92,7 @@ class ProducerStateManager:
         # (offset, bytes) of the snapshot last read or written: closing an unchanged log does
         # not write the same snapshot again (10,000 partitions stop in a fraction of the time)
         self._last_snapshot: tuple[int, bytes] | None = None
+        self._snapshot_synced = False  # that snapshot was fsync'd
         self.producers: dict[int, ProducerEntry] = {}
         # first offset -> producer id of open transactions (for the last stable offset)
         self.ongoing: dict[int, int] = {}
@@ -179,7 +188,9 @@ class ProducerStateManager:
                 return []
         return sorted(int(n[:-9]) for n in names if n.endswith(".snapshot") and n[:-9].isdigit())
 
-    def write_snapshot(self, offset: int) -> None:
+    def write_snapshot(self, offset: int, sync: bool = False) -> str:
+        """Write the snapshot at `offset` (its path); `sync`: fsync'd too, as Kafka's
+        takeSnapshot at a clean stop (a roll's is synced by the flush it schedules)."""
         body = bytearray()
         count = 0
         for e in self.producers.values():
@@ -197,15 +208,23 @@ class ProducerStateManager:
                 count += 1
         body = bytearray(struct.pack(">i", count)) + body
         data = struct.pack(">hI", 1, crc32c(bytes(body))) + body
-        if self._last_snapshot == (offset, data) and os.path.exists(self._snapshot_path(offset)):
-            return
-        tmp = self._snapshot_path(offset) + ".tmp"
+        path = self._snapshot_path(offset)
+        if self._last_snapshot == (offset, data) and os.path.exists(path):
+            if sync and not self._snapshot_synced:
+                _fsync_path(path)
+                self._snapshot_synced = True
+            return path
+        tmp = path + ".tmp"
         with open(tmp, "wb") as f:
             f.write(data)
-        os.replace(tmp, self._snapshot_path(offset))
+            if sync:
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
         self._last_snapshot = (offset, bytes(data))
+        self._snapshot_synced = sync
         for old in self.snapshot_offsets()[:-2]:
             os.unlink(self._snapshot_path(old))
+        return path
 
     def delete_snapshots_after(self, offset: int, names: list[str] | None = None) -> None:
         for off in self.snapshot_offsets(names):
@@ -236,6 +255,9 @@ class ProducerStateManager:
         if version != 1 or crc32c(data[6:]) != crc:
             raise ValueError("version or crc mismatch")
         self._last_snapshot = (offset, data)
+        # found on disk at a start: not synced again at close (as Kafka's takeSnapshot, which
+        # writes none at an offset that has one), so a stop of many unchanged logs stays quick
+        self._snapshot_synced = True
         pos = _HEAD.size
         if len(data) != pos + count * _ENTRY.size:
             raise ValueError(f"{len(data)} bytes for {count} entries")

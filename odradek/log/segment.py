@@ -248,11 +248,14 @@ class LogSegment:
         self.txn_index.flush()
 
     def seal(self) -> None:
-        """This segment stops being active: trim the preallocated indexes."""
+        """This segment stops being active: trim the preallocated indexes (fsync'd), and fsync
+        the `.txnindex` if an abort was indexed since its last sync: a flush round that syncs
+        the sealed .log moves the recovery point past it, and no later start rebuilds it."""
         if self.max_timestamp >= 0:
             self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp)
         self.index.trim()
         self.time_index.trim()
+        self.txn_index.flush()
 
     def close(self) -> None:
         self.seal()
@@ -393,7 +396,10 @@ class LogSegment:
             valid.append((position, header))
             self.next_offset = header.last_offset + 1
             position += total
-        self.txn_index.truncate_to(self.next_offset)  # aborts past a cut tail are gone
+        # rebuilt by the replay of the markers that follows recovery (Log._load), as Kafka's
+        # LogSegment.recover rebuilds it while it scans: a crash may have kept an abort marker's
+        # .log bytes and lost its index entry, or the reverse
+        self.txn_index.reset()
         truncated = self.size - position
         if truncated:
             self.file.truncate(position)

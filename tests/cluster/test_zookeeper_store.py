@@ -175,3 +175,11 @@ def test_serve_without_a_reachable_zookeeper_exits_with_one_line(tmp_path) -> No
     )
     assert proc.returncode == 1
     assert f"cannot connect to ZooKeeper at 127.0.0.1:{port}/odradek" in proc.stderr
+
+
+def test_the_fixture_zookeeper_keeps_a_log(zookeeper: ZooKeeperServer) -> None:
+    """The test ZooKeeper logs through a real SLF4J binding to a file in its directory (without
+    one it logs nothing, and a session it failed to open leaves no trace)."""
+    text = zookeeper.log_path.read_text(encoding="utf-8", errors="replace")
+    assert "INFO org.apache.zookeeper.server.ZooKeeperServer" in text, zookeeper.log_tail()
+    assert "PrepRequestProcessor (sid:0) started" in text, zookeeper.log_tail()

@@ -18,6 +18,7 @@ Keys are the partitions of one topic, so several producers and consumers share e
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
@@ -49,6 +50,18 @@ FAST = {
     "topic.metadata.refresh.interval.ms": 500,
     "log_level": 0,
 }
+
+# librdkafka debug contexts for the plain (idempotent) producers, e.g. "eos,protocol,msg": its
+# log then goes to stderr, each line naming the producer's process (client.id). Off by default.
+DEBUG_ENV = "ODRADEK_JEPSEN_RDKAFKA_DEBUG"
+
+
+def producer_debug(process: str) -> dict[str, Any]:
+    """The settings that turn librdkafka's debug log on when `DEBUG_ENV` asks for it."""
+    contexts = os.environ.get(DEBUG_ENV, "")
+    if not contexts:
+        return {}
+    return {"debug": contexts, "log_level": 7, "client.id": f"jepsen-{process}"}
 
 
 @dataclass(frozen=True)
@@ -196,6 +209,7 @@ class PlainProcess(Process):
                     # what it still holds, possibly written ones too, which no broker can tell
                     # from new sends (with 4 s the soak's seeds 120-179 had 11 such duplicates)
                     "message.timeout.ms": 30000,
+                    **producer_debug(self.process),
                 }
             )
         )
