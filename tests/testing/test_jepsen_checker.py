@@ -127,6 +127,21 @@ def test_unseen() -> None:
     _only(b.done(), "unseen")
 
 
+def test_a_plain_send_delivered_without_an_offset_and_never_read_is_the_clients_inference() -> None:
+    b = clean()
+    b.send("p3", 1, "implied", None)  # librdkafka's implicit ack: no broker gave an offset
+    report = check(b.done())
+    assert report.valid, [str(a) for a in report.anomalies]
+    assert [a.kind for a in report.observed] == ["implicit-ack-lost"]
+    assert "implicit-ack-lost" in ALL_KINDS
+
+
+def test_a_committed_transactions_send_without_an_offset_never_read_is_unseen() -> None:
+    b = clean()
+    b.op("t2", [["send", 1, "in-txn", None]], txn=True)  # the commit acknowledged it
+    _only(b.done(), "unseen")
+
+
 def test_duplicate() -> None:
     b = clean()
     b.final[0] = b.final[0] + [(7, "a")]

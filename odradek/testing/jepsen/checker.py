@@ -23,6 +23,12 @@ aborted write are not skips. The anomalies, by kind:
                           as a retry of the old one, as Kafka's ProducerStateManager does;
                           lost, but by the client (it replaces the lost-write and the poll
                           skips such a send would otherwise show)
+    implicit-ack-lost     a send outside a transaction that librdkafka reported delivered
+                          without an offset and that was never read: no broker acknowledged
+                          it (librdkafka takes a later batch's success as the earlier one's,
+                          rd_kafka_dr_implicit_ack, and a broker accepts any first sequence
+                          from a producer it has no state for, as Kafka's checkSequence); not
+                          a guarantee Kafka makes, and seen on Kafka 4.4 too (docs/jepsen.md)
     G1a                   a read of a value whose write was aborted or certainly failed
     uncommitted-read      a read_committed read finished before the writing transaction's
                           commit was sent
@@ -66,7 +72,8 @@ KAFKA_GUARANTEES = frozenset(
         "unavailable",
     }
 )
-ALL_KINDS = KAFKA_GUARANTEES | CYCLES
+CLIENT_INFERRED = frozenset({"implicit-ack-lost"})
+ALL_KINDS = KAFKA_GUARANTEES | CYCLES | CLIENT_INFERRED
 
 
 @dataclass(slots=True, frozen=True)
@@ -257,7 +264,14 @@ def _lost(m: _Model, orders: dict[int, list[tuple[int, str]]], found: _Found) ->
             )
             continue
         where = f"key {key} offset {offset}"
-        if offset is not None and offset < highest.get(key, -1):
+        writer = m.written_by[value]
+        if offset is None and writer.value.get("txn") is False and m.final is not None:
+            found.add(
+                "implicit-ack-lost",
+                f"{value!r} to key {key} ({_by(writer)}) reported delivered with no offset "
+                "(no broker acknowledged it) and never read",
+            )
+        elif offset is not None and offset < highest.get(key, -1):
             found.add(
                 "lost-write",
                 f"acknowledged {value!r} at {where} ({_by(m.written_by[value])}) never "
@@ -448,6 +462,7 @@ def summarize(anomalies: list[Anomaly]) -> dict[str, int]:
 
 __all__ = [
     "ALL_KINDS",
+    "CLIENT_INFERRED",
     "CYCLES",
     "INFO",
     "KAFKA_GUARANTEES",
