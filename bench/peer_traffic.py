@@ -40,6 +40,11 @@ def connections(pids: set[int], ports: set[int]) -> dict[tuple[int, str, str], C
         check=True,
         timeout=30,
     ).stdout
+    return parse(out, pids, ports)
+
+
+def parse(out: str, pids: set[int], ports: set[int]) -> dict[tuple[int, str, str], Counters]:
+    """The connections of `connections` in the text `ss -tinpH state established` printed."""
     result: dict[tuple[int, str, str], Counters] = {}
     lines = out.splitlines()
     for head, info in zip(lines[::2], lines[1::2], strict=False):
