@@ -205,7 +205,8 @@ def topic_metadata(
     info = broker.topics.info(name)
     assert info is not None  # the caller found it
     key = (name, version)
-    if cache is not None and operations == NO_OPERATIONS:
+    # (the live brokers may have changed while a long request yielded: then no caching)
+    if cache is not None and operations == NO_OPERATIONS and cache.live == live:
         hit = cache.entries.get(key)
         states = info.partitions
         if (
