@@ -391,6 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metadata-runs", type=int, default=10)
     p.add_argument("--connections", type=int, default=2000)
     p.add_argument("--kafka-first", action="store_true", help="--rf3: Kafka's cluster first")
+    p.add_argument("--rf3-only", choices=("odradek", "kafka"), help="--rf3: one broker only")
     p.add_argument(
         "--quick",
         action="store_true",

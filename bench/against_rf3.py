@@ -7,7 +7,10 @@ runs at a time, so the idle one takes no share of the two cores. On each, the na
 produces 1 KiB values with acks=all into a one-partition topic of replication factor 1 and
 then into one of replication factor 3 (a new topic each, the order alternating by round); the
 table gives the medians, the RF=3 / RF=1 ratio of each broker, and the broker CPU seconds per
-GB summed over the three processes (utime + stime of each from /proc/PID/stat).
+GB summed over the three processes (utime + stime of each from /proc/PID/stat). A second table
+splits the RF=3 runs by process: the partition leader's CPU s/GB and each follower's, and the
+followers' Fetch round trips per MB and mean response size (bench.peer_traffic: the kernel's
+counters of each follower's connection to the leader).
 """
 
 from __future__ import annotations
@@ -19,9 +22,9 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from bench import kafka_proc, native, procstat
+from bench import kafka_proc, native, peer_traffic, procstat
 from bench.broker_proc import HOST, OdradekProcess
 from bench.topics import Topics, topic_name
 from bench.workloads import ClientSettings
@@ -47,11 +50,13 @@ ZK_OVERRIDES: dict[str, str] = {
 
 @dataclass(frozen=True, slots=True)
 class Cluster:
-    """Three running processes of one broker: a bootstrap address and the pids."""
+    """Three running processes of one broker: a bootstrap address, the pids, and each node's
+    id -> (pid, client port)."""
 
     name: str
     bootstrap: str
     pids: tuple[int, ...]
+    nodes: dict[int, tuple[int, int]]
 
     def cpu_seconds(self) -> float:
         return sum(procstat.cpu_seconds(pid) for pid in self.pids)
@@ -60,12 +65,25 @@ class Cluster:
         return sum(procstat.memory_mb(pid)[0] for pid in self.pids)
 
 
+@dataclass(frozen=True, slots=True)
+class Split:
+    """One RF=3 run by process: the leader's CPU s, each follower's CPU s, each follower's
+    Fetch requests to the leader and the response bytes it received, the value bytes moved."""
+
+    leader_cpu: float
+    follower_cpu: tuple[float, ...]
+    fetches: tuple[int, ...]
+    received: tuple[int, ...]
+    value_bytes: int
+
+
 @dataclass(slots=True)
 class Rf3Result:
     """One broker's runs: MB/s and (cpu s, value bytes) per replication factor."""
 
     mb_s: dict[int, list[float]]
     cpu: dict[int, list[tuple[float, int]]]
+    splits: list[Split] = field(default_factory=list)
 
     def median(self, rf: int) -> float | None:
         return statistics.median(self.mb_s[rf]) if self.mb_s[rf] else None
@@ -102,6 +120,28 @@ def render_rf3(results: dict[str, Rf3Result]) -> str:
     return "\n".join(out)
 
 
+def render_split(results: dict[str, Rf3Result]) -> str:
+    """RF=3 by process, one line a run: CPU s/GB of the leader and of each follower, each
+    follower's Fetch round trips per MB and mean response KB."""
+    out = [
+        "| broker, RF=3 run | leader CPU s/GB | followers CPU s/GB | follower fetches / MB "
+        "| mean fetch response KB |",
+        "|---|---|---|---|---|",
+    ]
+    for name, r in results.items():
+        for i, s in enumerate(r.splits, 1):
+            gb = s.value_bytes / ONE_GB
+            mb = s.value_bytes / 1e6
+            followers = " + ".join(f"{c / gb:.2f}" for c in s.follower_cpu)
+            per_mb = ", ".join(f"{n / mb:.2f}" for n in s.fetches)
+            kb = ", ".join(
+                f"{b / n / 1e3:,.0f}" if n else "-"
+                for b, n in zip(s.received, s.fetches, strict=True)
+            )
+            out.append(f"| {name} {i} | {s.leader_cpu / gb:.2f} | {followers} | {per_mb} | {kb} |")
+    return "\n".join(out)
+
+
 @contextlib.contextmanager
 def odradek_cluster() -> Iterator[Cluster]:
     """Three `odradek serve` on one ZooKeeper; everything stopped on the way out."""
@@ -120,7 +160,10 @@ def odradek_cluster() -> Iterator[Cluster]:
             for p in procs:
                 p.start()
             yield Cluster(
-                ODRADEK, ",".join(p.bootstrap for p in procs), tuple(p.pid for p in procs)
+                ODRADEK,
+                ",".join(p.bootstrap for p in procs),
+                tuple(p.pid for p in procs),
+                {n: (p.pid, p.port) for n, p in enumerate(procs)},
             )
         finally:
             for p in reversed(procs):
@@ -149,7 +192,12 @@ def kafka_cluster() -> Iterator[Cluster]:
             k.spawn()
         for k in nodes:
             k.wait_ready()
-        yield Cluster(KAFKA, ",".join(k.bootstrap for k in nodes), tuple(k.pid for k in nodes))
+        yield Cluster(
+            KAFKA,
+            ",".join(k.bootstrap for k in nodes),
+            tuple(k.pid for k in nodes),
+            {k.node_id: (k.pid, k.port) for k in nodes},
+        )
     finally:
         for k in reversed(nodes):
             k.stop()
@@ -181,9 +229,35 @@ def measure(cluster: Cluster, opts: argparse.Namespace) -> Rf3Result:
             settings = ClientSettings(
                 cluster.bootstrap, 1, acks="all", phase_timeout_s=opts.phase_timeout
             )
+            leader = _leader(cluster, topic)
+            followers = [n for n in sorted(cluster.nodes) if n != leader]
+            follower_pids = {cluster.nodes[n][0] for n in followers}
+            leader_port = {cluster.nodes[leader][1]}
+            conns0 = peer_traffic.connections(follower_pids, leader_port)
+            per0 = {n: procstat.cpu_seconds(pid) for n, (pid, _) in cluster.nodes.items()}
             cpu0 = cluster.cpu_seconds()
             r = native.produce(settings, topic, SIZE, records)
             cpu = cluster.cpu_seconds() - cpu0
+            per = {n: procstat.cpu_seconds(pid) - per0[n] for n, (pid, _) in cluster.nodes.items()}
+            traffic = peer_traffic.delta(
+                conns0, peer_traffic.connections(follower_pids, leader_port)
+            )
+            if rf == 3:
+                by_pid = {cluster.nodes[n][0]: n for n in followers}
+                fetches = dict.fromkeys(followers, 0)
+                received = dict.fromkeys(followers, 0)
+                for (pid, _, _), c in traffic.items():
+                    fetches[by_pid[pid]] += c.requests
+                    received[by_pid[pid]] += c.received
+                result.splits.append(
+                    Split(
+                        per[leader],
+                        tuple(per[n] for n in followers),
+                        tuple(fetches[n] for n in followers),
+                        tuple(received[n] for n in followers),
+                        r.value_bytes,
+                    )
+                )
             mb_s = r.value_bytes / 1e6 / r.elapsed_s
             result.mb_s[rf].append(mb_s)
             result.cpu[rf].append((cpu, r.value_bytes))
@@ -197,6 +271,15 @@ def measure(cluster: Cluster, opts: argparse.Namespace) -> Rf3Result:
     return result
 
 
+def _leader(cluster: Cluster, topic: str) -> int:
+    """The node leading partition 0 of `topic`."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    meta = admin.list_topics(topic, timeout=10).topics[topic]
+    return int(meta.partitions[0].leader)
+
+
 def _loadavg() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -207,11 +290,16 @@ def run(opts: argparse.Namespace, out: Callable[[str], None] = print) -> dict[st
     order = [(ODRADEK, odradek_cluster), (KAFKA, kafka_cluster)]
     if opts.kafka_first:
         order.reverse()
+    only = getattr(opts, "rf3_only", None)
+    if only:
+        order = [(n, s) for n, s in order if n.lower() == only.lower()]
     for name, start in order:
         with start() as cluster:
             results[name] = measure(cluster, opts)
     results = {n: results[n] for n in (ODRADEK, KAFKA) if n in results}
     out(render_rf3(results))
+    out("")
+    out(render_split(results))
     out("")
     out(
         f"Three `odradek serve` on one ZooKeeper, then three Kafka {kafka_proc.KAFKA_VERSION}.0 "

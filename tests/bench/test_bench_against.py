@@ -132,3 +132,29 @@ def test_rf3_ratio_and_cpu_per_gb_summed_over_rounds() -> None:
     table = render_rf3({ODRADEK: r, KAFKA: empty})
     assert "| odradek | 300.0 | 100.0 | 0.33 | 2.00 | 9.00 | 4.50 |" in table
     assert "| Kafka | - | - | - | - | - | - |" in table
+
+
+def test_rf3_split_from_the_followers_tcp_counters() -> None:
+    from bench import peer_traffic
+    from bench.against_rf3 import Rf3Result, Split, render_split
+
+    ss = (
+        '0 0 127.0.0.1:50000 127.0.0.1:9001 users:(("python",pid=11,fd=9))\n'
+        "\t cubic bytes_sent:900 bytes_received:5000000 segs_out:40 data_segs_out:10\n"
+        '0 0 127.0.0.1:50001 127.0.0.1:9001 users:(("python",pid=99,fd=9))\n'
+        "\t cubic bytes_received:7 data_segs_out:3\n"
+        '0 0 127.0.0.1:50002 127.0.0.1:9002 users:(("python",pid=11,fd=10))\n'
+        "\t cubic bytes_received:7 data_segs_out:3\n"
+    )
+    before = peer_traffic.parse(ss, {11}, {9001})
+    assert before == {
+        (11, "127.0.0.1:50000", "127.0.0.1:9001"): peer_traffic.Counters(10, 5_000_000)
+    }
+    after = {
+        k: peer_traffic.Counters(c.requests + 5, c.received + 5_000_000) for k, c in before.items()
+    }
+    assert list(peer_traffic.delta(before, after).values()) == [peer_traffic.Counters(5, 5_000_000)]
+    r = Rf3Result({1: [], 3: []}, {1: [], 3: []})
+    r.splits.append(Split(2.0, (1.0, 0.5), (5, 10), (5_000_000, 5_000_000), 5_000_000))
+    table = render_split({ODRADEK: r})
+    assert "| odradek 1 | 400.00 | 200.00 + 100.00 | 1.00, 2.00 | 1,000, 500 |" in table

@@ -11,8 +11,13 @@ INVALID_REQUEST with no partitions (a null name echoed as ""), and no brokers
 The topics of the answer are encoded here by hand (`encode_topic`), not built as kafka-python
 objects and encoded by its generic encoder: with 10,000 partitions that took ~300 ms per full
 Metadata request, this ~10x less (`python -m bench.scale`). `EncodedTopics` splices
-them into the rest of the response, which kafka-python still encodes. Per topic, as Kafka's
-MetadataResponse.json:
+them into the rest of the response, which kafka-python still encodes. A topic's bytes are kept
+(`TopicBytesCache`) and reused while its partition states, the live brokers and the version
+are the same: Kafka answers from its MetadataCache image, rebuilt on a metadata change; here a
+change shows as a new TopicInfo or PartitionState object (the stores replace a state, never
+edit the fields encoded here in place), so a full Metadata request with 10,000 partitions
+encodes only what changed since the last one (`python -m bench.metadata_scale`). Per topic, as
+Kafka's MetadataResponse.json:
 
     error_code int16 | name string (compact from v9, nullable from v12) | topic_id uuid (v10+)
     | is_internal bool (v1+) | partitions [] | topic_authorized_operations int32 (v8+)
@@ -26,8 +31,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import operator
 import struct
 import uuid
+import weakref
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from odradek.broker.network.context import RequestContext
@@ -40,6 +48,7 @@ from odradek.wire.errors import ErrorCode
 from odradek.wire.varint import encode_uvarint
 
 if TYPE_CHECKING:
+    from odradek.broker.cluster.metadata_store import PartitionState, TopicInfo
     from odradek.broker.server import Broker
 
 log = logging.getLogger(__name__)
@@ -150,6 +159,40 @@ class EncodedTopics:
         return b"".join([body[:start], count, *self.topics, body[cut:]])
 
 
+@dataclass(slots=True)
+class _Encoded:
+    info: TopicInfo
+    states: list[PartitionState]  # the state objects encoded, compared by identity
+    data: bytes
+    codes: list[int]  # the partitions' error codes other than NONE
+
+
+class TopicBytesCache:
+    """Each topic's encoded answer per Metadata version, for the live brokers it was made with;
+    valid while the store holds the same TopicInfo and PartitionState objects. Cleared when the
+    live brokers change or it outgrows the topics (deleted topics' entries)."""
+
+    def __init__(self) -> None:
+        self.live: frozenset[int] = frozenset()
+        self.entries: dict[tuple[str, int], _Encoded] = {}
+
+    def prepare(self, live: set[int], topics: int) -> None:
+        if live != self.live or len(self.entries) > 4 * topics + 64:
+            self.live = frozenset(live)
+            self.entries.clear()
+
+
+_caches: weakref.WeakKeyDictionary[Broker, TopicBytesCache] = weakref.WeakKeyDictionary()
+
+
+def _cache(broker: Broker, live: set[int]) -> TopicBytesCache:
+    cache = _caches.get(broker)
+    if cache is None:
+        cache = _caches[broker] = TopicBytesCache()
+    cache.prepare(live, len(broker.store.topics))
+    return cache
+
+
 def topic_metadata(
     broker: Broker,
     name: str,
@@ -157,11 +200,29 @@ def topic_metadata(
     live: set[int],
     operations: int = NO_OPERATIONS,
     codes: list[int] | None = None,
+    cache: TopicBytesCache | None = None,
 ) -> bytes:
     info = broker.topics.info(name)
     assert info is not None  # the caller found it
+    key = (name, version)
+    # (the live brokers may have changed while a long request yielded: then no caching)
+    if cache is not None and operations == NO_OPERATIONS and cache.live == live:
+        hit = cache.entries.get(key)
+        states = info.partitions
+        if (
+            hit is not None
+            and hit.info is info
+            and len(hit.states) == len(states)
+            and all(map(operator.is_, hit.states, states))
+        ):
+            if codes is not None:
+                codes.extend(hit.codes)
+            return hit.data
+    else:
+        cache = None
+    snapshot = list(info.partitions)
     parts = []
-    for idx, st in enumerate(info.partitions):
+    for idx, st in enumerate(snapshot):
         replicas = list(st.replicas)
         leader_live = st.leader in live
         parts.append(
@@ -175,9 +236,13 @@ def topic_metadata(
                 [r for r in replicas if r not in live],
             )
         )
+    errors = [int(p[0]) for p in parts if p[0]]
     if codes is not None:
-        codes.extend(p[0] for p in parts if p[0])
-    return encode_topic(version, 0, name, info.topic_id, info.internal, parts, operations)
+        codes.extend(errors)
+    data = encode_topic(version, 0, name, info.topic_id, info.internal, parts, operations)
+    if cache is not None:
+        cache.entries[key] = _Encoded(info, snapshot, data, errors)
+    return data
 
 
 def _operations(ctx: RequestContext, name: str, version: int, req: protocol.Message) -> int:
@@ -206,6 +271,7 @@ async def _requested(
     broker = ctx.broker
     checked = broker.authorizer is not None
     live = set(broker.live_brokers())
+    cache = _cache(broker, live)
     topics: list[bytes] = []
     seen: set[object] = set()
     for n, t in enumerate(wanted):
@@ -259,7 +325,7 @@ async def _requested(
             topics.append(auto)
             continue
         ops = _operations(ctx, name, version, req)
-        topics.append(topic_metadata(broker, name, version, live, ops, codes))
+        topics.append(topic_metadata(broker, name, version, live, ops, codes, cache))
     codes.extend(code for t in topics if (code := _I16.unpack_from(t, 0)[0]))
     return topics
 
@@ -311,6 +377,7 @@ async def metadata(ctx: RequestContext, req: protocol.MetadataRequest) -> protoc
         topics: list[bytes] = []
         checked = broker.authorizer is not None
         live = set(broker.live_brokers())
+        cache = _cache(broker, live)
         for n, name in enumerate(sorted(broker.store.topics)):
             if n % YIELD_EVERY == YIELD_EVERY - 1:
                 await asyncio.sleep(0)
@@ -320,7 +387,7 @@ async def metadata(ctx: RequestContext, req: protocol.MetadataRequest) -> protoc
                 continue  # all topics: the ones the principal may not describe are left out
             if broker.topics.info(name) is not None:  # not deleted while we yielded
                 ops = _operations(ctx, name, version, req)
-                topics.append(topic_metadata(broker, name, version, live, ops, codes))
+                topics.append(topic_metadata(broker, name, version, live, ops, codes, cache))
     else:
         topics = await _requested(ctx, req.topics, version, auto_create, req, codes)
     brokers = [

@@ -17,6 +17,7 @@ import asyncio
 import collections
 import ssl
 import struct
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from odradek.wire import protocol
@@ -174,15 +175,25 @@ class PeerClient:
     ) -> bytes | bytearray:
         """Send one request and return its response frame: header and body, as received
         (raises PeerError; the caller checks the header it parses)."""
+
+        def encode(correlation: int) -> bytes:
+            request.with_header(correlation_id=correlation, client_id=self.client_id)
+            return bytes(request.encode(version=version, header=True, framed=True))
+
+        return await self.request_encoded(encode, timeout)
+
+    async def request_encoded(
+        self, encode: Callable[[int], bytes], timeout: float
+    ) -> bytes | bytearray:
+        """`request_raw` for a request the caller frames itself: `encode(correlation_id)` gives
+        the framed request (the replica fetcher's hand-encoded Fetch)."""
         framer = self._framer
         if not self.connected or framer is None:
             raise PeerError("not connected")
         assert framer.transport is not None
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
         correlation = self._correlation
-        request.with_header(correlation_id=correlation, client_id=self.client_id)
-        data = request.encode(version=version, header=True, framed=True)
-        framer.transport.write(bytes(data))
+        framer.transport.write(encode(correlation))
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(timeout):

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVarTuple
 
 from odradek.broker.partitions.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH
 from odradek.broker.replication.client import PeerClient, PeerError
+from odradek.broker.replication.fetch_request import FetchPartition, encode_fetch_v12
 from odradek.broker.replication.fetch_response import (
     MalformedResponse,
     PartitionAnswer,
@@ -372,9 +373,7 @@ class ReplicaFetcher:
         not what is followed: the many idle partitions of __consumer_offsets and
         __transaction_state stay out of every request and answer."""
         mgr = self.manager
-        Req = protocol.FetchRequest
-        FP = Req.FetchTopic.FetchPartition
-        topics: dict[str, list[protocol.Message]] = {}
+        topics: dict[str, list[FetchPartition]] = {}
         asked: dict[tuple[str, int], tuple[FetchState, int]] = {}
         full = self._session_id == 0
         in_session = self._in_session
@@ -391,13 +390,13 @@ class ReplicaFetcher:
                 continue  # the leader's session holds this position already
             in_session[key] = sent
             topics.setdefault(st.topic, []).append(
-                FP(
-                    partition=st.index,
-                    current_leader_epoch=st.leader_epoch,
-                    fetch_offset=offset,
-                    last_fetched_epoch=lg.epochs.latest_epoch,
-                    log_start_offset=lg.log_start_offset,
-                    partition_max_bytes=mgr.fetch_max_bytes,
+                FetchPartition(
+                    st.index,
+                    st.leader_epoch,
+                    offset,
+                    lg.epochs.latest_epoch,
+                    lg.log_start_offset,
+                    mgr.fetch_max_bytes,
                 )
             )
         if not asked:
@@ -406,26 +405,30 @@ class ReplicaFetcher:
         for key in [k for k in in_session if k not in asked]:
             del in_session[key]
             forgotten.setdefault(key[0], []).append(key[1])
-        req = Req(
-            replica_id=mgr.node_id,
-            max_wait_ms=mgr.fetch_wait_ms,
-            min_bytes=1,
-            max_bytes=RESPONSE_MAX_BYTES,
-            isolation_level=0,
-            session_id=self._session_id,
-            session_epoch=self._session_epoch if self._sessions else FINAL_EPOCH,
-            topics=[Req.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
-            forgotten_topics_data=[
-                Req.ForgottenTopic(topic=t, partitions=ps) for t, ps in forgotten.items()
-            ]
-            if not full
-            else [],
-            rack_id="",
-        )
-        assert self.client is not None
+        client = self.client
+        assert client is not None
+        session_id = self._session_id
+        session_epoch = self._session_epoch if self._sessions else FINAL_EPOCH
+        if full:
+            forgotten = {}
+
+        def encode(correlation: int) -> bytes:
+            return encode_fetch_v12(
+                correlation,
+                client.client_id,
+                replica_id=mgr.node_id,
+                max_wait_ms=mgr.fetch_wait_ms,
+                min_bytes=1,
+                max_bytes=RESPONSE_MAX_BYTES,
+                session_id=session_id,
+                session_epoch=session_epoch,
+                topics=topics,
+                forgotten=forgotten,
+            )
+
         timeout = mgr.fetch_wait_ms / 1000 + REQUEST_TIMEOUT_S
         try:
-            frame = await self.client.request_raw(ApiKey.FETCH, FETCH_VERSION, req, timeout)
+            frame = await client.request_encoded(encode, timeout)
             resp = parse_fetch_v12(frame)
         except PeerError:
             self._reset_session()

@@ -1,0 +1,76 @@
+"""A Fetch answer of several MiB of file regions to a reader that takes it slowly: the broker
+sends each region on the socket while it takes it (os.sendfile under TCP_CORK) and hands the
+rest to the event loop when the socket is full; the reader gets every batch, in order, whole."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from odradek.testing import Broker
+from odradek.testing.raw import RawClient
+from odradek.wire import protocol
+from odradek.wire.batch import crc_ok, parse_header
+from odradek.wire.records import build_batch, decode_records
+from tests.broker.test_fetch_sessions import FP, FR, FT, V
+
+BATCHES = 10
+RECORDS = 90
+VALUE = 10_000  # 90 x 10 kB: a 0.9 MB batch, under message.max.bytes
+
+
+def produce_batch(client: RawClient, topic: str, values: list[bytes]) -> None:
+    batch = build_batch([(None, v, [], 0) for v in values])
+    PR = protocol.ProduceRequest
+    part = PR.TopicProduceData.PartitionProduceData(index=0, records=batch)
+    req = PR(
+        transactional_id=None,
+        acks=1,
+        timeout_ms=5000,
+        topic_data=[PR.TopicProduceData(name=topic, partition_data=[part])],
+    )
+    resp = client.request(req, 9)
+    assert resp.responses[0].partition_responses[0].error_code == 0
+
+
+def test_a_multi_megabyte_answer_to_a_slow_reader_arrives_whole() -> None:
+    sent = [[os.urandom(VALUE) for _ in range(RECORDS)] for _ in range(BATCHES)]
+    with Broker(topics={"big": 1}) as broker, RawClient(broker.bootstrap) as client:
+        for values in sent:
+            produce_batch(client, "big", values)
+        # a 256 KiB receive buffer: the 9 MB answer is more than it and the broker's send buffer
+        client.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 256 * 1024)
+        part = FP(
+            partition=0,
+            current_leader_epoch=-1,
+            fetch_offset=0,
+            last_fetched_epoch=-1,
+            log_start_offset=-1,
+            partition_max_bytes=64 << 20,
+        )
+        req = FR(
+            replica_id=-1,
+            max_wait_ms=0,
+            min_bytes=0,
+            max_bytes=64 << 20,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[FT(topic="big", partitions=[part])],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+        resp = client.request(req, V)
+    p = resp.responses[0].partitions[0]
+    assert p.error_code == 0
+    data = memoryview(p.records)
+    pos = 0
+    got: list[list[bytes]] = []
+    while pos < len(data):
+        header = parse_header(data, pos)
+        assert crc_ok(data, pos, header)
+        _, records = decode_records(data, pos)
+        got.append([bytes(r.value or b"") for r in records])
+        pos += header.size
+    assert pos == len(data)
+    assert got == sent
