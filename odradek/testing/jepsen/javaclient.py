@@ -31,7 +31,7 @@ from typing import Any
 from confluent_kafka import Consumer
 
 from odradek.testing.jepsen.history import FAIL, INFO, OK, History, Op
-from odradek.testing.jepsen.workload import Env, Process
+from odradek.testing.jepsen.workload import Env, Process, draw_txn
 
 ROOT = Path(__file__).resolve().parents[3]
 SOURCE = Path(__file__).resolve().parent / "java" / "JepsenClients.java"
@@ -485,10 +485,7 @@ class JavaTxnProcess(JavaProcess):
             self.quietly("close_consumer")
 
     def _txn(self, n: int) -> bool:
-        plan = [
-            "send" if self.rng.random() < 0.7 else "poll" for _ in range(self.rng.randint(1, 4))
-        ]
-        decision = "commit" if self.rng.random() < 0.75 else "abort"
+        plan, decision = draw_txn(self.rng)
         inv = self.h.invoke("txn", self.process, self.value(txn=True, mops=[]))
         mops: list[list[Any]] = []
         try:

@@ -294,10 +294,7 @@ class TxnProcess(Process):
             consumer.close()
 
     def _txn(self, producer: Producer, consumer: Consumer, n: int) -> bool:
-        plan = [
-            "send" if self.rng.random() < 0.7 else "poll" for _ in range(self.rng.randint(1, 4))
-        ]
-        decision = "commit" if self.rng.random() < 0.75 else "abort"
+        plan, decision = draw_txn(self.rng)
         inv = self.h.invoke("txn", self.process, self.value(txn=True, mops=[]))
         mops: list[list[Any]] = []
         try:
@@ -341,6 +338,13 @@ class TxnProcess(Process):
             return False
         self.h.complete(inv, OK, {"mops": mops, "decision": "abort"}, error=error)
         return True
+
+
+def draw_txn(rng: random.Random) -> tuple[list[str], str]:
+    """A transaction's micro-ops ("send" / "poll", one to four) and its decision, drawn from
+    the process's generator (the same draws whichever client runs it)."""
+    plan = ["send" if rng.random() < 0.7 else "poll" for _ in range(rng.randint(1, 4))]
+    return plan, "commit" if rng.random() < 0.75 else "abort"
 
 
 def _offset_into(mop: list[Any]) -> Any:
@@ -400,22 +404,16 @@ def processes(
     from odradek.testing.jepsen.javaclient import JavaPlainProcess, JavaTxnProcess
 
     out: list[Process] = []
-    for i in range(plain):
-        name = f"p{i}"
-        if name not in java:
-            out.append(PlainProcess(name, env, max_ops))
-        elif jvm is None:
-            raise ValueError("Java processes need a JavaClients")
-        else:
-            out.append(JavaPlainProcess(name, env, max_ops, jvm))
-    for i in range(txn):
-        name = f"t{i}"
-        if name not in java:
-            out.append(TxnProcess(name, env, max_ops))
-        elif jvm is None:
-            raise ValueError("Java processes need a JavaClients")
-        else:
-            out.append(JavaTxnProcess(name, env, max_ops, jvm))
+    kinds = (("p", plain, PlainProcess, JavaPlainProcess), ("t", txn, TxnProcess, JavaTxnProcess))
+    for prefix, count, native, on_java in kinds:
+        for i in range(count):
+            name = f"{prefix}{i}"
+            if name not in java:
+                out.append(native(name, env, max_ops))
+            elif jvm is None:
+                raise ValueError("Java processes need a JavaClients")
+            else:
+                out.append(on_java(name, env, max_ops, jvm))
     out.append(Monitor("monitor", env, 0))
     return out
 
