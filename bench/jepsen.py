@@ -3,6 +3,7 @@ namespaces), with real network faults, kill -9, SIGSTOP and power loss (odradek.
 
     python -m bench.jepsen --seeds 1000                 # seeds 0..999 on one cluster
     python -m bench.jepsen --seed 17 -v                 # one seed again, with its faults
+    python -m bench.jepsen --seed 49 --repeat 5 --keep-logs /tmp/j   # five fresh clusters
     python -m bench.jepsen --seeds 50 --kinds power-loss,kill
     python -m bench.jepsen --seeds 20 --bootstrap host:9092 --no-faults   # your own cluster
 
@@ -21,6 +22,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from pathlib import Path
 
 from odradek.testing.jepsen.checker import summarize
 from odradek.testing.jepsen.hosts import HostCluster, journal_env
@@ -45,6 +47,19 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--minutes", type=float, help="start no seed after this many minutes (a timed soak)"
     )
+    p.add_argument(
+        "--keep-logs",
+        metavar="DIR",
+        help="copy each host's log lines of a failing seed (with -v, of every seed) to "
+        "DIR/seed-<n>/ (brokers, ZooKeeper)",
+    )
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run the seeds this many times, each time on a fresh cluster (a seed's topic and "
+        "transactional ids are its own: a second run on the same cluster would find the first's)",
+    )
     p.add_argument("-v", "--verbose", action="store_true")
     return p.parse_args(argv)
 
@@ -65,21 +80,55 @@ def main(argv: list[str] | None = None) -> int:
         for seed in seeds:
             w = Workload(seed=seed, topic=f"jepsen-{seed}", duration=args.duration)
             results.append(_report(run_workload(args.bootstrap, w), args))
+    elif len(set(seeds)) < len(seeds):
+        print("a seed runs once per cluster: use --repeat N to run it again on a fresh one")
+        return 2
     else:
-        with tempfile.TemporaryDirectory(prefix="odradek-jepsen-") as tmp:
-            with HostCluster(tmp, env=journal_env(tmp)) as cluster:
-                for seed in seeds:
-                    if args.minutes and time.monotonic() - began > 60 * args.minutes:
-                        break
-                    try:
-                        results.append(_report(run_seed(cluster, seed, opts), args))
-                    except Exception as exc:  # a client crashed: the soak goes on
-                        print(f"seed {seed}: ERROR {exc!r}", flush=True)
-                        errors.append(seed)
+        for _ in range(args.repeat):
+            _on_fresh_cluster(seeds, opts, args, began, results, errors)
     print(summary(results, time.monotonic() - began))
     if errors:
         print("seeds whose run failed (not checked): " + " ".join(map(str, errors)))
     return 0 if all(r.valid for r in results) and not errors else 1
+
+
+def _on_fresh_cluster(
+    seeds: list[int],
+    opts: SeedOptions,
+    args: argparse.Namespace,
+    began: float,
+    results: list[Result],
+    errors: list[int],
+) -> None:
+    with tempfile.TemporaryDirectory(prefix="odradek-jepsen-") as tmp:
+        with HostCluster(tmp, env=journal_env(tmp)) as cluster:
+            for seed in seeds:
+                if args.minutes and time.monotonic() - began > 60 * args.minutes:
+                    break
+                marks = _log_marks(cluster)
+                try:
+                    results.append(_report(run_seed(cluster, seed, opts), args))
+                    if args.keep_logs and (args.verbose or not results[-1].valid):
+                        kept = Path(args.keep_logs) / f"seed-{seed}-run-{len(results)}"
+                        _keep_logs(cluster, marks, kept)
+                except Exception as exc:  # a client crashed: the soak goes on
+                    print(f"seed {seed}: ERROR {exc!r}", flush=True)
+                    errors.append(seed)
+
+
+def _log_marks(cluster: HostCluster) -> dict[Path, int]:
+    """Every host's log file and its size now (where a seed's lines begin)."""
+    return {p: p.stat().st_size for p in cluster.work.glob("*/*.log")}
+
+
+def _keep_logs(cluster: HostCluster, marks: dict[Path, int], out: Path) -> None:
+    """Copy what each host logged since `marks` into `out` (one file per host)."""
+    out.mkdir(parents=True, exist_ok=True)
+    for path in sorted(cluster.work.glob("*/*.log")):
+        with path.open("rb") as fh:
+            fh.seek(marks.get(path, 0))
+            (out / f"{path.parent.name}-{path.name}").write_bytes(fh.read())
+    print(f"logs of the failing seed kept in {out}", flush=True)
 
 
 def _report(r: Result, args: argparse.Namespace) -> Result:
