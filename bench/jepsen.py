@@ -128,7 +128,7 @@ def _keep_logs(cluster: HostCluster, marks: dict[Path, int], out: Path) -> None:
         with path.open("rb") as fh:
             fh.seek(marks.get(path, 0))
             (out / f"{path.parent.name}-{path.name}").write_bytes(fh.read())
-    print(f"logs of the failing seed kept in {out}", flush=True)
+    print(f"logs kept in {out}", flush=True)
 
 
 def _report(r: Result, args: argparse.Namespace) -> Result:
