@@ -4,6 +4,7 @@ jumps (odradek.testing.jepsen).
 
     python -m bench.jepsen --seeds 1000                 # seeds 0..999 on one cluster
     python -m bench.jepsen --seed 17 -v                 # one seed again, with its faults
+    python -m bench.jepsen --seed 49 --repeat 5 --keep-logs /tmp/j   # five fresh clusters
     python -m bench.jepsen --seeds 50 --kinds power-loss,kill
     python -m bench.jepsen --seeds 20 --brokers 5       # five brokers (RF 3 topics)
     python -m bench.jepsen --seeds 20 --bootstrap host:9092 --no-faults   # your own cluster
@@ -27,6 +28,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 from odradek.testing.jepsen.checker import summarize
 from odradek.testing.jepsen.hosts import HostCluster, journal_env
@@ -54,7 +56,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--minutes", type=float, help="start no seed after this many minutes (a timed soak)"
     )
     p.add_argument(
-        "--work-dir", help="keep the cluster's files here (broker and ZooKeeper logs, data)"
+        "--work-dir",
+        help="keep the cluster's files here (broker and ZooKeeper logs, data; with --repeat, "
+        "a run-<n> directory per cluster)",
     )
     p.add_argument(
         "--java",
@@ -62,6 +66,19 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         help="share of the plain and of the transactional processes on Apache Kafka's Java "
         "client (0..1; which ones, each seed draws); auto: 0.5 when java and the client's jars "
         "are there, else 0 (said so); a share asked for without them is an error",
+    )
+    p.add_argument(
+        "--keep-logs",
+        metavar="DIR",
+        help="copy each host's log lines of a failing seed (with -v, of every seed) to "
+        "DIR/seed-<n>/ (brokers, ZooKeeper)",
+    )
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run the seeds this many times, each time on a fresh cluster (a seed's topic and "
+        "transactional ids are its own: a second run on the same cluster would find the first's)",
     )
     p.add_argument("-v", "--verbose", action="store_true")
     return p.parse_args(argv)
@@ -95,17 +112,15 @@ def main(argv: list[str] | None = None) -> int:
         for seed in seeds:
             w = Workload(seed=seed, topic=f"jepsen-{seed}", duration=args.duration, java=java)
             results.append(_report(run_workload(args.bootstrap, w), args))
+    elif len(set(seeds)) < len(seeds):
+        print("a seed runs once per cluster: use --repeat N to run it again on a fresh one")
+        return 2
     else:
-        with _work_dir(args.work_dir) as tmp:
-            with HostCluster(tmp, brokers=args.brokers, env=journal_env(tmp)) as cluster:
-                for seed in seeds:
-                    if args.minutes and time.monotonic() - began > 60 * args.minutes:
-                        break
-                    try:
-                        results.append(_report(run_seed(cluster, seed, opts), args))
-                    except Exception as exc:  # a client crashed: the soak goes on
-                        print(f"seed {seed}: ERROR {exc!r}", flush=True)
-                        errors.append(seed)
+        for run in range(args.repeat):
+            work_dir = args.work_dir
+            if work_dir and args.repeat > 1:
+                work_dir = os.path.join(work_dir, f"run-{run + 1}")
+            _on_fresh_cluster(seeds, opts, args, work_dir, began, results, errors)
     print(summary(results, time.monotonic() - began))
     if errors:
         print("seeds whose run failed (not checked): " + " ".join(map(str, errors)))
@@ -120,6 +135,46 @@ def _work_dir(keep: str | None) -> Iterator[str]:
     else:
         with tempfile.TemporaryDirectory(prefix="odradek-jepsen-") as tmp:
             yield tmp
+
+
+def _on_fresh_cluster(
+    seeds: list[int],
+    opts: SeedOptions,
+    args: argparse.Namespace,
+    work_dir: str | None,
+    began: float,
+    results: list[Result],
+    errors: list[int],
+) -> None:
+    with _work_dir(work_dir) as tmp:
+        with HostCluster(tmp, brokers=args.brokers, env=journal_env(tmp)) as cluster:
+            for seed in seeds:
+                if args.minutes and time.monotonic() - began > 60 * args.minutes:
+                    break
+                marks = _log_marks(cluster)
+                try:
+                    results.append(_report(run_seed(cluster, seed, opts), args))
+                    if args.keep_logs and (args.verbose or not results[-1].valid):
+                        kept = Path(args.keep_logs) / f"seed-{seed}-run-{len(results)}"
+                        _keep_logs(cluster, marks, kept)
+                except Exception as exc:  # a client crashed: the soak goes on
+                    print(f"seed {seed}: ERROR {exc!r}", flush=True)
+                    errors.append(seed)
+
+
+def _log_marks(cluster: HostCluster) -> dict[Path, int]:
+    """Every host's log file and its size now (where a seed's lines begin)."""
+    return {p: p.stat().st_size for p in cluster.work.glob("*/*.log")}
+
+
+def _keep_logs(cluster: HostCluster, marks: dict[Path, int], out: Path) -> None:
+    """Copy what each host logged since `marks` into `out` (one file per host)."""
+    out.mkdir(parents=True, exist_ok=True)
+    for path in sorted(cluster.work.glob("*/*.log")):
+        with path.open("rb") as fh:
+            fh.seek(marks.get(path, 0))
+            (out / f"{path.parent.name}-{path.name}").write_bytes(fh.read())
+    print(f"logs kept in {out}", flush=True)
 
 
 def _report(r: Result, args: argparse.Namespace) -> Result:

@@ -23,12 +23,17 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek.broker.cluster import zk_layout as zl
 from odradek.log.power_loss import ENV as POWER_LOSS_ENV
 from odradek.testing.jepsen.netns import Network
 from odradek.testing.zookeeper import ZooKeeperUnavailable, zookeeper_jar
+
+if TYPE_CHECKING:
+    from kazoo.client import KazooClient
 
 ZK = ("z0", "z1", "z2")
 CLIENT = "client"
@@ -89,6 +94,9 @@ class HostCluster:
         self.paused: set[str] = set()
         self.disks: set[str] = set()  # brokers whose data dir is a tmpfs of its own
         self._admin: AdminClient | None = None
+        # killed brokers -> the creation zxid of the registration they had (-1: none read); a
+        # broker is back only once it registered again under a new session
+        self.bounced: dict[str, int] = {}
 
     # -- addresses ------------------------------------------------------------------------------
 
@@ -220,6 +228,8 @@ class HostCluster:
     def kill(self, host: str) -> None:
         proc = self.procs.get(host)
         if proc is not None and proc.poll() is None:
+            if host in self.brokers and host not in self.bounced:
+                self.bounced[host] = self.registrations().get(self.brokers.index(host), -1)
             if host in self.paused:
                 os.kill(proc.pid, signal.SIGCONT)
                 self.paused.discard(host)
@@ -370,11 +380,57 @@ class HostCluster:
             time.sleep(0.2)
         return False
 
+    def registrations(self) -> dict[int, int]:
+        """Broker id -> the creation zxid of its `/brokers/ids/<id>` node ({} when ZooKeeper
+        cannot be read)."""
+        try:
+            with _ZooKeeper(self.zookeeper_connect) as zk:
+                return {
+                    int(c): zk.get(zl.broker_path(int(c)))[1].czxid
+                    for c in zk.get_children(zl.BROKER_IDS)
+                    if c.isdigit()
+                }
+        except Exception:
+            return {}
+
+    def registered_in_sync(self) -> bool:
+        """What ZooKeeper says, not what a broker's metadata cache says: every broker killed
+        since the last check registered again under a new session, and every partition has a
+        leader and its whole ISR, decided after each member's current registration. A broker
+        killed and restarted stays registered by its dead session until ZooKeeper expires it,
+        and an ISR written before that still names it: it is not in sync yet."""
+        try:
+            with _ZooKeeper(self.zookeeper_connect) as zk:
+                regs = {
+                    int(c): zk.get(zl.broker_path(int(c)))[1].czxid
+                    for c in zk.get_children(zl.BROKER_IDS)
+                    if c.isdigit()
+                }
+                for b, old in self.bounced.items():
+                    now = regs.get(self.brokers.index(b))
+                    if now is None or now == old:
+                        return False
+                for topic in zk.get_children(zl.TOPICS):
+                    assigned = zl.decode_topic(zk.get(zl.topic_path(topic))[0], topic, 0)[1]
+                    for idx, replicas in enumerate(assigned):
+                        data, stat = zk.get(zl.state_path(topic, idx))
+                        st = zl.decode_state(data, stat.version, replicas)
+                        if not stale_isr_free(st.leader, st.isr, replicas, stat.mzxid, regs):
+                            return False
+        except Exception:
+            return False
+        self.bounced.clear()
+        return True
+
     def all_in_sync(self, timeout: float) -> bool:
         """Every partition of every topic (the internal ones too) has a leader and all its
-        replicas in the ISR, within `timeout` seconds."""
+        replicas in the ISR, within `timeout` seconds: in the brokers' metadata and in
+        ZooKeeper (`registered_in_sync`)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            if not self.registered_in_sync():
+                time.sleep(0.2)
+                continue
             try:
                 topics = self.admin().list_topics(timeout=3).topics.values()
             except Exception:
@@ -404,6 +460,36 @@ class HostCluster:
         except Exception:
             return None
         return f"b{c.id}" if c is not None and c.id >= 0 else None
+
+
+def stale_isr_free(
+    leader: int, isr: list[int], replicas: list[int], written_zxid: int, regs: dict[int, int]
+) -> bool:
+    """A partition state (written at `written_zxid`) whose leader is registered and whose ISR
+    is every replica, each registered (`regs`: id -> registration creation zxid) before the
+    state was written: an ISR member registered since restarted after it was decided."""
+    return (
+        leader in regs
+        and sorted(isr) == sorted(replicas)
+        and all(m in regs and regs[m] < written_zxid for m in isr)
+    )
+
+
+class _ZooKeeper:
+    """A short-lived kazoo client (the harness's own reads of the cluster's ZooKeeper)."""
+
+    def __init__(self, connect: str) -> None:
+        from kazoo.client import KazooClient
+
+        self.zk = KazooClient(hosts=connect, timeout=5.0)
+
+    def __enter__(self) -> KazooClient:
+        self.zk.start(timeout=5.0)
+        return self.zk
+
+    def __exit__(self, *exc: object) -> None:
+        self.zk.stop()
+        self.zk.close()
 
 
 def journal_env(work_dir: str | Path) -> dict[str, str]:
