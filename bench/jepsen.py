@@ -7,8 +7,8 @@ jumps (odradek.testing.jepsen).
     python -m bench.jepsen --seed 49 --repeat 5 --keep-logs /tmp/j   # five fresh clusters
     python -m bench.jepsen --seeds 50 --kinds power-loss,kill
     python -m bench.jepsen --seeds 20 --brokers 5       # five brokers (RF 3 topics)
-    python -m bench.jepsen --seeds 20 --bootstrap host:9092 --no-faults   # your own cluster
-    python -m bench.jepsen --seeds 20 --java 0             # librdkafka clients only
+    python -m bench.jepsen --seeds 20 --bootstrap host:9092   # your own cluster, no faults
+    python -m bench.jepsen --seeds 20 --java 0          # librdkafka clients only
 
 Needs root and iproute2 (network namespaces, veth, a bridge; tc netem where the kernel has it),
 java and ZooKeeper (scripts/setup.sh). One cluster (three ZooKeeper nodes, three or five
