@@ -7,32 +7,13 @@ import time
 
 from odradek.testing import Broker
 from odradek.testing.raw import RawClient
-from tests.broker.test_fetch_sessions import FP, FR, FT, V
+from tests.broker.test_fetch_sessions import V, fetch_request
 
 DEADLINE_S = 10
 
 
 def long_poll(client: RawClient) -> None:
-    part = FP(
-        partition=0,
-        current_leader_epoch=-1,
-        fetch_offset=0,
-        last_fetched_epoch=-1,
-        log_start_offset=-1,
-        partition_max_bytes=1 << 20,
-    )
-    req = FR(
-        replica_id=-1,
-        max_wait_ms=120_000,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[FT(topic="t", partitions=[part])],
-        forgotten_topics_data=[],
-        rack_id="",
-    )
+    req = fetch_request(0, -1, [("t", 0, 0)], max_wait=120_000, min_bytes=1, max_bytes=1 << 20)
     client.send(client.encode(req, V)[1])
 
 

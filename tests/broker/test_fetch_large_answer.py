@@ -12,7 +12,7 @@ from odradek.testing.raw import RawClient
 from odradek.wire import protocol
 from odradek.wire.batch import crc_ok, parse_header
 from odradek.wire.records import build_batch, decode_records
-from tests.broker.test_fetch_sessions import FP, FR, FT, V
+from tests.broker.test_fetch_sessions import V, fetch_request
 
 BATCHES = 10
 RECORDS = 90
@@ -40,25 +40,8 @@ def test_a_multi_megabyte_answer_to_a_slow_reader_arrives_whole() -> None:
             produce_batch(client, "big", values)
         # a 256 KiB receive buffer: the 9 MB answer is more than it and the broker's send buffer
         client.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 256 * 1024)
-        part = FP(
-            partition=0,
-            current_leader_epoch=-1,
-            fetch_offset=0,
-            last_fetched_epoch=-1,
-            log_start_offset=-1,
-            partition_max_bytes=64 << 20,
-        )
-        req = FR(
-            replica_id=-1,
-            max_wait_ms=0,
-            min_bytes=0,
-            max_bytes=64 << 20,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=[FT(topic="big", partitions=[part])],
-            forgotten_topics_data=[],
-            rack_id="",
+        req = fetch_request(
+            0, -1, [("big", 0, 0)], max_bytes=64 << 20, partition_max_bytes=64 << 20
         )
         resp = client.request(req, V)
     p = resp.responses[0].partitions[0]

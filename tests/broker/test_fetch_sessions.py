@@ -18,7 +18,17 @@ FT = FR.FetchTopic
 FP = FT.FetchPartition
 
 
-def fetch(client, session_id, epoch, parts, forgotten=(), max_wait=0, min_bytes=0):
+def fetch_request(
+    session_id,
+    epoch,
+    parts,
+    forgotten=(),
+    max_wait=0,
+    min_bytes=0,
+    max_bytes=1 << 24,
+    partition_max_bytes=1 << 20,
+):
+    """A consumer's Fetch v12 of (topic, partition, offset) parts."""
     topics = {}
     for topic, p, offset in parts:
         topics.setdefault(topic, []).append(
@@ -28,14 +38,14 @@ def fetch(client, session_id, epoch, parts, forgotten=(), max_wait=0, min_bytes=
                 fetch_offset=offset,
                 last_fetched_epoch=-1,
                 log_start_offset=-1,
-                partition_max_bytes=1 << 20,
+                partition_max_bytes=partition_max_bytes,
             )
         )
-    req = FR(
+    return FR(
         replica_id=-1,
         max_wait_ms=max_wait,
         min_bytes=min_bytes,
-        max_bytes=1 << 24,
+        max_bytes=max_bytes,
         isolation_level=0,
         session_id=session_id,
         session_epoch=epoch,
@@ -43,7 +53,12 @@ def fetch(client, session_id, epoch, parts, forgotten=(), max_wait=0, min_bytes=
         forgotten_topics_data=[FR.ForgottenTopic(topic=t, partitions=[p]) for t, p in forgotten],
         rack_id="",
     )
-    return client.request(req, V)
+
+
+def fetch(client, session_id, epoch, parts, forgotten=(), max_wait=0, min_bytes=0):
+    return client.request(
+        fetch_request(session_id, epoch, parts, forgotten, max_wait, min_bytes), V
+    )
 
 
 def produce(client, topic, partition, n):
