@@ -126,6 +126,33 @@ def test_a_broker_id_waits_for_its_previous_session(connect: str) -> None:
     run(body)
 
 
+def test_a_connection_lost_while_the_paths_are_made_is_retried(
+    connect: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import ConnectionLoss
+
+    from odradek.broker.cluster import zk_layout as zl
+    from odradek.broker.cluster.zk_session import ZooKeeperSession
+
+    real = KazooClient.ensure_path
+    lost = []
+
+    def ensure_path(self: KazooClient, path: str, acl: object = None) -> bool:
+        if not lost:  # the first request meets a dropped connection
+            lost.append(path)
+            raise ConnectionLoss()
+        return real(self, path, acl)
+
+    monkeypatch.setattr(KazooClient, "ensure_path", ensure_path)
+    session = ZooKeeperSession(connect, 0, 6000, 6000)
+    try:
+        assert lost
+        assert all(session.zk.exists(path) for path in zl.PERSISTENT_PATHS)
+    finally:
+        session.close()
+
+
 def test_producer_id_blocks_never_overlap(connect: str) -> None:
     a, b = open_store(connect, 0), open_store(connect, 1)
     try:

@@ -58,11 +58,13 @@ class ZooKeeperSession:
                 f"cannot connect to ZooKeeper at {connect} within {connection_timeout_ms} ms "
                 f"({exc.__class__.__name__})"
             ) from None
+        # a connection lost meanwhile is retried on the same session, as Kafka's
+        # retryRequestsUntilConnected does, rather than ending the broker's start
         if slash and chroot.strip("/"):  # Kafka creates its chroot path on first start
-            self.zk.ensure_path("/" + chroot.strip("/"))
+            self.zk.retry(self.zk.ensure_path, "/" + chroot.strip("/"))
             self.zk.chroot = "/" + chroot.strip("/")
         for path in zl.PERSISTENT_PATHS:
-            self.zk.ensure_path(path)
+            self.zk.retry(self.zk.ensure_path, path)
 
     def close(self) -> None:
         if self.closed:
