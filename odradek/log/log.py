@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from odradek.clock import now_ms
+from odradek.log import checkpoints, reader
 from odradek.log import flusher as group_flush
-from odradek.log import reader
 from odradek.log.config import LONG_MAX, LogConfig
 from odradek.log.disk_faults import LogDir, storage_op
 from odradek.log.leader_epoch import LeaderEpochCache
@@ -57,11 +57,13 @@ class AppendInfo:
 
 
 def write_partition_metadata(directory: str, topic_id: uuid.UUID) -> None:
+    """The partition's topic id (Kafka's PartitionMetadataFile): replaced atomically now and
+    fsync'd soon after in the fsync thread, as Kafka flushes it on its scheduler, so that a
+    machine losing power keeps it (written on the loop for every partition created)."""
     encoded = base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
-    path = os.path.join(directory, PARTITION_METADATA)
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.write(f"version: 0\ntopic_id: {encoded}\n")
-    os.replace(path + ".tmp", path)
+    checkpoints.write_soon(
+        os.path.join(directory, PARTITION_METADATA), f"version: 0\ntopic_id: {encoded}\n"
+    )
 
 
 def read_partition_metadata(directory: str) -> uuid.UUID | None:

@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+import uuid
 
 import pytest
 
-from odradek.log import power_loss
+from odradek.log import checkpoints, power_loss
 from odradek.log.config import LogConfig
-from odradek.log.log import Log
+from odradek.log.log import Log, read_partition_metadata, write_partition_metadata
 from odradek.wire.batch import BatchHeader, iter_batches, parse_header
 from odradek.wire.records import build_batch, build_control_batch
 
@@ -150,3 +151,24 @@ def test_power_loss_after_a_roll_keeps_the_sealed_segment_and_its_aborts(tmp_pat
     assert all(prev[1] + 1 == nxt[0] for prev, nxt in zip(spans, spans[1:], strict=False))
     assert [a.producer_id for a in lg.aborted_transactions(0, lg.log_end_offset)] == [1]
     lg.close()
+
+
+def test_the_partition_metadata_file_outlives_a_power_loss(tmp_path) -> None:
+    """The topic id file is fsync'd (off the loop) once written, as Kafka's
+    PartitionMetadataFile is: a power loss after that keeps it."""
+    d = tmp_path / "t-0"
+    journal = str(tmp_path / "fsync.journal")
+    topic_id = uuid.uuid4()
+    mp = pytest.MonkeyPatch()
+    mp.setattr(power_loss, "_journal", os.open(journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND))
+    mp.setattr(os, "fsync", power_loss._journaled_fsync)
+    try:
+        lg = Log(str(d), "t", 0, config())
+        write_partition_metadata(str(d), topic_id)
+        checkpoints.sync_written()
+        crash(lg)
+        os.close(power_loss._journal)  # type: ignore[arg-type]
+    finally:
+        mp.undo()
+    power_loss.discard_unsynced(tmp_path, journal)
+    assert read_partition_metadata(str(d)) == topic_id
