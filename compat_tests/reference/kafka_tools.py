@@ -160,6 +160,10 @@ def run_tool(tool: str, *args: str, version: str = "4.4", timeout: float = 120.0
 
 
 _UUID22 = re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{22}(?![A-Za-z0-9_-])")
+# A 22-character word a tool prints (a camelCase name, not an id). A random base64 id is all
+# letters about once in a hundred (e.g. TopicId zytazkgoSrKmlYjzuxqaxA), so "all letters" alone
+# is not enough to tell a word from an id.
+_WORD22 = re.compile(r"[A-Za-z][a-z]+(?:[A-Z][a-z]+)*")
 _UUID36 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _PORT = re.compile(r"(127\.0\.0\.1|localhost):\d+")
 _TS = re.compile(r"\b1[6-9]\d{11}\b")
@@ -173,5 +177,5 @@ def normalise(text: str, names: Sequence[tuple[str, str]] = ()) -> str:
     text = _UUID36.sub("<uuid>", text)
     text = _PORT.sub(r"\1:<port>", text)
     text = _TS.sub("<ts>", text)
-    text = _UUID22.sub(lambda m: "<id>" if not m.group(0).isalpha() else m.group(0), text)
+    text = _UUID22.sub(lambda m: m.group(0) if _WORD22.fullmatch(m.group(0)) else "<id>", text)
     return text
