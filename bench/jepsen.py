@@ -26,11 +26,11 @@ import os
 import sys
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
-from odradek.testing.jepsen.checker import summarize
+from odradek.testing.jepsen.checker import CYCLES, summarize
 from odradek.testing.jepsen.hosts import HostCluster, journal_env
 from odradek.testing.jepsen.javaclient import unavailable
 from odradek.testing.jepsen.nemesis import ALL
@@ -201,6 +201,7 @@ def summary(results: list[Result], wall: float) -> str:
     ops: Counter[object] = Counter()
     anomalies: Counter[str] = Counter()
     observed: Counter[str] = Counter()
+    seeds_of: dict[str, list[int]] = defaultdict(list)  # observed kind (not a cycle) -> seeds
     for r in results:
         faults.update(_fault_kind(f) for f in r.faults if f.startswith("t="))
         for op in r.history.ops:
@@ -209,6 +210,8 @@ def summary(results: list[Result], wall: float) -> str:
                 ops[(op.value.get("client", "librdkafka"), op.type)] += 1
         anomalies.update(summarize(r.report.anomalies))
         observed.update(summarize(r.report.observed))
+        for kind in {a.kind for a in r.report.observed} - CYCLES:
+            seeds_of[kind].append(r.seed)
     failing = [r.seed for r in results if not r.valid]
     lines = [
         "",
@@ -248,6 +251,8 @@ def summary(results: list[Result], wall: float) -> str:
         _row(["---", "---"]),
         *(_row([k, str(v)]) for k, v in sorted(observed.items())),
     ]
+    for kind, seeds in sorted(seeds_of.items()):
+        lines.append(f"{kind} seen in seeds: " + " ".join(map(str, sorted(seeds))))
     if failing:
         lines += ["", "failing seeds: " + " ".join(map(str, failing))]
     return "\n".join(lines)

@@ -57,6 +57,17 @@ class H:
         inv = self.h.invoke("commit", "c", {"process": "c", "group": "g", "offsets": {}})
         self.h.complete(inv, OK, {"offsets": offsets})
 
+    def batches(self, key: int, rows: list[tuple[int, int, int, int, int, bool, int]]) -> None:
+        """The log's batches of `key`: (base offset, last offset, producer id, producer epoch,
+        base sequence, transactional, partition leader epoch)."""
+        inv = self.h.invoke("batches", "reader", {"batches": {}})
+        got = [[b, last, pid, e, seq, int(txn), 0, le] for b, last, pid, e, seq, txn, le in rows]
+        self.h.complete(inv, OK, {"batches": {key: got}})
+
+    def hw(self, values: dict[int, int], epochs: dict[int, int]) -> None:
+        inv = self.h.invoke("hw", "monitor", {"hw": {}, "epochs": {}})
+        self.h.complete(inv, OK, {"hw": values, "epochs": epochs})
+
     def done(
         self,
         final: dict[int, list[tuple[int, str]]] | None = None,
@@ -146,6 +157,58 @@ def test_duplicate() -> None:
     b = clean()
     b.final[0] = b.final[0] + [(7, "a")]
     _only(b.done(), "duplicate")
+
+
+def _bumped(second_epoch: int, transactional: bool = False) -> H:
+    """Key 0's value "a" also at offset 7, where the log holds a batch of the same producer."""
+    b = clean()
+    b.final[0] = b.final[0] + [(7, "a")]
+    b.batches(
+        0,
+        [
+            (0, 0, 5, 0, 0, False, 0),  # "a": producer 5, epoch 0, sequence 0
+            (1, 1, 6, 0, 0, False, 0),
+            (2, 2, 8, 0, 0, True, 0),
+            (6, 7, 5, second_epoch, 0, transactional, 0),  # "e" and the copy of "a"
+        ],
+    )
+    return b
+
+
+def test_a_copy_under_the_producers_next_epoch_is_the_clients_duplicate() -> None:
+    report = check(_bumped(second_epoch=1).done())
+    assert report.valid, [str(a) for a in report.anomalies]
+    assert [a.kind for a in report.observed] == ["epoch-bump-duplicate"]
+    assert "offset 7 (producer 5 epoch 1 sequence 1)" in report.observed[0].detail
+
+
+def test_a_copy_under_the_same_epoch_or_in_a_transaction_stays_a_duplicate() -> None:
+    _only(_bumped(second_epoch=0).done(), "duplicate")
+    _only(_bumped(second_epoch=1, transactional=True).done(), "duplicate")
+
+
+def test_a_high_watermark_from_a_deposed_leader_is_stale_not_back() -> None:
+    b = clean()
+    b.hw({0: 7}, {0: 2})
+    b.hw({0: 5}, {0: 1})  # answered by the leader of epoch 1 after epoch 2's answer
+    _only(b.done(), "stale-hw")
+
+
+def test_a_high_watermark_below_a_write_of_a_newer_epoch_is_stale() -> None:
+    b = H()
+    b.send("p1", 0, "a", 0)
+    b.send("p1", 0, "b", 1)
+    b.hw({0: 1}, {0: 0})  # the deposed leader of epoch 0; "b" was written under epoch 1
+    b.batches(0, [(0, 0, 5, 0, 0, False, 0), (1, 1, 5, 0, 1, False, 1)])
+    b.final = {0: [(0, "a"), (1, "b")]}
+    _only(b.done(), "stale-hw")
+    b = H()
+    b.send("p1", 0, "a", 0)
+    b.send("p1", 0, "b", 1)
+    b.hw({0: 1}, {0: 1})  # the same epoch: the watermark went back
+    b.batches(0, [(0, 0, 5, 0, 0, False, 0), (1, 1, 5, 0, 1, False, 1)])
+    b.final = {0: [(0, "a"), (1, "b")]}
+    _only(b.done(), "hw-back")
 
 
 def test_inconsistent_offsets() -> None:

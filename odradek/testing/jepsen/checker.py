@@ -29,6 +29,14 @@ aborted write are not skips. The anomalies, by kind:
                           rd_kafka_dr_implicit_ack, and a broker accepts any first sequence
                           from a producer it has no state for, as Kafka's checkSequence); not
                           a guarantee Kafka makes, and seen on Kafka 4.4 too (docs/jepsen.md)
+    epoch-bump-duplicate  a duplicate whose later copy the log holds in a batch of the same
+                          idempotent (not transactional) producer under a later producer
+                          epoch: the client bumped its epoch (KIP-360) and sent, from
+                          sequence 0, a record it had possibly written already. Brokers
+                          cannot tell it from a new record (Kafka's checkSequence takes any
+                          first sequence of a new epoch); librdkafka does this on message
+                          timeouts (its maintainers in librdkafka issue 4953: the idempotent
+                          producer's exactly-once is partial across an epoch bump)
     G1a                   a read of a value whose write was aborted or certainly failed
     uncommitted-read      a read_committed read finished before the writing transaction's
                           commit was sent
@@ -37,6 +45,14 @@ aborted write are not skips. The anomalies, by kind:
                           completed, before it began
     hw-back               a high watermark read lower than an earlier completed read, or not
                           past an acks=all write acknowledged before it began
+    stale-hw              the same, but the answer came from a leader of an older leader
+                          epoch than that read's or that write's (a deposed leader that has
+                          not learned it yet; Kafka answers a ListOffsets without a current
+                          leader epoch from it too, KIP-320 fences only clients that send one)
+
+The record batches' headers (`batches`, read after the faults healed) give each offset's
+producer id, producer epoch and partition leader epoch; without them the two kinds that need
+them are reported as `duplicate` and `hw-back`.
 
 `check(history)` returns a `Report` whose `anomalies` are the kinds in `guarantees`
 (`KAFKA_GUARANTEES` by default: what Kafka documents) and whose `observed` are the rest (found,
@@ -50,6 +66,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.testing.jepsen import elle
+from odradek.testing.jepsen.batches import Batch, batch_at
 from odradek.testing.jepsen.history import FAIL, INFO, OK, History, Op
 
 CYCLES = frozenset({"G0", "G1c", "G2"})
@@ -72,8 +89,9 @@ KAFKA_GUARANTEES = frozenset(
         "unavailable",
     }
 )
-CLIENT_INFERRED = frozenset({"implicit-ack-lost"})
-ALL_KINDS = KAFKA_GUARANTEES | CYCLES | CLIENT_INFERRED
+CLIENT_MADE = frozenset({"implicit-ack-lost", "epoch-bump-duplicate"})
+NOT_PROMISED = frozenset({"stale-hw"})
+ALL_KINDS = KAFKA_GUARANTEES | CYCLES | CLIENT_MADE | NOT_PROMISED
 
 
 @dataclass(slots=True, frozen=True)
@@ -128,6 +146,7 @@ class _Model:
     # value -> (key, offset, the value the log holds there): a send acknowledged at an offset
     # holding another write of the same producer (a retry of it, to the broker)
     reused: dict[str, tuple[int, int, str]] = field(default_factory=dict)
+    batches: dict[int, list[Batch]] = field(default_factory=dict)  # key -> its log's batches
 
 
 def _outcome(done: Op) -> str:
@@ -174,6 +193,9 @@ def _model(history: History) -> _Model:
                 for offset, value in records:
                     seen[key][offset].add(value)
                     read[value].append((done, key, offset))
+    for _inv, done in history.completions("batches"):
+        rows = done.value.get("batches", {})
+        m.batches = {int(k): [Batch.from_list(r) for r in v] for k, v in rows.items()}
     m.seen = {k: dict(v) for k, v in seen.items()}
     m.read = dict(read)
     return m
@@ -206,7 +228,7 @@ def check(
     _sends(history, m.reused, found)
     _aborted(history, m, found)
     _cycles(history, m, orders, found)
-    _monotonic(history, found)
+    _monotonic(history, m, found)
     if m.final is None:
         found.add("unavailable", "no final read after the faults healed")
     report = Report()
@@ -244,7 +266,32 @@ def _duplicates(m: _Model, found: _Found) -> None:
         if len(places) > 1:
             writer = m.written_by.get(value)
             by = f", written by {_by(writer)}" if writer is not None else ""
-            found.add("duplicate", f"{value!r} at (key, offset) {places}{by}")
+            bumped = _epoch_bumped(m, places)
+            if bumped:
+                found.add("epoch-bump-duplicate", f"{value!r} at {bumped}{by}")
+            else:
+                found.add("duplicate", f"{value!r} at (key, offset) {places}{by}")
+
+
+def _epoch_bumped(m: _Model, places: list[tuple[int, int]]) -> str:
+    """If every copy of a value (one key) sits in a non-transactional batch of one producer id,
+    each under a later producer epoch than the one before: the copies, named by epoch and
+    sequence; otherwise ''."""
+    if len({k for k, _o in places}) != 1:
+        return ""
+    key = places[0][0]
+    held = [batch_at(m.batches.get(key, []), o) for _k, o in places]
+    found = [b for b in held if b is not None and not b.transactional and not b.control]
+    if len(found) != len(places) or len({b.producer_id for b in found}) != 1:
+        return ""
+    epochs = [b.producer_epoch for b in found]
+    if any(later <= earlier for earlier, later in zip(epochs, epochs[1:], strict=False)):
+        return ""
+    return f"key {key}: " + ", ".join(
+        f"offset {o} (producer {b.producer_id} epoch {b.producer_epoch} sequence "
+        f"{b.base_sequence + o - b.base_offset})"
+        for (_k, o), b in zip(places, found, strict=True)
+    )
 
 
 def _lost(m: _Model, orders: dict[int, list[tuple[int, str]]], found: _Found) -> None:
@@ -403,9 +450,11 @@ def _cycles(
         found.add(cycle.kind, cycle.path())
 
 
-def _monotonic(history: History, found: _Found) -> None:
+def _monotonic(history: History, m: _Model, found: _Found) -> None:
     """Committed offsets and high watermarks: a read is not lower than what was known when it
-    was invoked (acknowledged commits and sends, earlier completed reads)."""
+    was invoked (acknowledged commits and sends, earlier completed reads). A high watermark
+    answered under an older leader epoch than what bounds it is `stale-hw`: each bound keeps
+    the leader epoch it was known under (a read's answer, a write's batch in the log)."""
     events: list[tuple[int, int, str, Op]] = []
     for f in ("committed", "hw"):
         for inv, done in history.completions(f):
@@ -419,8 +468,9 @@ def _monotonic(history: History, found: _Found) -> None:
         if done.type == OK and done.value.get("decision", "commit") == "commit":
             events.append((done.index, 1, "ack", done))
     events.sort(key=lambda e: (e[0], e[1]))
-    known: dict[tuple[str, int], tuple[int, str]] = {}  # ("hw" | group, key) -> bound, why
-    before: dict[int, dict[tuple[str, int], tuple[int, str]]] = {}
+    # ("hw" | group, key) -> bound, why, leader epoch it was known under (-1 unknown)
+    known: dict[tuple[str, int], tuple[int, str, int]] = {}
+    before: dict[int, dict[tuple[str, int], tuple[int, str, int]]] = {}
     for _i, _o, role, op in events:
         if role == "start":
             before[op.invoke] = dict(known)
@@ -428,11 +478,18 @@ def _monotonic(history: History, found: _Found) -> None:
             field_, kind = ("offsets", "offset-back") if op.f == "committed" else ("hw", "hw-back")
             name = "hw" if op.f == "hw" else "group " + str(op.value.get("group", ""))
             bounds = before.pop(op.invoke, {})
+            epochs = op.value.get("epochs", {})
             for key, value in op.value[field_].items():
                 bound = bounds.get((name, int(key)))
+                epoch = int(epochs.get(key, -1))
                 if bound is not None and value < bound[0]:
-                    found.add(kind, f"key {key} read {value} (op {op.invoke}) after {bound[1]}")
-                _raise(known, (name, int(key)), value, f"a read of {value} (op {op.invoke})")
+                    stale = kind == "hw-back" and 0 <= epoch < bound[2]
+                    at = f" from leader epoch {epoch}, older than {bound[2]}" if stale else ""
+                    found.add(
+                        "stale-hw" if stale else kind,
+                        f"key {key} read {value} (op {op.invoke}){at} after {bound[1]}",
+                    )
+                _raise(known, (name, int(key)), value, f"a read of {value} (op {op.invoke})", epoch)
         elif role == "commit":
             name = "group " + str(op.value.get("group", ""))
             for key, value in op.value["offsets"].items():
@@ -440,17 +497,23 @@ def _monotonic(history: History, found: _Found) -> None:
         else:
             for mop in op.value.get("mops", []):
                 if mop[0] == "send" and mop[3] is not None:
-                    end = mop[3] + 1
-                    _raise(
-                        known, ("hw", mop[1]), end, f"a write acked at {mop[3]} (op {op.invoke})"
-                    )
+                    key, offset = mop[1], mop[3]
+                    batch = batch_at(m.batches.get(key, []), offset)
+                    epoch = batch.leader_epoch if batch is not None else -1
+                    why = f"a write acked at {offset} (op {op.invoke})"
+                    _raise(known, ("hw", key), offset + 1, why, epoch)
 
 
 def _raise(
-    known: dict[tuple[str, int], tuple[int, str]], key: tuple[str, int], v: int, why: str
+    known: dict[tuple[str, int], tuple[int, str, int]],
+    key: tuple[str, int],
+    v: int,
+    why: str,
+    epoch: int = -1,
 ) -> None:
-    if key not in known or v > known[key][0]:
-        known[key] = (v, why)
+    """Raise a bound; at an equal value the newer leader epoch is kept."""
+    if key not in known or v > known[key][0] or (v == known[key][0] and epoch > known[key][2]):
+        known[key] = (v, why, epoch)
 
 
 def summarize(anomalies: list[Anomaly]) -> dict[str, int]:
@@ -462,7 +525,8 @@ def summarize(anomalies: list[Anomaly]) -> dict[str, int]:
 
 __all__ = [
     "ALL_KINDS",
-    "CLIENT_INFERRED",
+    "CLIENT_MADE",
+    "NOT_PROMISED",
     "CYCLES",
     "INFO",
     "KAFKA_GUARANTEES",

@@ -20,12 +20,18 @@ Kafka's kafka-clients; absent means librdkafka). The ops:
                 subscribe's rebalance); its position may legitimately move.
     commit      {"process", "offsets": {key: offset}}: a consumer group offset commit.
     committed   {"offsets": {key: offset}}: a monitor's OffsetFetch of the group.
-    hw          {"hw": {key: high watermark}}: a monitor's ListOffsets.
+    hw          {"hw": {key: high watermark}, "epochs": {key: leader epoch}}: a monitor's
+                ListOffsets (latest, read_uncommitted) and the leader epoch each answer
+                came under (KIP-320; -1 unknown).
     final       {"records": {key: [[offset, value], ...]}}: read_committed read of every key
                 to its end after the faults healed.
     final-uncommitted
                 {"records": ...}: the same read with read_uncommitted (aborted writes too);
                 never a read of the workload, only what the log holds at each offset.
+    batches     {"batches": {key: [[base offset, last offset, producer id, producer epoch,
+                base sequence, transactional, control, partition leader epoch], ...]}}:
+                every batch header of every key, read after the faults healed (a Fetch
+                of each key's leader); never a read of the workload.
     nemesis     {"fault", "phase"}: a fault began or ended (info, never judged).
 """
 

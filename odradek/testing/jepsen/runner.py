@@ -22,7 +22,14 @@ from confluent_kafka import KafkaException, Producer
 from odradek.testing.jepsen.checker import KAFKA_GUARANTEES, Report, check
 from odradek.testing.jepsen.history import INFO, OK, History
 from odradek.testing.jepsen.javaclient import JavaClients
-from odradek.testing.jepsen.workload import Env, Process, final_read, java_processes, processes
+from odradek.testing.jepsen.workload import (
+    Env,
+    Process,
+    final_read,
+    java_processes,
+    processes,
+    record_batches,
+)
 
 
 @dataclass
@@ -151,6 +158,9 @@ def run_workload(bootstrap: str, w: Workload, nemesis: Nemesis | None = None) ->
         notes += _fence(env, [f"jepsen-{w.seed}-t{i}" for i in range(w.txn)], time.monotonic() + 30)
         _stop([p for p in procs if p.process == "monitor"], notes)
     why = final_read(env)
+    if why:
+        notes.append(why)
+    why = record_batches(env)
     if why:
         notes.append(why)
     report = check(history, w.guarantees)

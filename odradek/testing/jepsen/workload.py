@@ -29,13 +29,16 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
+    IsolationLevel,
     KafkaError,
     KafkaException,
     Message,
     Producer,
     TopicPartition,
 )
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from odradek.testing.jepsen.batches import read_batches
 from odradek.testing.jepsen.history import FAIL, INFO, OK, History, Op
 
 if TYPE_CHECKING:
@@ -360,9 +363,9 @@ class Monitor(Process):
     """The group's committed offsets and every key's high watermark, over and over."""
 
     def run_ops(self) -> None:
-        # read_uncommitted: the high watermark, not the last stable offset
         settings = {"group.id": self.env.group, "enable.auto.commit": False}
-        consumer = Consumer(self.env.config({**settings, "isolation.level": "read_uncommitted"}))
+        consumer = Consumer(self.env.config(settings))
+        admin = AdminClient(self.env.config({}))
         tps = [TopicPartition(self.env.topic, k) for k in range(self.env.keys)]
         self.ready.set()
         try:
@@ -378,17 +381,34 @@ class Monitor(Process):
                     self.h.complete(inv, OK, {"offsets": offsets})
                 except KafkaException as exc:
                     self.h.complete(inv, INFO, error=_name(exc))
-                inv = self.h.invoke("hw", self.process, {"hw": {}})
-                hw: dict[int, int] = {}
-                for tp in tps:
-                    try:
-                        hw[tp.partition] = consumer.get_watermark_offsets(tp, 1.0, cached=False)[1]
-                    except KafkaException:
-                        continue
-                self.h.complete(inv, OK if hw else INFO, {"hw": hw})
+                inv = self.h.invoke("hw", self.process, {"hw": {}, "epochs": {}})
+                hw, epochs = _high_watermarks(admin, tps)
+                self.h.complete(inv, OK if hw else INFO, {"hw": hw, "epochs": epochs})
                 self.stop.wait(0.05)
         finally:
             consumer.close()
+
+
+def _high_watermarks(
+    admin: AdminClient, tps: list[TopicPartition]
+) -> tuple[dict[int, int], dict[int, int]]:
+    """Each key's high watermark (ListOffsets latest, read_uncommitted) and the leader epoch of
+    the broker that answered it (KIP-320), for the keys that answered within a second."""
+    hw: dict[int, int] = {}
+    epochs: dict[int, int] = {}
+    asked = admin.list_offsets(
+        {tp: OffsetSpec.latest() for tp in tps},
+        isolation_level=IsolationLevel.READ_UNCOMMITTED,
+        request_timeout=1.0,
+    )
+    for tp, fut in asked.items():
+        try:
+            got = fut.result(timeout=2.0)
+        except (KafkaException, TimeoutError):
+            continue
+        hw[tp.partition] = got.offset
+        epochs[tp.partition] = got.leader_epoch if got.leader_epoch is not None else -1
+    return hw, epochs
 
 
 def processes(
@@ -475,3 +495,13 @@ def final_read(env: Env, timeout: float = 20.0, isolation: str = "read_committed
         return ""
     finally:
         c.close()
+
+
+def record_batches(env: Env, timeout: float = 20.0) -> str:
+    """Read every key's batch headers (`batches.read_batches`) and record them as the
+    `batches` op; '' or why some key could not be read."""
+    inv = env.history.invoke("batches", "reader", {"batches": {}})
+    got, why = read_batches(env.bootstrap, env.topic, env.keys, timeout)
+    rows = {k: [b.as_list() for b in v] for k, v in got.items()}
+    env.history.complete(inv, INFO if why else OK, {"batches": rows}, error=why)
+    return why
