@@ -68,8 +68,19 @@ def batch_at(batches: list[Batch], offset: int) -> Batch | None:
 
 
 def _leaders(bootstrap: str, topic: str, timeout: float) -> dict[int, str]:
-    """Each partition's leader, as host:port."""
-    with RawClient(bootstrap, timeout) as c:
+    """Each partition's leader, as host:port, from the first of the bootstrap servers
+    (comma-separated) that answers."""
+    servers = [s.strip() for s in bootstrap.split(",") if s.strip()]
+    for server in servers[:-1]:
+        try:
+            return _leaders_from(server, topic, timeout / len(servers))
+        except (OSError, Closed, TimeoutError):
+            continue
+    return _leaders_from(servers[-1], topic, timeout / len(servers))
+
+
+def _leaders_from(server: str, topic: str, timeout: float) -> dict[int, str]:
+    with RawClient(server, timeout) as c:
         resp = c.request(
             protocol.MetadataRequest(
                 topics=[protocol.MetadataRequest.MetadataRequestTopic(name=topic)],

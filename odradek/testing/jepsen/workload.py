@@ -406,6 +406,8 @@ def _high_watermarks(
             got = fut.result(timeout=2.0)
         except (KafkaException, TimeoutError):
             continue
+        if got.offset < 0:
+            continue  # the partition's answer carried an error (OFFSET_INVALID)
         hw[tp.partition] = got.offset
         epochs[tp.partition] = got.leader_epoch if got.leader_epoch is not None else -1
     return hw, epochs
