@@ -47,6 +47,13 @@ def test_seed_keeps_kafkas_guarantees(hosts: HostCluster, seed: int) -> None:
     result = run_seed(hosts, seed, OPTIONS)
     assert result.valid, "\n" + result.explain()
     assert result.history.counts()["ok"] > 0, "\n" + result.explain()
+    # the checkers had every key's batch headers and watermarks with their leader epochs
+    batches = [done for _inv, done in result.history.completions("batches")]
+    assert [b.type for b in batches] == [OK], "\n" + result.explain()
+    assert sorted(batches[0].value["batches"]) == list(range(OPTIONS.keys))
+    assert any(batches[0].value["batches"].values()), "\n" + result.explain()
+    hws = [done for _inv, done in result.history.completions("hw") if done.type == OK]
+    assert hws and all(set(h.value["epochs"]) == set(h.value["hw"]) for h in hws)
 
 
 def test_seed_over_both_clients_keeps_kafkas_guarantees(hosts: HostCluster) -> None:
