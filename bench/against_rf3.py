@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from bench import kafka_proc, native, peer_traffic, procstat
 from bench.broker_proc import HOST, OdradekProcess
@@ -144,7 +145,11 @@ def render_split(results: dict[str, Rf3Result]) -> str:
 
 @contextlib.contextmanager
 def odradek_cluster() -> Iterator[Cluster]:
-    """Three `odradek serve` on one ZooKeeper; everything stopped on the way out."""
+    """Three `odradek serve` on one ZooKeeper; everything stopped on the way out.
+
+    With BENCH_RF3_PROFILE=DIR each process runs under cProfile, writing DIR/node<N>.prof when
+    it stops (the RF=1 and RF=3 rows of the run together; the fetch handler is RF=3's)."""
+    prof = os.environ.get("BENCH_RF3_PROFILE")
     with ZooKeeperServer() as zk:
         procs = [
             OdradekProcess(
@@ -152,7 +157,8 @@ def odradek_cluster() -> Iterator[Cluster]:
                     **ZK_OVERRIDES,
                     "node.id": str(n),
                     "zookeeper.connect": zk.connect("/bench-rf3"),
-                }
+                },
+                profile_to=Path(prof) / f"node{n}.prof" if prof else None,
             )
             for n in range(NODES)
         ]

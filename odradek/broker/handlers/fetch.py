@@ -260,12 +260,14 @@ def reread_follower(
     return out, total, errors
 
 
-async def wait_for_data(broker: Broker, wanted: list[SessionPartition], timeout: float) -> None:
+async def wait_for_data(
+    broker: Broker, wanted: list[SessionPartition], timeout: float, follower: bool = False
+) -> None:
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[None] = loop.create_future()
     parts = [p for sp in wanted if (p := broker.topics.get(sp.topic, sp.partition))]
     for p in parts:
-        p.add_waiter(fut)
+        p.add_waiter(fut, follower)
     try:
         await asyncio.wait_for(fut, timeout)
     except TimeoutError:
@@ -396,14 +398,14 @@ async def fetch(ctx: RequestContext, req: protocol.FetchRequest) -> list[Piece]:
         remaining = deadline - time.monotonic()
         if total >= req.min_bytes or errors or remaining <= 0 or not wanted:
             break
-        await wait_for_data(broker, wanted, remaining)
+        await wait_for_data(broker, wanted, remaining, replica_id >= 0)
         while replica_id >= 0 and not _follower_news(broker, wanted):
             # a follower waits for records (or an error): the high watermark moves its own
             # fetch and the other follower's cause are no reason to read every partition again
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            await wait_for_data(broker, wanted, remaining)
+            await wait_for_data(broker, wanted, remaining, True)
         woken = True
     if quota is not None:
         throttle_ms = quota.record(user, client_id, total)

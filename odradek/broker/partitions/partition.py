@@ -74,6 +74,9 @@ class Partition:
         # Until the high watermark reaches it, client ListOffsets answer OFFSET_NOT_AVAILABLE.
         self.leader_epoch_start_offset: int | None = None
         self._waiters: set[asyncio.Future[None]] = set()
+        # waiting follower fetches: a high watermark move alone is no news to them (Kafka's
+        # DelayedFetch of a follower reads to the log end), so `wake_high_watermark` skips them
+        self._follower_waiters: set[asyncio.Future[None]] = set()
         self._flush_watched: FlushRound | None = None
 
     @property
@@ -167,16 +170,27 @@ class Partition:
         self.wake()
 
     def wake(self) -> None:
+        if self._follower_waiters:
+            followers, self._follower_waiters = self._follower_waiters, set()
+            for fut in followers:
+                if not fut.done():
+                    fut.set_result(None)
+        self.wake_high_watermark()
+
+    def wake_high_watermark(self) -> None:
+        """The high watermark moved (nothing else): wake consumers' fetches and acks=all
+        produces, not the followers' fetches, which wait for records past the log end."""
         waiters, self._waiters = self._waiters, set()
         for fut in waiters:
             if not fut.done():
                 fut.set_result(None)
 
-    def add_waiter(self, fut: asyncio.Future[None]) -> None:
-        self._waiters.add(fut)
+    def add_waiter(self, fut: asyncio.Future[None], follower: bool = False) -> None:
+        (self._follower_waiters if follower else self._waiters).add(fut)
 
     def remove_waiter(self, fut: asyncio.Future[None]) -> None:
         self._waiters.discard(fut)
+        self._follower_waiters.discard(fut)
 
     def append_internal(self, batch: bytes | bytearray) -> AppendResult:
         """Append batches built by the broker itself (coordinator records, markers excluded)."""

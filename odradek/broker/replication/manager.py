@@ -404,7 +404,7 @@ class ReplicaManager:
         hw = leo if tracker is None else tracker.high_watermark(part.isr, leo)
         if hw > part.high_watermark:
             part.high_watermark = hw
-            part.wake()
+            part.wake_high_watermark()  # acks=all produces and consumers; followers need records
 
     def _expand_isrs(self) -> None:
         """Add the followers that caught up during the last turn of the loop to their ISRs."""
