@@ -152,6 +152,26 @@ public class ProduceConsume {
                 System.out.println("SENT " + tag + " " + md.partition() + " " + md.offset());
             }
 
+            if (acks.equals("0")) {
+                // acks=0: the send completes before the broker appends; wait (bounded) until
+                // every record is in the log before reading offsets, on either broker
+                long until = System.currentTimeMillis() + WAIT_S * 1000L;
+                while (System.currentTimeMillis() < until) {
+                    Map<TopicPartition, OffsetSpec> ends = new HashMap<>();
+                    for (TopicPartition tp : tps) {
+                        ends.put(tp, OffsetSpec.latest());
+                    }
+                    long total = 0;
+                    for (ListOffsetsResultInfo info : admin.listOffsets(ends).all()
+                            .get(WAIT_S, TimeUnit.SECONDS).values()) {
+                        total += info.offset();
+                    }
+                    if (total >= count) {
+                        break;
+                    }
+                    Thread.sleep(50);
+                }
+            }
             Map<String, OffsetSpec> specs = Map.of(
                 "earliest", OffsetSpec.earliest(),
                 "latest", OffsetSpec.latest(),
