@@ -10,6 +10,7 @@ Plain Kafka requests (Metadata, then Fetch read_uncommitted from each key's lead
 
 from __future__ import annotations
 
+import bisect
 import time
 from dataclasses import dataclass
 
@@ -55,28 +56,21 @@ class Batch:
 
 def batch_at(batches: list[Batch], offset: int) -> Batch | None:
     """The batch holding `offset` (batches in offset order), or None."""
-    lo, hi = 0, len(batches)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if batches[mid].last_offset < offset:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < len(batches) and batches[lo].base_offset <= offset:
-        return batches[lo]
-    return None
+    i = bisect.bisect_left(batches, offset, key=lambda b: b.last_offset)
+    return batches[i] if i < len(batches) and batches[i].base_offset <= offset else None
 
 
 def _leaders(bootstrap: str, topic: str, timeout: float) -> dict[int, str]:
     """Each partition's leader, as host:port, from the first of the bootstrap servers
-    (comma-separated) that answers."""
+    (comma-separated) that answers; the last one's error when none does."""
     servers = [s.strip() for s in bootstrap.split(",") if s.strip()]
-    for server in servers[:-1]:
+    error: Exception = OSError(f"no bootstrap server in {bootstrap!r}")
+    for server in servers:
         try:
             return _leaders_from(server, topic, timeout / len(servers))
-        except (OSError, Closed, TimeoutError):
-            continue
-    return _leaders_from(servers[-1], topic, timeout / len(servers))
+        except (OSError, Closed, TimeoutError) as exc:
+            error = exc
+    raise error
 
 
 def _leaders_from(server: str, topic: str, timeout: float) -> dict[int, str]:
