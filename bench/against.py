@@ -29,11 +29,12 @@ import math
 import os
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from bench import kafka_proc, native, procstat, txn
+from bench import falloff, kafka_proc, native, procstat, txn
 from bench.broker_proc import BrokerStartError, OdradekProcess
 from bench.topics import Topics, topic_name
 from bench.workloads import ClientSettings
@@ -206,6 +207,8 @@ def measure(side: Side, spec: Spec, opts: argparse.Namespace) -> Measurement:
     if spec.kind != "txn" and spec.kind != "consume":
         topic = topic_name(spec.kind)
         side.topics.create(topic, spec.partitions, 1)
+    if opts.warm and spec.kind == "produce":
+        falloff.warm(tempfile.gettempdir(), _records(opts, spec) * spec.size * 11 // 10)
     cpu0 = procstat.cpu_seconds(side.pid)
     metrics: dict[str, float] = {}
     moved = 0
@@ -390,6 +393,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scale-partitions", type=int, default=10)
     p.add_argument("--metadata-runs", type=int, default=10)
     p.add_argument("--connections", type=int, default=2000)
+    p.add_argument(
+        "--warm",
+        action="store_true",
+        help="before each produce run, write and delete a file of the bytes it will write "
+        "(times the replication factor), so that both brokers take pages the guest has just "
+        "freed: on a VM whose balloon reports free pages (bench.falloff) the first write to a "
+        "page freed long ago costs the host's fault and zeroing, whichever broker meets it",
+    )
     p.add_argument("--kafka-first", action="store_true", help="--rf3: Kafka's cluster first")
     p.add_argument("--rf3-only", choices=("odradek", "kafka"), help="--rf3: one broker only")
     p.add_argument(

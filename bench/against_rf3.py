@@ -20,12 +20,13 @@ import contextlib
 import os
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import kafka_proc, native, peer_traffic, procstat
+from bench import falloff, kafka_proc, native, peer_traffic, procstat
 from bench.broker_proc import HOST, OdradekProcess
 from bench.topics import Topics, topic_name
 from bench.workloads import ClientSettings
@@ -235,6 +236,8 @@ def measure(cluster: Cluster, opts: argparse.Namespace) -> Rf3Result:
             settings = ClientSettings(
                 cluster.bootstrap, 1, acks="all", phase_timeout_s=opts.phase_timeout
             )
+            if opts.warm:
+                falloff.warm(tempfile.gettempdir(), records * SIZE * rf * 11 // 10)
             leader = _leader(cluster, topic)
             followers = [n for n in sorted(cluster.nodes) if n != leader]
             follower_pids = {cluster.nodes[n][0] for n in followers}
