@@ -105,6 +105,10 @@ class TableRow:
     higher_is_better: bool
     values: dict[str, float | None]  # broker -> median value
     cpu_per_gb: dict[str, float | None] = field(default_factory=dict)
+    # rounds in which odradek's value was the better of the pair, of the rounds both answered:
+    # the two brokers run one right after the other in a round, so this says how often the
+    # median's order holds, where the spread of a row's runs is as wide as the difference
+    rounds_ahead: tuple[int, int] | None = None
 
     @property
     def ratio(self) -> float | None:
@@ -130,15 +134,18 @@ def _num(value: float | None, digits: int = 1) -> str:
 def render_table(rows: list[TableRow]) -> str:
     """The side-by-side markdown table: both brokers, the ratio, who leads, CPU s/GB."""
     out = [
-        "| row | odradek | Kafka | odradek / Kafka | leads | odradek CPU s/GB | Kafka CPU s/GB |",
-        "|---|---|---|---|---|---|---|",
+        "| row | odradek | Kafka | odradek / Kafka | leads | rounds odradek ahead "
+        "| odradek CPU s/GB | Kafka CPU s/GB |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         leads = {True: ODRADEK, False: KAFKA, None: "-"}[row.odradek_leads]
         digits = 1 if row.higher_is_better else 2
+        ahead = f"{row.rounds_ahead[0]} of {row.rounds_ahead[1]}" if row.rounds_ahead else "-"
         out.append(
             f"| {row.label} | {_num(row.values.get(ODRADEK), digits)} "
             f"| {_num(row.values.get(KAFKA), digits)} | {_num(row.ratio, 2)} | {leads} "
+            f"| {ahead} "
             f"| {_num(row.cpu_per_gb.get(ODRADEK), 2)} | {_num(row.cpu_per_gb.get(KAFKA), 2)} |"
         )
     return "\n".join(out)
@@ -159,8 +166,26 @@ def table_rows(spec: Spec, results: dict[str, list[Measurement]]) -> list[TableR
         label = spec.label if name == "MB/s" else f"{spec.label} {name}"
         if name == "MB/s":
             label += " MB/s"
-        rows.append(TableRow(label, higher, values, dict(cpu)))
+        rows.append(
+            TableRow(label, higher, values, dict(cpu), _rounds_ahead(results, name, higher))
+        )
     return rows
+
+
+def _rounds_ahead(
+    results: dict[str, list[Measurement]], name: str, higher: bool
+) -> tuple[int, int] | None:
+    """Of the rounds where both brokers have `name`, how many odradek did better in."""
+    pairs = [
+        (a.metrics[name], b.metrics[name])
+        for a, b in zip(results.get(ODRADEK, []), results.get(KAFKA, []), strict=False)
+        if name in a.metrics
+        and name in b.metrics
+        and not (math.isnan(a.metrics[name]) or math.isnan(b.metrics[name]))
+    ]
+    if not pairs:
+        return None
+    return sum(1 for a, b in pairs if (a >= b if higher else a <= b)), len(pairs)
 
 
 def specs(opts: argparse.Namespace) -> list[Spec]:

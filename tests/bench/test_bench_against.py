@@ -78,10 +78,10 @@ def test_ratio_and_leader_follow_the_metric_direction() -> None:
     assert slower_latency.ratio == pytest.approx(1.5) and slower_latency.odradek_leads is False
     assert missing.ratio is None and missing.odradek_leads is None
     table = render_table([faster, slower_latency, missing]).splitlines()
-    assert table[0].startswith("| row | odradek | Kafka | odradek / Kafka | leads")
-    assert table[2] == "| produce MB/s | 300.0 | 200.0 | 1.50 | odradek | - | - |"
-    assert table[3] == "| p99 ms | 3.00 | 2.00 | 1.50 | Kafka | - | - |"
-    assert table[4] == "| RSS | 50.00 | - | - | - | - | - |"
+    assert table[0].startswith("| row | odradek | Kafka | odradek / Kafka | leads | rounds")
+    assert table[2] == "| produce MB/s | 300.0 | 200.0 | 1.50 | odradek | - | - | - |"
+    assert table[3] == "| p99 ms | 3.00 | 2.00 | 1.50 | Kafka | - | - | - |"
+    assert table[4] == "| RSS | 50.00 | - | - | - | - | - | - |"
 
 
 def test_table_rows_take_medians_and_cpu_per_gb_over_all_rounds() -> None:
@@ -92,16 +92,26 @@ def test_table_rows_take_medians_and_cpu_per_gb_over_all_rounds() -> None:
             Measurement({"MB/s": 300.0}, 1.0, 500_000_000),
             Measurement({"MB/s": 200.0}, 2.0, 1_000_000_000),
         ],
-        KAFKA: [Measurement({"MB/s": 100.0}, 8.0, 1_000_000_000)],
+        KAFKA: [
+            Measurement({"MB/s": 150.0}, 4.0, 500_000_000),
+            Measurement({"MB/s": 100.0}, 4.0, 500_000_000),
+            Measurement({"MB/s": 250.0}, 4.0, 500_000_000),
+        ],
     }
     (row,) = table_rows(spec, results)
     assert row.label == "produce 1024 B, 12 partitions, acks=all (native) MB/s"
-    assert row.values == {ODRADEK: 200.0, KAFKA: 100.0}
+    assert row.values == {ODRADEK: 200.0, KAFKA: 150.0}
+    # the medians say odradek, the rounds say it was ahead in one of three
+    assert row.rounds_ahead == (1, 3)
+    assert "| 1 of 3 |" in render_table([row])
     assert row.cpu_per_gb[ODRADEK] == pytest.approx(2.0)
     assert row.cpu_per_gb[KAFKA] == pytest.approx(8.0)
     latency = table_rows(
         Spec("rate", "native", 1024, 1, "all", 50.0),
-        {ODRADEK: [Measurement({"p50 ms": 1.0, "p99 ms": 2.0, "p99.9 ms": math.nan}, 0.1, 0)]},
+        {
+            ODRADEK: [Measurement({"p50 ms": 1.0, "p99 ms": 2.0, "p99.9 ms": math.nan}, 0.1, 0)],
+            KAFKA: [Measurement({"p50 ms": 0.9, "p99 ms": 3.0, "p99.9 ms": 5.0}, 0.1, 0)],
+        },
     )
     assert [r.label.rsplit(" ", 2)[-2:] for r in latency] == [
         ["p50", "ms"],
@@ -109,6 +119,8 @@ def test_table_rows_take_medians_and_cpu_per_gb_over_all_rounds() -> None:
         ["p99.9", "ms"],
     ]
     assert latency[0].cpu_per_gb[ODRADEK] is None  # nothing moved: no CPU s per GB
+    # lower is better: behind at p50, ahead at p99, no pair at p99.9 (odradek's was missing)
+    assert [r.rounds_ahead for r in latency] == [(0, 1), (1, 1), None]
 
 
 def test_against_an_unknown_broker_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
