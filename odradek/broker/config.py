@@ -434,6 +434,13 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         _k("producer.id.expiration.ms", "int", 86400000, "idle producer ids expire"),
         _k("replica.lag.time.max.ms", "long", 30000, "a follower this far behind leaves the ISR"),
         _k("replica.fetch.max.bytes", "int", 1048576, "bytes a follower fetches per partition"),
+        _k(
+            "fetch.max.bytes",
+            "int",
+            57671680,
+            "the most bytes one Fetch answer carries; a request's max_bytes above it is capped",
+            minimum=1024,
+        ),
         _k("replica.fetch.wait.max.ms", "int", 500, "follower long-poll wait"),
         _k(
             "replica.high.watermark.checkpoint.interval.ms",

@@ -57,3 +57,25 @@ def test_a_multi_megabyte_answer_to_a_slow_reader_arrives_whole() -> None:
         pos += header.size
     assert pos == len(data)
     assert got == sent
+
+
+def test_the_brokers_fetch_max_bytes_caps_what_a_consumer_asks_for() -> None:
+    """Kafka's broker config fetch.max.bytes bounds every Fetch answer whatever max_bytes the
+    request carries (the first batch still goes whole, KIP-74); the rest comes on the next Fetch."""
+    sent = [[os.urandom(VALUE) for _ in range(RECORDS)] for _ in range(3)]
+    batch_size = len(build_batch([(None, v, [], 0) for v in sent[0]]))
+    config = {"fetch.max.bytes": batch_size + batch_size // 2}
+    with Broker(topics={"big": 1}, config=config) as broker, RawClient(broker.bootstrap) as c:
+        for values in sent:
+            produce_batch(c, "big", values)
+        req = fetch_request(
+            0, -1, [("big", 0, 0)], max_bytes=64 << 20, partition_max_bytes=64 << 20
+        )
+        p = c.request(req, V).responses[0].partitions[0]
+    assert p.error_code == 0 and p.high_watermark == 3 * RECORDS
+    data = memoryview(p.records)
+    # the answer stops at the cap (its tail a partial batch, as Kafka's file slice leaves it,
+    # which clients drop); without the cap it carried all three batches
+    assert len(data) == config["fetch.max.bytes"]
+    header = parse_header(data, 0)
+    assert crc_ok(data, 0, header) and header.last_offset_delta == RECORDS - 1

@@ -335,7 +335,9 @@ async def fetch(ctx: RequestContext, req: protocol.FetchRequest) -> list[Piece]:
         replica_id = req.replica_id
     else:
         replica_id = req.replica_state.replica_id if req.replica_state is not None else -1
-    params = FetchParams(replica_id, req.isolation_level, req.max_bytes, version)
+    # Kafka caps every Fetch (followers' too) by the broker's fetch.max.bytes
+    cap = int(broker.config.get("fetch.max.bytes"))
+    params = FetchParams(replica_id, req.isolation_level, min(req.max_bytes, cap), version)
     quota = broker.quotas.fetch if replica_id < 0 and broker.quotas.fetch.enabled else None
     if quota is not None:
         user, client_id = q.tags_of(ctx)
