@@ -13,7 +13,8 @@ does not always land on the same broker), and the table gives each broker's medi
   with Kafka's own kafka-producer-perf-test / kafka-consumer-perf-test;
 - produce latency p50 / p99 / p99.9 at 10, 50 and 200 MB/s offered (native driver, 1 KiB,
   acks=all, linger.ms 1), and end-to-end latency (Kafka's EndToEndLatency: one record produced
-  and consumed at a time, acks=1; the tool reports whole milliseconds);
+  and consumed at a time, acks=1; the tool reports whole milliseconds) with the same loop timed
+  to the microsecond (bench.e2e_us, confluent-kafka, `--e2e-records` records);
 - one-record transaction commit latency p50 / p99 (bench.txn, confluent-kafka);
 - start to the first ApiVersions answer, idle RSS, RSS once 1 GB of values has been produced;
 - broker CPU seconds per GB (utime + stime from /proc/PID/stat) on every row that moves data.
@@ -34,7 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from bench import falloff, kafka_proc, native, procstat, txn
+from bench import e2e_us, falloff, kafka_proc, native, procstat, txn
 from bench.broker_proc import BrokerStartError, OdradekProcess
 from bench.topics import Topics, topic_name
 from bench.workloads import ClientSettings
@@ -77,6 +78,8 @@ class Spec:
             )
         if self.kind == "e2e":
             return f"end-to-end {self.size} B, one at a time, acks=1 (EndToEndLatency)"
+        if self.kind == "e2e_us":
+            return f"end-to-end {self.size} B, one at a time, acks=1 (confluent-kafka, to the us)"
         return "one-record transaction commit (confluent-kafka)"
 
 
@@ -95,6 +98,7 @@ METRICS: dict[str, list[tuple[str, bool]]] = {
     "consume": [("MB/s", True)],
     "rate": [("p50 ms", False), ("p99 ms", False), ("p99.9 ms", False)],
     "e2e": [("p50 ms", False), ("p99 ms", False), ("p99.9 ms", False)],
+    "e2e_us": [("p50 ms", False), ("p99 ms", False), ("p99.9 ms", False)],
     "txn": [("commit p50 ms", False), ("commit p99 ms", False)],
 }
 
@@ -201,6 +205,7 @@ def specs(opts: argparse.Namespace) -> list[Spec]:
         out += [Spec("rate", "native", RATE_SIZE, 1, "all", r) for r in opts.rates]
     if opts.e2e_records:
         out.append(Spec("e2e", "java", RATE_SIZE, 1, "1"))
+        out.append(Spec("e2e_us", "python", RATE_SIZE, 1, "1"))
     if opts.transactions:
         out.append(Spec("txn", "python"))
     return out
@@ -278,6 +283,11 @@ def measure(side: Side, spec: Spec, opts: argparse.Namespace) -> Measurement:
         )
         moved = r.value_bytes
         side.produced += moved
+    elif spec.kind == "e2e_us":
+        lat_ms = [us / 1000 for us in e2e_us.measure(side.bootstrap, opts.e2e_records, topic)]
+        p50, p99, p999 = e2e_us.percentiles(lat_ms)
+        metrics.update({"p50 ms": p50, "p99 ms": p99, "p99.9 ms": p999})
+        moved = opts.e2e_records * spec.size
     elif spec.kind == "e2e":
         p = kafka_proc.end_to_end(side.bootstrap, topic, opts.e2e_records, spec.size, "1", timeout)
         metrics.update({"p50 ms": p.p50_ms or 0.0, "p99 ms": p.p99_ms or 0.0})

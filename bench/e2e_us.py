@@ -23,23 +23,26 @@ TOPIC = "e2e-us"
 PAYLOAD = b"x" * 1024
 
 
-def measure(bootstrap: str, records: int) -> list[float]:
-    """Microseconds from produce() to the consumer's poll() returning that record, sorted."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
+def measure(bootstrap: str, records: int, topic: str = "") -> list[float]:
+    """Microseconds from produce() to the consumer's poll() returning that record, sorted.
+    Into `topic` (one partition, made by the caller) or, without one, a new topic `e2e-us`."""
+    if not topic:
+        topic = TOPIC
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
     prod = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0})
     cons = Consumer(
         {
             "bootstrap.servers": bootstrap,
-            "group.id": "e2e-us",
+            "group.id": topic,
             "auto.offset.reset": "earliest",
             "fetch.wait.max.ms": 500,
             "enable.auto.commit": False,
         }
     )
     try:
-        cons.subscribe([TOPIC])
-        prod.produce(TOPIC, PAYLOAD)
+        cons.subscribe([topic])
+        prod.produce(topic, PAYLOAD)
         prod.flush(30)
         deadline = time.monotonic() + 60
         while cons.poll(1.0) is None:
@@ -48,7 +51,7 @@ def measure(bootstrap: str, records: int) -> list[float]:
         lat: list[float] = []
         for _ in range(records):
             t0 = time.perf_counter_ns()
-            prod.produce(TOPIC, PAYLOAD)
+            prod.produce(topic, PAYLOAD)
             prod.poll(0)
             msg = cons.poll(30.0)
             if msg is None:
@@ -70,12 +73,18 @@ def main() -> None:
     with broker:
         broker.start()
         lat = measure(broker.bootstrap, args.records)
-    n = len(lat)
     name = "kafka" if args.kafka else "odradek"
+    p50, p99, p999 = percentiles(lat)
     print(
-        f"{name} e2e 1024 B acks=1 us: p50 {lat[n // 2]:.0f} p99 {lat[int(n * 0.99)]:.0f} "
-        f"p99.9 {lat[min(n - 1, int(n * 0.999))]:.0f} (load {os.getloadavg()[0]:.1f})"
+        f"{name} e2e 1024 B acks=1 us: p50 {p50:.0f} p99 {p99:.0f} p99.9 {p999:.0f} "
+        f"(load {os.getloadavg()[0]:.1f})"
     )
+
+
+def percentiles(lat: list[float]) -> tuple[float, float, float]:
+    """p50, p99 and p99.9 of sorted latencies (nearest rank below)."""
+    n = len(lat)
+    return lat[n // 2], lat[int(n * 0.99)], lat[min(n - 1, int(n * 0.999))]
 
 
 if __name__ == "__main__":

@@ -170,3 +170,16 @@ def test_rf3_split_from_the_followers_tcp_counters() -> None:
     r.splits.append(Split(2.0, (1.0, 0.5), (5, 10), (5_000_000, 5_000_000), 5_000_000))
     table = render_split({ODRADEK: r})
     assert "| odradek 1 | 400.00 | 200.00 + 100.00 | 1.00, 2.00 | 1,000, 500 |" in table
+
+
+def test_end_to_end_rows_come_in_whole_ms_and_to_the_microsecond() -> None:
+    from bench import e2e_us
+    from bench.against import build_parser, specs
+
+    kinds = [s.kind for s in specs(build_parser().parse_args([]))]
+    assert kinds[-3:] == ["e2e", "e2e_us", "txn"]
+    assert "e2e_us" not in [
+        s.kind for s in specs(build_parser().parse_args(["--e2e-records", "0"]))
+    ]
+    lat = [float(i) for i in range(1, 2001)]  # 1 .. 2000 us, sorted
+    assert e2e_us.percentiles(lat) == (1001.0, 1981.0, 1999.0)
