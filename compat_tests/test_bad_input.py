@@ -22,13 +22,19 @@ from dataclasses import dataclass, field
 
 import pytest
 from kafka.protocol.admin import CreateTopicsRequest
-from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 from kafka.record import MemoryRecords
 
 from compat_tests.harness import BrokerProcess, list_offset, produce, unique_name
-from odradek.testing.raw import Closed, RawClient, response_class
+from odradek.testing.raw import (
+    FETCH_MAX_BYTES,
+    Closed,
+    RawClient,
+    fetch_partition,
+    response_class,
+)
 from odradek.wire.records import build_batch
 
 pytestmark = pytest.mark.compat
@@ -86,45 +92,18 @@ class Stored:
 
 
 def fetch(
-    client: RawClient, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20
+    client: RawClient, topic: str, partition: int, offset: int, max_bytes: int = FETCH_MAX_BYTES
 ) -> tuple[int, int, list[Stored]]:
     """(error_code, high watermark, records at or after `offset`) from one Fetch."""
-    T = FetchRequest.FetchTopic
-    req = FetchRequest(
-        replica_id=-1,
-        max_wait_ms=0,
-        min_bytes=0,
-        max_bytes=max_bytes,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            T(
-                topic=topic,
-                partitions=[
-                    T.FetchPartition(
-                        partition=partition,
-                        current_leader_epoch=-1,
-                        fetch_offset=offset,
-                        log_start_offset=-1,
-                        partition_max_bytes=max_bytes,
-                    )
-                ],
-            )
-        ],
-        forgotten_topics_data=[],
-        rack_id="",
-    )
-    resp = client.request(req, 11)
-    (part,) = resp.responses[0].partitions
+    error_code, high_watermark, data = fetch_partition(client, topic, partition, offset, max_bytes)
     records: list[Stored] = []
-    if part.records:
-        batches = MemoryRecords(bytes(part.records))
+    if data:
+        batches = MemoryRecords(data)
         while (batch := batches.next_batch()) is not None:
             for r in batch:
                 if r.offset >= offset:
                     records.append(Stored(r.offset, r.key, r.value, tuple(r.headers), r.timestamp))
-    return part.error_code, part.high_watermark, records
+    return error_code, high_watermark, records
 
 
 def fetch_all(client: RawClient, topic: str, partition: int = 0, offset: int = 0) -> list[Stored]:

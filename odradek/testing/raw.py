@@ -2,7 +2,8 @@
 
 One TCP connection speaking Kafka frames, every read bounded by a deadline; requests are built
 with `odradek.wire.protocol` classes. For protocol-level tests (fetch sessions, bad input,
-durability) where real clients hide the detail.
+durability) where real clients hide the detail. `fetch_partition` is the plain one-partition
+Fetch they share (the compat tests' record reads, the Jepsen runner's batch headers).
 """
 
 from __future__ import annotations
@@ -13,8 +14,12 @@ import sys
 import time
 from typing import Any
 
+from odradek.wire import protocol
+
 _SIZE = struct.Struct(">i")
 WAIT_S = 20.0
+FETCH_VERSION = 11  # topic names and the KIP-392 fields; Kafka 2.3 and later
+FETCH_MAX_BYTES = 1 << 20
 
 
 class Closed(Exception):
@@ -98,3 +103,34 @@ class RawClient:
 def response_class(req: Any) -> Any:
     module = sys.modules[type(req).__module__]
     return getattr(module, type(req).__name__.removesuffix("Request") + "Response")
+
+
+def fetch_partition(
+    client: RawClient, topic: str, partition: int, offset: int, max_bytes: int = FETCH_MAX_BYTES
+) -> tuple[int, int, bytes]:
+    """(error code, high watermark, record bytes) of one Fetch of one partition from `offset`:
+    a consumer's (replica id -1), read_uncommitted, outside any fetch session (KIP-227 epoch
+    -1), answered at once (max wait 0, min bytes 0), `max_bytes` for the answer and the
+    partition. The bytes are the batches as the log holds them, the last one possibly cut."""
+    fetch = protocol.FetchRequest
+    part = fetch.FetchTopic.FetchPartition(
+        partition=partition,
+        current_leader_epoch=-1,
+        fetch_offset=offset,
+        log_start_offset=-1,
+        partition_max_bytes=max_bytes,
+    )
+    req = fetch(
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[fetch.FetchTopic(topic=topic, partitions=[part])],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+    (answer,) = client.request(req, FETCH_VERSION).responses[0].partitions
+    return answer.error_code, answer.high_watermark, bytes(answer.records or b"")

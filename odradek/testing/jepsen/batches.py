@@ -14,13 +14,11 @@ import bisect
 import time
 from dataclasses import dataclass
 
-from odradek.testing.raw import Closed, RawClient
+from odradek.testing.raw import Closed, RawClient, fetch_partition
 from odradek.wire import protocol
 from odradek.wire.batch import CorruptRecordError, iter_batches
 
-_FETCH_VERSION = 11  # topic names, KIP-392 fields; Kafka 2.3 and later
 _METADATA_VERSION = 9
-_PARTITION_BYTES = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,34 +91,6 @@ def _leaders_from(server: str, topic: str, timeout: float) -> dict[int, str]:
     return out
 
 
-def _fetch(c: RawClient, topic: str, key: int, offset: int) -> tuple[int, int, bytes]:
-    """(error code, high watermark, record bytes) of one read_uncommitted Fetch."""
-    part = protocol.FetchRequest.FetchTopic.FetchPartition(
-        partition=key,
-        current_leader_epoch=-1,
-        fetch_offset=offset,
-        log_start_offset=-1,
-        partition_max_bytes=_PARTITION_BYTES,
-    )
-    resp = c.request(
-        protocol.FetchRequest(
-            replica_id=-1,
-            max_wait_ms=0,
-            min_bytes=0,
-            max_bytes=_PARTITION_BYTES,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=[protocol.FetchRequest.FetchTopic(topic=topic, partitions=[part])],
-            forgotten_topics_data=[],
-            rack_id="",
-        ),
-        _FETCH_VERSION,
-    )
-    p = resp.responses[0].partitions[0]
-    return p.error_code, p.high_watermark, bytes(p.records or b"")
-
-
 def read_batches(
     bootstrap: str, topic: str, keys: int, timeout: float = 20.0
 ) -> tuple[dict[int, list[Batch]], str]:
@@ -156,7 +126,7 @@ def _read_key(leader: str, topic: str, key: int, into: list[Batch], deadline: fl
     with RawClient(leader, max(1.0, deadline - time.monotonic())) as c:
         offset = into[-1].last_offset + 1 if into else 0
         while time.monotonic() < deadline:
-            error, hw, records = _fetch(c, topic, key, offset)
+            error, hw, records = fetch_partition(c, topic, key, offset)
             if error:
                 return False
             before = offset
