@@ -13,6 +13,11 @@ CONCURRENT_TRANSACTIONS, as raw requests (v3, both brokers serve it): InitProduc
 transactional id whose transaction is ongoing makes the coordinator abort it and answer
 CONCURRENT_TRANSACTIONS until the abort completes; the retried call bumps the epoch and an
 EndTxn with the old epoch is fenced.
+
+EndTxn v1 with no transaction open, as raw requests: abort when nothing was added (Empty), abort
+after a commit, commit after an abort (INVALID_TXN_STATE, which librdkafka makes fatal), and the
+retried EndTxn of a finished transaction (NONE). The chaos transactional client meets the first
+two when an AddPartitionsToTxn failed and it aborts (tests/testing/test_chaos_clients.py).
 """
 
 from __future__ import annotations
@@ -185,3 +190,77 @@ def test_init_producer_id_during_ongoing_transaction(
     ours, theirs = _concurrent(txn_odradek.bootstrap), _concurrent(txn_kafka.bootstrap)
     assert theirs["init while ongoing"] == CONCURRENT_TRANSACTIONS, theirs
     Checker("4.4").check("raw concurrent transactions", ours, theirs)
+
+
+INVALID_TXN_STATE = 48
+
+
+def _end_txn(bootstrap: str, txid: str, pid: int, epoch: int, commit: bool) -> object:
+    spec = {"transactional_id": txid, "producer_id": pid, "producer_epoch": epoch}
+    end = send(bootstrap, protocol._REQUESTS[26], {**spec, "committed": commit}, 1)
+    return getattr(end, "error_code", end)
+
+
+def _end_without_open_transaction(bootstrap: str) -> dict[str, object]:
+    """EndTxn v1 (librdkafka's) when the coordinator holds no ongoing transaction for the
+    producer: librdkafka sends it on abort_transaction() once any AddPartitionsToTxn went out
+    for the transaction, even one answered NOT_COORDINATOR because the coordinator could not
+    append Ongoing (the coordinator keeps the state before it), and goes fatal on the answer.
+    A retry of the EndTxn that ended the transaction (same result) is answered NONE."""
+    topic, txid = fresh("txend"), fresh("txid")
+    create(bootstrap, topic)
+    _retry(
+        lambda: send(bootstrap, protocol._REQUESTS[10], {"key": txid, "key_type": 1}, 2),
+        lambda r: r.error_code,
+    )
+    init_spec = {"transactional_id": txid, "transaction_timeout_ms": 60000}
+    init = _retry(
+        lambda: send(bootstrap, protocol._REQUESTS[22], init_spec, 3), lambda r: r.error_code
+    )
+    pid, epoch = init.producer_id, init.producer_epoch
+    add_spec = {
+        "v3_and_below_transactional_id": txid,
+        "v3_and_below_producer_id": pid,
+        "v3_and_below_producer_epoch": epoch,
+        "v3_and_below_topics": [{"name": topic, "partitions": [0]}],
+    }
+
+    def add() -> object:
+        resp = send(bootstrap, protocol._REQUESTS[24], add_spec, 3)
+        return [
+            p.partition_error_code
+            for t in resp.results_by_topic_v3_and_below  # type: ignore[attr-defined]
+            for p in t.results_by_partition
+        ]
+
+    def settled(commit: bool) -> object:
+        """The EndTxn retry once the markers are written (CONCURRENT_TRANSACTIONS before)."""
+        deadline = time.monotonic() + 30
+        while (code := _end_txn(bootstrap, txid, pid, epoch, commit)) == CONCURRENT_TRANSACTIONS:
+            assert time.monotonic() < deadline, code
+            time.sleep(0.05)
+        return code
+
+    out: dict[str, object] = {"abort when empty": _end_txn(bootstrap, txid, pid, epoch, False)}
+    out["add"] = add()
+    out["commit"] = _end_txn(bootstrap, txid, pid, epoch, True)
+    # PrepareCommit or CompleteCommit: either way the abort is refused
+    out["abort after commit"] = _end_txn(bootstrap, txid, pid, epoch, False)
+    out["commit retried"] = settled(True)
+    out["abort after committed"] = _end_txn(bootstrap, txid, pid, epoch, False)
+    out["add again"] = add()
+    out["abort"] = _end_txn(bootstrap, txid, pid, epoch, False)
+    out["abort retried"] = settled(False)
+    out["commit after aborted"] = _end_txn(bootstrap, txid, pid, epoch, True)
+    return out
+
+
+def test_end_txn_without_an_open_transaction(
+    txn_odradek: BrokerProcess, txn_kafka: KafkaReference
+) -> None:
+    ours, theirs = (
+        _end_without_open_transaction(txn_odradek.bootstrap),
+        _end_without_open_transaction(txn_kafka.bootstrap),
+    )
+    assert theirs["abort after committed"] == INVALID_TXN_STATE, theirs
+    Checker("4.4").check("raw EndTxn without an open transaction", ours, theirs)

@@ -189,3 +189,32 @@ def test_consumer_group_survives_dropped_connections(broker):
         assert sum(meta.offset for meta in committed.values()) == 40
     finally:
         admin.close()
+
+
+def test_injected_add_partitions_to_txn_error_reaches_the_partitions(
+    odradek_fresh_broker: Broker,
+) -> None:
+    """AddPartitionsToTxn v3 and below carry only partition_error_code: an injected error goes
+    there (before, the answer said every partition was added)."""
+    from odradek.testing.raw import RawClient
+    from odradek.wire import protocol
+
+    odradek_fresh_broker.fail("AddPartitionsToTxn", "NOT_COORDINATOR")
+    req = protocol.AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id="t",
+        v3_and_below_producer_id=0,
+        v3_and_below_producer_epoch=0,
+        v3_and_below_topics=[
+            protocol.AddPartitionsToTxnRequest.fields["v3_and_below_topics"].data_class(
+                name="orders", partitions=[0, 1]
+            )
+        ],
+    )
+    with RawClient(odradek_fresh_broker.bootstrap) as client:
+        resp = client.request(req, 3)
+    codes = [
+        (t.name, p.partition_index, p.partition_error_code)
+        for t in resp.results_by_topic_v3_and_below
+        for p in t.results_by_partition
+    ]
+    assert codes == [("orders", 0, 16), ("orders", 1, 16)]  # NOT_COORDINATOR

@@ -43,6 +43,8 @@ _ERROR_DEFAULTS = {
     "node_id": -1,
     "port": -1,
 }
+# the fields an injected error fills (AddPartitionsToTxn's partitions: partition_error_code)
+_ERROR_FIELDS = frozenset({"error_code", "partition_error_code"})
 _SCALAR_ALIASES = {
     "partition_index": ("partition_index", "partition", "index"),
     "index": ("index", "partition_index"),
@@ -130,7 +132,7 @@ def _mirror(
     out: dict[str, object] = {}
     for field in _struct_fields(struct, version):
         name = field.name
-        if name == "error_code":
+        if name in _ERROR_FIELDS:
             out[name] = code
         elif field.is_struct_array():
             sources = [name, *_ARRAY_ALIASES.get(name, ())]

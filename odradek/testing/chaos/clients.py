@@ -204,7 +204,9 @@ class IdempotentProducer(Worker):
 class TransactionalProducer(Worker):
     """Transactions of 1-4 values "<process>-t<n>-<i>" over random partitions of `topic`,
     committed or (by the seed's draw) aborted. A transaction is recorded with its decision;
-    ok means that decision took effect, fail that it certainly did not commit, info unknown."""
+    ok means that decision took effect, fail that it certainly did not commit, info unknown.
+    A producer that cannot go on (a fatal error, or a commit left unconfirmed) is replaced by
+    a new one with the same transactional.id; a fatal one is recorded as a `fatal` op."""
 
     def __init__(
         self, name: str, env: Env, topic: str, partitions: int, max_txns: int, transactional_id: str
@@ -219,7 +221,7 @@ class TransactionalProducer(Worker):
         """A new producer for the same transactional id (fencing and aborting the old one's
         open transaction), or None when the cluster did not answer before `stop`."""
         if old is not None:
-            old.flush(0)
+            self._retire(old)
         while not self.stop.is_set():
             producer = Producer(
                 self.config(
@@ -238,6 +240,24 @@ class TransactionalProducer(Worker):
             except KafkaException:
                 self.stop.wait(0.1)
         return None
+
+    def _retire(self, old: Producer) -> None:
+        """Let go of a producer being replaced. One in a fatal state (librdkafka raises its
+        fatal error from every later call, flush included) is recorded as a `fatal` op: the
+        application's only way on is a new producer with the same transactional.id, as here.
+        Kafka gives librdkafka such errors too: INVALID_TXN_STATE to an EndTxn(abort) sent
+        after an AddPartitionsToTxn that failed (NOT_COORDINATOR when the coordinator could
+        not append Ongoing, a lost connection), PRODUCER_FENCED after a timeout abort."""
+        try:
+            old.flush(0)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if not isinstance(err, KafkaError) or not err.fatal():
+                raise
+            inv = self.history.invoke(
+                "fatal", self.process, {"transactional_id": self.transactional_id}
+            )
+            self.history.complete(inv, OK, {"reason": err.str()}, error=err.name())
 
     def run_client(self) -> None:
         producer = self._fresh(None)
@@ -281,9 +301,11 @@ class TransactionalProducer(Worker):
                 error = _error_name(exc)
                 if err.txn_requires_abort():
                     # librdkafka: the commit did not happen and must be aborted
-                    if self._try_abort(producer):
+                    failed = self._try_abort(producer)
+                    if failed is None:
                         self.history.complete(inv, OK, {"decision": "abort"}, error=error)
                         return True
+                    error = f"{error}, then abort: {failed}"
                     break
                 if not err.retriable():
                     break
@@ -292,22 +314,28 @@ class TransactionalProducer(Worker):
 
     def _abort(self, producer: Producer, inv: Any, error: str) -> bool:
         """No commit was ever sent for this transaction: it cannot have committed."""
-        if self._try_abort(producer):
+        failed = self._try_abort(producer)
+        if failed is None:
             self.history.complete(inv, OK, {"decision": "abort"}, error=error)
             return True
-        self.history.complete(inv, FAIL, error=error or "abort not confirmed")
+        self.history.complete(
+            inv, FAIL, error=f"{error}, then abort: {failed}" if error else failed
+        )
         return False
 
     @staticmethod
-    def _try_abort(producer: Producer) -> bool:
+    def _try_abort(producer: Producer) -> str | None:
+        """None once the abort is confirmed, else the last attempt's error."""
+        error = "abort not confirmed"
         for _attempt in range(3):
             try:
                 producer.abort_transaction(5)
-                return True
+                return None
             except KafkaException as exc:
+                error = _error_name(exc)
                 if not exc.args[0].retriable():
-                    return False
-        return False
+                    break
+        return error
 
 
 class GroupConsumer(Worker):

@@ -11,6 +11,8 @@ Operation kinds (`f`) and their values:
                                   ok adds {"offset"}
     txn       transaction         invoke {"process", "values": [(partition, value)...],
                                   "decision": "commit" | "abort"}; ok = that decision took effect
+    fatal     transactional       ok {"transactional_id", "reason"}, error: the fatal error's
+              producer replaced   name (a new producer takes the same transactional.id)
     poll      group consumer      ok {"process", "topic", "partition", "offset", "value"}
     commit    offset commit       invoke/ok {"offsets": {(topic, partition): offset}}
     committed monitor read        ok {"offsets": {(topic, partition): offset}}
