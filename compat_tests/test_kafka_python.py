@@ -104,7 +104,10 @@ def poll_n(cons: KafkaConsumer, n: int, timeout: float = WAIT_S) -> list:
     deadline = time.monotonic() + timeout
     while len(got) < n:
         assert time.monotonic() < deadline, f"only {len(got)} of {n} records within {timeout}s"
-        for msgs in cons.poll(timeout_ms=200).values():
+        # all the time left (poll returns once it has records): kafka-python 3.0.12 drops a
+        # join round that completes between two short polls, so a group never settles
+        left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+        for msgs in cons.poll(timeout_ms=left_ms).values():
             got.extend(msgs)
     return got
 
