@@ -11,6 +11,9 @@ Memory is bounded as in Kafka's SocketServer / Selector:
   starts again only after that request has been answered (Kafka mutes a channel while a request
   is in flight). Pipelined requests wait in the client's and the kernel's buffers; the frames
   already cut from one read of the scratch buffer (at most 64 KiB) are answered in order first.
+  The pause is lazy: reading stops at the first read that comes while a request is in flight
+  (one more buffer at most), so a request answered before its client sends again costs no
+  pause_reading / resume_reading pair (two epoll_ctl a request at the acks=all rate rows).
 - The memory pool (`queued.max.request.bytes`, memory_pool.py): a large frame's announced size is
   reserved before its body is received and released once it is answered; while the pool is out
   of memory the connection is muted and retried when memory comes back. Frames within the
@@ -129,6 +132,8 @@ class Connection(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         self.last_active = time.monotonic()
+        if self._muted_in_flight and not self._reading_paused:
+            self._update_reading()  # bytes came while a request is in flight: stop reading now
         try:
             cut = self._decoder.buffer_updated(nbytes)
         except FrameError as exc:
@@ -142,11 +147,12 @@ class Connection(asyncio.BufferedProtocol):
         self.close()
 
     def _requests_in_hand(self) -> None:
-        """Complete requests: wake the handling task and stop reading until they are answered."""
+        """Complete requests: wake the handling task; reading stops until they are answered,
+        lazily: only once more bytes arrive meanwhile (an answer written in the same loop turns
+        as usual costs no pause and resume, two epoll_ctl and asyncio's bookkeeping)."""
         self.cut_at = time.monotonic()
         self._muted_in_flight = True
         self._wakeup.set()
-        self._update_reading()
 
     def _reserve(self, size: int) -> bool:
         """The decoder's hook before a large frame's body: reserve it in the memory pool, or
