@@ -26,6 +26,7 @@ from kafka.admin import NewTopic
 
 from compat_tests.harness import BrokerProcess, unique_name
 from odradek.testing import Cluster
+from odradek.testing.polling import poll_until
 
 pytestmark = [pytest.mark.compat, pytest.mark.cluster]
 
@@ -140,10 +141,8 @@ def test_kafka_python_replicated_round_trip(cluster_process) -> None:
     )
     got: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
     try:
-        deadline = time.monotonic() + WAIT_S
-        while sum(map(len, got.values())) < RECORDS and time.monotonic() < deadline:
-            for tp, msgs in consumer.poll(timeout_ms=300).items():
-                got[tp.partition] += [m.value for m in msgs]
+        for m in poll_until(consumer, lambda got: len(got) >= RECORDS, WAIT_S):
+            got[m.partition].append(m.value)
         consumer.commit()
     finally:
         consumer.close()

@@ -44,7 +44,16 @@ from odradek.cli_commands.common import (
 )
 from odradek.cli_commands.output import CliError, Progress, print_json_line, text
 
-POLL_MS = 200
+# One poll() lasts as long as the command would wait anyway: until --timeout-ms runs out, or this
+# long without it (poll returns as soon as it has records, so --max-messages stops as promptly).
+# kafka-python 3.0.12 loses a JoinGroup/SyncGroup round that a poll() ends in the middle of: a
+# round finishing between two polls is discarded and another started (the leader's JoinGroup
+# rebalances the group again), and a leader's round for a metadata change (partitions added) is
+# not awaited by the next poll once it has assigned, so its SyncGroup assignment is never applied.
+# With 200 ms polls on a busy machine, where a round takes longer, a group never settled or never
+# read its new partitions; a round now ends inside its poll unless the command is stopping anyway
+# (or, without --timeout-ms, it straddles the end of a minute-long idle poll).
+IDLE_POLL_MS = 60_000
 TOPIC_WAIT_S = 2.0
 
 
@@ -381,12 +390,12 @@ def cmd_consume(args: argparse.Namespace) -> int:
             idle_since = time.monotonic()
             try:
                 while args.max is None or count < args.max:
-                    wait_ms = POLL_MS
+                    wait_ms = IDLE_POLL_MS
                     if args.timeout_ms is not None:
                         left = args.timeout_ms - (time.monotonic() - idle_since) * 1000
                         if left <= 0:
                             break
-                        wait_ms = int(min(POLL_MS, max(left, 1)))
+                        wait_ms = int(max(left, 1))
                     remaining = None if args.max is None else args.max - count
                     batches = consumer.poll(timeout_ms=wait_ms, max_records=remaining)
                     got = 0

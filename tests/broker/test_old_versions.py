@@ -24,6 +24,7 @@ from odradek.broker import config as broker_config
 from odradek.broker.config import BrokerConfig
 from odradek.log.config import ConfigError
 from odradek.testing import Broker
+from odradek.testing.polling import poll_until
 from odradek.testing.raw import RawClient
 from odradek.testing.zookeeper import ZooKeeperServer
 from odradek.wire import protocol
@@ -223,13 +224,9 @@ def test_kafka_python_old_group_offsets_and_admin(
         )
 
     def read(consumer: KafkaConsumer, count: int) -> list[bytes]:
-        got: list[bytes] = []
-        deadline = time.monotonic() + WAIT_S
-        while len(got) < count:
-            assert time.monotonic() < deadline, f"read {got}"
-            batches = consumer.poll(timeout_ms=100, max_records=count - len(got))
-            got += [r.value for records in batches.values() for r in records]
-        return got
+        got = poll_until(consumer, lambda got: len(got) >= count, WAIT_S, max_records=count)
+        assert len(got) == count, f"read {got}, assigned {consumer.assignment()}"
+        return [r.value for r in got]
 
     consumer = member()
     try:

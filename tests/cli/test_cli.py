@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
 from odradek.cli_commands.output import Progress, table
 from odradek.testing import Broker
+from odradek.testing.polling import poll_until
 from tests.cli.cli_run import REPO, RUN_TIMEOUT_S, run_odradek, start_odradek
 from tests.cli.cli_run import one_line_error as _one_line_error
 
@@ -329,12 +329,8 @@ def _group_with_commits(broker: Broker, topic: str, group: str) -> KafkaConsumer
         auto_offset_reset="earliest",
         enable_auto_commit=False,
     )
-    seen = 0
-    deadline = time.monotonic() + 30
-    while seen < 6 and time.monotonic() < deadline:
-        for records in consumer.poll(timeout_ms=500, max_records=6 - seen).values():
-            seen += len(records)
-    assert seen == 6
+    got = poll_until(consumer, lambda got: len(got) >= 6, 30, max_records=6)
+    assert len(got) == 6, f"assigned {consumer.assignment()}"
     consumer.commit()
     return consumer
 

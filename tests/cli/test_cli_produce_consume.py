@@ -9,10 +9,12 @@ compression) or with kafka-python.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import itertools
 import json
 import os
+import queue
 import subprocess
 import sys
 import time
@@ -21,10 +23,12 @@ from pathlib import Path
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewPartitions, NewTopic
 from kafka.partitioner.default import murmur2
 
 from odradek.testing import Broker, Cluster
 from odradek.wire.batch import iter_batches
+from tests.cli.cli_run import start_odradek
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT_S = 90
@@ -538,6 +542,48 @@ def test_consume_with_group_commits_and_consumer_properties(
     proc = cli(broker, "consume", name, "--from-beginning", "--consumer-property",
                "auto.offset.reset=latest", status=1)  # fmt: skip
     assert "--from-beginning" in err_line(proc)
+
+
+def test_consume_with_group_reads_partitions_added_while_syncgroup_answers_late(
+    broker: Broker, name: str
+) -> None:
+    """Partitions added to the topic of a `consume --group` make its leader rejoin; every
+    SyncGroup is answered 300 ms late, longer than a 200 ms poll, as on a busy machine. The
+    consumer reads the new partition. Polling every 200 ms it never did: kafka-python 3.0.12 does
+    not await a leader's metadata rejoin past the poll it started in, so the assignment with the
+    new partition was never applied and the command timed out with nothing more printed."""
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    proc = None
+    broker.delay("sync_group", 300, count=1000)
+    try:
+        admin.create_topics([NewTopic(name, 1, 1)])
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+        for i in range(3):
+            producer.send(name, b"a%d" % i, partition=0)
+        producer.close()
+        proc, lines = start_odradek(
+            "consume", name, "--group", f"{name}-g", "--from-beginning", "--max-messages", "6",
+            "--timeout-ms", "20000", "--consumer-property", "metadata.max.age.ms=200",
+            "--bootstrap-server", broker.bootstrap,
+        )  # fmt: skip
+        assert [lines.get(timeout=RUN_TIMEOUT_S) for _ in range(3)] == ["a0", "a1", "a2"]
+        admin.create_partitions({name: NewPartitions(2)})
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+        for i in range(3):
+            producer.send(name, b"b%d" % i, partition=1)
+        producer.close()
+        assert proc.wait(timeout=RUN_TIMEOUT_S) == 0  # after 6 records, or 20 s without one
+        rest: list[str] = []
+        with contextlib.suppress(queue.Empty):
+            while len(rest) < 3:
+                rest.append(lines.get(timeout=5))
+        assert rest == ["b0", "b1", "b2"]
+    finally:
+        broker.clear_faults()
+        admin.close()
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
 
 
 def test_isolation_level_hides_aborted_transactions(broker: Broker, name: str) -> None:

@@ -18,6 +18,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
 from odradek.testing import Broker
 from odradek.testing.cluster import FAST_FAILOVER, Cluster
+from odradek.testing.polling import poll_until
 from tests.cli.cli_run import run_odradek
 
 _names = itertools.count()
@@ -201,12 +202,8 @@ def consume_and_commit(bootstrap: str, topic: str, group: str, count: int) -> Ka
         auto_offset_reset="earliest",
         enable_auto_commit=False,
     )
-    seen = 0
-    deadline = time.monotonic() + 30
-    while seen < count and time.monotonic() < deadline:
-        for records in consumer.poll(timeout_ms=200, max_records=count - seen).values():
-            seen += len(records)
-    assert seen == count
+    got = poll_until(consumer, lambda got: len(got) >= count, 30, max_records=count)
+    assert len(got) == count, f"assigned {consumer.assignment()}"
     consumer.commit()
     return consumer
 
@@ -351,11 +348,10 @@ def test_groups_reset_offsets_by_duration_export_and_from_file(
     # a consumer of the group resumes where the reset put it
     consumer = KafkaConsumer(topic, bootstrap_servers=b, group_id=group, enable_auto_commit=False)
     try:
+        got = poll_until(consumer, lambda got: len({r.partition for r in got}) == 2, 30)
         first: dict[int, int] = {}
-        deadline = time.monotonic() + 30
-        while len(first) < 2 and time.monotonic() < deadline:
-            for tp, records in consumer.poll(timeout_ms=200).items():
-                first.setdefault(tp.partition, records[0].offset)
+        for r in got:
+            first.setdefault(r.partition, r.offset)
         assert first == {0: 5, 1: 7}
     finally:
         consumer.close()

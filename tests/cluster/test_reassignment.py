@@ -78,7 +78,10 @@ class Consuming(threading.Thread):
 
     def run(self) -> None:
         while not self.stop.is_set():
-            for msgs in self.consumer.poll(timeout_ms=100).values():
+            # one long poll until the group has assigned (kafka-python 3.0.12 loses a join round
+            # that a poll ends in: odradek.testing.polling), short ones after, to stop promptly
+            wait_ms = 100 if self.consumer.assignment() else int(DEADLINE_S * 1000)
+            for msgs in self.consumer.poll(timeout_ms=wait_ms).values():
                 self.seen.update(m.value for m in msgs)
 
     def until(self, wanted: set[bytes]) -> set[bytes]:

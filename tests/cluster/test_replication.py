@@ -17,6 +17,7 @@ from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions
 from kafka.errors import NotEnoughReplicasAfterAppendError, NotEnoughReplicasError
 
 from odradek.testing import Cluster
+from odradek.testing.polling import poll_until
 
 
 def consume(
@@ -153,10 +154,8 @@ def test_replication_factor_defaults_and_internal_topics(make_cluster) -> None:
         producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
         producer.send("auto", b"x").get(10)  # auto-created: default.replication.factor
         producer.close()
-        records = []
-        deadline = time.monotonic() + 15
-        while not records and time.monotonic() < deadline:
-            records = [m for ms in consumer.poll(timeout_ms=300).values() for m in ms]
+        records = poll_until(consumer, bool, 15)
+        assert [r.value for r in records] == [b"x"], f"assigned {consumer.assignment()}"
         consumer.commit()
     finally:
         consumer.close()

@@ -13,11 +13,12 @@ import textwrap
 
 SCRIPT = textwrap.dedent(
     """
-    import asyncio, gc, time
+    import asyncio, gc
 
     from kafka import KafkaConsumer, KafkaProducer
 
     from odradek.testing import Broker
+    from odradek.testing.polling import poll_until
 
     async def forever():
         await asyncio.Event().wait()
@@ -35,9 +36,7 @@ SCRIPT = textwrap.dedent(
     producer.send("t", b"x").get(timeout=30)
     consumer = KafkaConsumer("t", bootstrap_servers=broker.bootstrap, group_id="g",
                              auto_offset_reset="earliest", consumer_timeout_ms=100)
-    deadline = time.monotonic() + 30
-    while not consumer.poll(timeout_ms=100) and time.monotonic() < deadline:
-        pass
+    assert [r.value for r in poll_until(consumer, bool, 30)] == [b"x"], consumer.assignment()
     consumer.commit()
     broker.restart(abrupt=True)
     broker.call(leave_tasks_behind)
