@@ -153,6 +153,61 @@ def test_a_connection_lost_while_the_paths_are_made_is_retried(
         session.close()
 
 
+def test_a_connection_lost_while_the_start_reads_run_is_retried(
+    connect: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every read of the broker's start (cluster id, topics, configs, features) and its
+    registration meet a dropped connection once; the start goes on on the same session, as
+    Kafka's retryRequestsUntilConnected (a Jepsen broker restarted under load exited with a
+    ConnectionLoss traceback from the cluster id read)."""
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import ConnectionLoss
+
+    open_store(connect, 9).close()  # the cluster id and paths exist: the next start reads them
+    lost: set[str] = set()
+    for name in ("get", "get_children", "exists", "create"):
+        real = getattr(KazooClient, name)
+
+        def once(self: KazooClient, path: str, *args: object, _real=real, _name=name, **kw: object):
+            if (_name, path) not in lost:  # each first request of a kind and path is lost
+                lost.add((_name, path))
+                raise ConnectionLoss()
+            return _real(self, path, *args, **kw)
+
+        monkeypatch.setattr(KazooClient, name, once)
+    store = open_store(connect, 0)
+    try:
+        store.register_broker(BrokerRegistration(0, "127.0.0.1", 9092))
+        monkeypatch.undo()
+        assert {("get", "/cluster/id"), ("create", "/brokers/ids/0")} <= lost
+        assert ("create", "/controller") in lost
+        assert store.cluster_id and 0 in store.live_brokers()
+        assert store.zk.exists("/brokers/ids/0") is not None
+        # the election's create was retried: this broker is the controller, with an epoch
+        assert store.registrar.controller_epoch >= 1
+        assert store.session.read_controller() == 0
+    finally:
+        store.close()
+
+
+def test_a_connection_that_stays_lost_at_start_fails_cleanly(
+    connect: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past zookeeper.connection.timeout.ms the start fails with a ZooKeeperError (the CLI's
+    clean exit with its message), not kazoo's ConnectionLoss."""
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import ConnectionLoss
+
+    open_store(connect, 9).close()
+
+    def lost(self: KazooClient, path: str, *args: object, **kw: object) -> object:
+        raise ConnectionLoss()
+
+    monkeypatch.setattr(KazooClient, "get", lost)
+    with pytest.raises(ZooKeeperError, match="did not answer again within 1000 ms"):
+        open_store(connect, 0, connection_timeout_ms=1000)
+
+
 def test_producer_id_blocks_never_overlap(connect: str) -> None:
     a, b = open_store(connect, 0), open_store(connect, 1)
     try:

@@ -176,21 +176,39 @@ class ZooKeeperRegistration:
         return self.try_become_controller()
 
     def try_become_controller(self) -> int:
-        """Create `/controller` (any thread); returns who holds it afterwards."""
+        """Create `/controller` (any thread); returns who holds it afterwards. Retried while
+        the connection is lost, as Kafka's requests are: an election given up on would leave
+        the cluster without a controller until `/controller` changes again."""
+        try:
+            return self.session.until_connected(self._take_controller)
+        except Exception:
+            log.exception("controller election in ZooKeeper failed")
+            return -1
+
+    def _take_controller(self) -> int:
         from kazoo.exceptions import NodeExistsError
 
         try:
             self.zk.create(zl.CONTROLLER, zl.encode_controller(self.node_id), ephemeral=True)
         except NodeExistsError:
-            return self.session.read_controller()
-        except Exception:
-            log.exception("controller election in ZooKeeper failed")
-            return -1
+            if not self._holds_controller():  # else a retry met its own first create's node
+                return self.session.read_controller()
         self.controller_epoch = self._bump_controller_epoch()
         log.info(
             "broker %d won the controller election (epoch %d)", self.node_id, self.controller_epoch
         )
         return self.node_id
+
+    def _holds_controller(self) -> bool:
+        """Whether `/controller` is this session's node (a create retried after a lost
+        connection that had gone through)."""
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            _, stat = self.zk.get(zl.CONTROLLER)
+        except NoNodeError:
+            return False
+        return self.session.owns(stat)
 
     def _bump_controller_epoch(self) -> int:
         from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVarTuple
+from typing import TYPE_CHECKING, ParamSpec, TypeVar, TypeVarTuple
 
 from odradek.broker.cluster import zk_layout as zl
 
@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Ts = TypeVarTuple("Ts")
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 class ZooKeeperError(ValueError):
@@ -40,6 +42,7 @@ class ZooKeeperSession:
         self.connect = connect
         self.node_id = node_id
         self.session_timeout_s = session_timeout_ms / 1000
+        self.connection_timeout_s = connection_timeout_ms / 1000
         self.loop: asyncio.AbstractEventLoop | None = None  # set by the first subscriber
         self.closed = False
         hosts, slash, chroot = connect.partition("/")
@@ -58,13 +61,33 @@ class ZooKeeperSession:
                 f"cannot connect to ZooKeeper at {connect} within {connection_timeout_ms} ms "
                 f"({exc.__class__.__name__})"
             ) from None
-        # a connection lost meanwhile is retried on the same session, as Kafka's
-        # retryRequestsUntilConnected does, rather than ending the broker's start
         if slash and chroot.strip("/"):  # Kafka creates its chroot path on first start
-            self.zk.retry(self.zk.ensure_path, "/" + chroot.strip("/"))
+            self.until_connected(self.zk.ensure_path, "/" + chroot.strip("/"))
             self.zk.chroot = "/" + chroot.strip("/")
         for path in zl.PERSISTENT_PATHS:
-            self.zk.retry(self.zk.ensure_path, path)
+            self.until_connected(self.zk.ensure_path, path)
+
+    def until_connected(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """`fn(...)`, requests safe to repeat, retried on the same session while the connection
+        is lost, as Kafka's `retryRequestsUntilConnected`, for up to
+        zookeeper.connection.timeout.ms; then a ZooKeeperError (at start, the CLI's clean exit
+        with its message) instead of kazoo's ConnectionLoss. Any thread."""
+        from kazoo.retry import KazooRetry, RetryFailedError
+
+        retry = KazooRetry(
+            max_tries=-1,
+            delay=0.1,
+            max_delay=1.0,
+            deadline=self.connection_timeout_s,
+            ignore_expire=False,
+        )
+        try:
+            return retry(fn, *args, **kwargs)  # type: ignore[no-any-return]
+        except RetryFailedError:
+            raise ZooKeeperError(
+                f"ZooKeeper at {self.connect} lost the connection and did not answer again "
+                f"within {self.connection_timeout_s * 1000:.0f} ms"
+            ) from None
 
     def close(self) -> None:
         if self.closed:

@@ -92,17 +92,19 @@ class ZooKeeperMetadataStore(MetadataStore):
             self.registrar.elect,
         )
         self.topics: dict[str, TopicInfo] = self.cache.topics  # the same dict, never rebound
-        self.cluster_id = self.registrar.cluster_id(cluster_id)
-        self.cache.load()
-        self.client_quotas: dict[QuotaEntity, dict[str, float]] = zk_quotas.read_all(self.zk)
+        # every start-up read is retried while the connection is lost
+        start = self.session.until_connected
+        self.cluster_id = start(self.registrar.cluster_id, cluster_id)
+        start(self.cache.load)
+        self.client_quotas: dict[QuotaEntity, dict[str, float]] = start(zk_quotas.read_all, self.zk)
         self._watching_quotas = False
-        self.scram_credentials: dict[str, dict[str, str]] = zk_scram.read_all(self.zk)
+        self.scram_credentials: dict[str, dict[str, str]] = start(zk_scram.read_all, self.zk)
         self._watching_scram = False
-        self.client_metrics: dict[str, dict[str, str]] = zk_client_metrics.read_all(self.zk)
-        self.group_configs: dict[str, dict[str, str]] = zk_group_configs.read_all(self.zk)
-        self.broker_configs: dict[str, dict[str, str]] = zk_broker_configs.read_all(self.zk)
+        self.client_metrics: dict[str, dict[str, str]] = start(zk_client_metrics.read_all, self.zk)
+        self.group_configs: dict[str, dict[str, str]] = start(zk_group_configs.read_all, self.zk)
+        self.broker_configs: dict[str, dict[str, str]] = start(zk_broker_configs.read_all, self.zk)
         self._watching_client_metrics = False
-        self.finalized_features, self.features_epoch = zk_features.read(self.zk)
+        self.finalized_features, self.features_epoch = start(zk_features.read, self.zk)
         self._watching_features = False
         log.info("cluster metadata in ZooKeeper at %s (cluster id %s)", connect, self.cluster_id)
 
@@ -382,7 +384,9 @@ class ZooKeeperMetadataStore(MetadataStore):
     # -- MetadataStore: brokers and the controller ------------------------------------------
 
     def register_broker(self, registration: BrokerRegistration) -> None:
-        self.registrar.register(registration)
+        # retry-safe: a create that went through before the connection was lost is found as
+        # this session's own node and rewritten
+        self.session.until_connected(self.registrar.register, registration)
         self.cache.brokers[registration.node_id] = registration
         log.info(
             "broker %d registered at %s:%d in ZooKeeper",
