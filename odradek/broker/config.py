@@ -474,9 +474,9 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         _k(
             "replica.socket.receive.buffer.bytes",
             "int",
-            65536,
+            -1,
             "SO_RCVBUF of a replica fetcher's connection to the leader, before it connects; "
-            "-1: the OS default (autotuning)",
+            "-1: the OS default (autotuning; Kafka's default is 65536, docs/notes.md)",
         ),
         _k(
             "num.recovery.threads.per.data.dir",

@@ -154,7 +154,8 @@ def test_the_sizes_are_static_configs_as_in_kafka() -> None:
         described = describe(admin, ResourceType.BROKER, "0")
         sent = described["socket.send.buffer.bytes"]
         assert (sent.value, sent.source) == ("100000", ConfigSource.STATIC_BROKER_CONFIG.value)
-        assert described["replica.socket.receive.buffer.bytes"].value == "65536"
+        # odradek's default leaves the fetcher's buffer to autotuning (docs/notes.md)
+        assert described["replica.socket.receive.buffer.bytes"].value == "-1"
 
 
 def test_a_tls_connection_gets_the_send_buffer_too() -> None:

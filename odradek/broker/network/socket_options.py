@@ -9,9 +9,10 @@
   (asyncio hands the socket over only then); the handshake itself goes at the OS default.
 - `replica.socket.receive.buffer.bytes`: SO_RCVBUF of a replica fetcher's connection to the
   leader, set before connect (Kafka's Selector.configureSocketChannel); its send buffer is left
-  to the OS (BrokerBlockingSender passes USE_DEFAULT_BUFFER_SIZE). Kafka's other inter-broker
-  clients (transaction markers, AddPartitionsToTxn) use `socket.receive.buffer.bytes` the same
-  way.
+  to the OS (BrokerBlockingSender passes USE_DEFAULT_BUFFER_SIZE). odradek's default is -1,
+  not Kafka's 65536 (docs/notes.md: a 128 KiB window slowed RF=3 produce). Kafka's other
+  inter-broker clients (transaction markers, AddPartitionsToTxn) use
+  `socket.receive.buffer.bytes` the same way.
 
 -1 (Kafka's Selectable.USE_DEFAULT_BUFFER_SIZE) leaves the OS default, i.e. Linux's buffer
 autotuning (net.ipv4.tcp_rmem / tcp_wmem); a size set explicitly turns autotuning off for that
