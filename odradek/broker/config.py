@@ -459,14 +459,24 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         _k("num.network.threads", "int", 3, "accepted for compatibility", effective=False),
         _k("num.io.threads", "int", 8, "accepted for compatibility", effective=False),
         _k(
-            "socket.send.buffer.bytes", "int", 102400, "accepted for compatibility", effective=False
+            "socket.send.buffer.bytes",
+            "int",
+            102400,
+            "SO_SNDBUF of every accepted socket; -1: the OS default (autotuning)",
         ),
         _k(
             "socket.receive.buffer.bytes",
             "int",
             102400,
-            "accepted for compatibility",
-            effective=False,
+            "SO_RCVBUF of the listening sockets, before they listen (accepted sockets inherit "
+            "it) and of inter-broker clients' sockets; -1: the OS default (autotuning)",
+        ),
+        _k(
+            "replica.socket.receive.buffer.bytes",
+            "int",
+            -1,
+            "SO_RCVBUF of a replica fetcher's connection to the leader, before it connects; "
+            "-1: the OS default (autotuning; Kafka's default is 65536, docs/notes.md)",
         ),
         _k(
             "num.recovery.threads.per.data.dir",
@@ -772,6 +782,11 @@ ZOOKEEPER_DEFAULTS = {
     "transaction.state.log.replication.factor": 3,
 }
 
+SOCKET_BUFFER_KEYS = (
+    "socket.send.buffer.bytes",
+    "socket.receive.buffer.bytes",
+    "replica.socket.receive.buffer.bytes",
+)
 _CLUSTERS = "a cluster of odradek brokers uses zookeeper.connect (docs/config.md)"
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_SERVED = True  # SASL_PLAINTEXT / SASL_SSL listeners authenticate (network/sasl.py)
@@ -810,6 +825,7 @@ class BrokerConfig:
             self.explicit[key] = raw
             self.values[key] = None if raw is None else parse_value(defn, raw)  # type: ignore[arg-type]
         self._check_kraft()
+        self._check_socket_buffers()
         listeners = parse_listeners(self.get("listeners"))
         adv = self.get("advertised.listeners")
         advertised = parse_listeners(adv, "advertised.listeners") if adv else listeners
@@ -866,6 +882,18 @@ class BrokerConfig:
                 "add one for clients, e.g. PLAINTEXT://:9092"
             )
         return served
+
+    def _check_socket_buffers(self) -> None:
+        """A socket buffer size is -1 (the OS default) or a positive int: Kafka parses an INT
+        and its sockets refuse any other size (the listening socket stops the broker at start,
+        an accepted or replica socket fails its connection); odradek refuses it at start."""
+        for key in SOCKET_BUFFER_KEYS:
+            value = self.get(key)
+            if value != -1 and not 0 < value < 2**31:
+                raise ConfigError(
+                    f"Invalid value {value} for configuration {key}: "
+                    "must be -1 (the OS default) or a positive size in bytes"
+                )
 
     def _check_kraft(self) -> None:
         """A KRaft config maps to the embedded single node or is refused with the reason."""

@@ -22,6 +22,7 @@ from odradek.broker.network.connection import Connection
 from odradek.broker.network.listeners import ListenerSecurity, advertised_for
 from odradek.broker.network.memory_pool import MemoryPool, tune_allocator
 from odradek.broker.network.quotas import ClientQuotas
+from odradek.broker.network.socket_options import configure_listening
 from odradek.broker.ops.faults import FaultInjector
 from odradek.broker.partitions.fetch_sessions import FetchSessionCache
 from odradek.broker.partitions.internal_topics import InternalTopicCreator, offsets_replicated
@@ -233,7 +234,10 @@ class Broker:
                 listener.port,
                 reuse_address=True,
                 ssl=listener.tls,
+                start_serving=False,  # bound, not listening: SO_RCVBUF goes on first
             )
+            configure_listening(server, self.config.get("socket.receive.buffer.bytes"))
+            await server.start_serving()
             self.servers.append(server)
             port = server.sockets[0].getsockname()[1]
             self.bound.append(Listener(listener.name, listener.host or "0.0.0.0", port))

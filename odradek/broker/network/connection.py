@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING
 from odradek.broker.network.context import ANONYMOUS
 from odradek.broker.network.dispatch import ProtocolError, dispatch
 from odradek.broker.network.memory_pool import MemoryPool
+from odradek.broker.network.socket_options import configure_accepted
 from odradek.security.principal import NoMatchingRule, dn_from_certificate
 from odradek.wire.frames import FrameDecoder, FrameError
 from odradek.wire.regions import ChunkedPiece, FileRegion, Piece
@@ -103,6 +104,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        configure_accepted(transport, self.broker.config.get("socket.send.buffer.bytes"))
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         mapper = self.listener.principals if self.listener is not None else None

@@ -9,6 +9,8 @@ it in place: the replica fetcher, whose answers are mostly record batches.
 Reading is a `BufferedProtocol`: the socket is read into a 64 KiB scratch buffer, and a frame
 larger than what is left there gets a buffer of its own, which the socket is then read into
 directly, so a fetch response's records are copied once, from the kernel, and never again.
+A receive buffer size given (replica.socket.receive.buffer.bytes for a fetcher) is set on the
+socket before it connects, as Kafka's Selector does (network/socket_options.py).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from odradek.broker.network.socket_options import USE_DEFAULT_BUFFER_SIZE, connect_socket
 from odradek.wire import protocol
 
 if TYPE_CHECKING:
@@ -127,12 +130,14 @@ class PeerClient:
         client_id: str,
         tls: ssl.SSLContext | None = None,
         sasl: PeerSasl | None = None,
+        receive_buffer: int = USE_DEFAULT_BUFFER_SIZE,
     ) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
         self.tls = tls  # the inter-broker listener is SSL or SASL_SSL
         self.sasl = sasl  # ... or SASL_PLAINTEXT / SASL_SSL: authenticate once connected
+        self.receive_buffer = receive_buffer  # SO_RCVBUF before connect; -1: the OS default
         self._framer: _Framer | None = None
         self._correlation = 0
         self.local_address: tuple[str, int] | None = None
@@ -147,17 +152,30 @@ class PeerClient:
             and not f.transport.is_closing()
         )
 
+    @property
+    def transport(self) -> asyncio.Transport | None:
+        """The connection's transport (its socket: get_extra_info("socket")); None before
+        connect."""
+        return self._framer.transport if self._framer is not None else None
+
     async def connect(self, timeout: float) -> None:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(timeout):
-                transport, framer = await loop.create_connection(
-                    _Framer,
-                    self.host,
-                    self.port,
-                    ssl=self.tls,
-                    server_hostname=self.host if self.tls is not None else None,
-                )
+                hostname = self.host if self.tls is not None else None
+                if self.receive_buffer == USE_DEFAULT_BUFFER_SIZE:
+                    transport, framer = await loop.create_connection(
+                        _Framer, self.host, self.port, ssl=self.tls, server_hostname=hostname
+                    )
+                else:
+                    sock = await connect_socket(self.host, self.port, self.receive_buffer)
+                    try:
+                        transport, framer = await loop.create_connection(
+                            _Framer, sock=sock, ssl=self.tls, server_hostname=hostname
+                        )
+                    except BaseException:
+                        sock.close()
+                        raise
         except (OSError, TimeoutError, ssl.SSLError) as exc:
             raise PeerError(f"cannot connect to {self.host}:{self.port}: {exc}") from None
         self._framer = framer

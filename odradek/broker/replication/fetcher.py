@@ -211,6 +211,7 @@ class ReplicaFetcher:
             f"odradek-replica-fetcher-{self.manager.node_id}",
             security.peer_tls(),
             security.peer_sasl,
+            self.manager.broker.config.get("replica.socket.receive.buffer.bytes"),
         )
         await client.connect(CONNECT_TIMEOUT_S)
         self.client = client

@@ -55,6 +55,7 @@ class PeerPool:
                     f"{self.purpose}-{self.broker.node_id}",
                     security.peer_tls(),
                     security.peer_sasl,
+                    self.broker.config.get("socket.receive.buffer.bytes"),
                 )
             if not client.connected:
                 await client.connect(CONNECT_TIMEOUT_S)
