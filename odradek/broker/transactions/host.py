@@ -33,8 +33,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-APPEND_TIMEOUT_MS = 5000
-
 
 class BrokerTxnHost:
     """The coordinator's view of the broker (`odradek.coordinator.txn.coordinator.TxnHost`)."""
@@ -97,7 +95,9 @@ class BrokerTxnHost:
         # watermark may trail what the previous leader acknowledged)
         return data_records(part.log, part.log.log_end_offset)
 
-    async def append_state(self, partition: int, key: bytes, value: bytes | None) -> ErrorCode:
+    async def append_state(
+        self, partition: int, key: bytes, value: bytes | None, timeout_ms: int
+    ) -> ErrorCode:
         part = self._state_partition(partition)
         if part is None or not part.is_leader:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -117,8 +117,8 @@ class BrokerTxnHost:
         result = part.append_internal(batch)
         if result.error != ErrorCode.NONE:
             return ErrorCode(result.error)
-        # replicated: the transition counts once the ISR has it
-        await self.broker.replicas.wait_for_acks([(part, result)], APPEND_TIMEOUT_MS)
+        # replicated: the transition counts once the ISR has it (waited for up to timeout_ms)
+        await self.broker.replicas.wait_for_acks([(part, result)], timeout_ms)
         return ErrorCode(result.error)
 
     async def write_markers(

@@ -83,8 +83,10 @@ class TxnHost(Protocol):
         """Every (key, value) of a state partition up to its high watermark, in order."""
 
     def append_state(
-        self, partition: int, key: bytes, value: bytes | None
-    ) -> Awaitable[ErrorCode]: ...
+        self, partition: int, key: bytes, value: bytes | None, timeout_ms: int
+    ) -> Awaitable[ErrorCode]:
+        """Append one record (acks=all) to a state partition, waiting up to `timeout_ms` for
+        the ISR: its error (REQUEST_TIMED_OUT when the wait ran out)."""
 
     def write_markers(
         self,
