@@ -1,6 +1,6 @@
 """The transaction coordinator over a fake broker: transitions are persisted before they act,
 markers go to every partition, fencing, timeouts, expiration, reloading, and KAFKA-17754 (a
-stale or retried EndTxn never ends a later transaction)."""
+stale or retried EndTxn from an older epoch never ends a later transaction)."""
 
 from __future__ import annotations
 

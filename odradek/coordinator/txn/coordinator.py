@@ -14,8 +14,11 @@ broker that dies in between finishes the job from the persisted Prepare state wh
 
 Each request is checked against the current producer id and epoch, and EndTxn and the produce
 check demand exact equality, so a delayed or retried request from an older epoch can never end
-or write into a later transaction (KAFKA-17754); a retried EndTxn of a finished transaction with
-the same result is answered NONE.
+or write into a later transaction; a retried EndTxn of a finished transaction with the same
+result is answered NONE. Within one epoch (transactions v1, whose producer keeps its epoch) a
+delayed EndTxn or Produce of an earlier transaction cannot be told from one of the current
+transaction, and is taken for one, as by Kafka (KAFKA-17754: KIP-890 part 2's epoch bump on
+every EndTxn v5 is the defence; compat_tests/reference/test_txn_delayed_messages.py).
 
 The broker is reached only through `TxnHost` (`config.py`); this package never imports it.
 """
