@@ -248,7 +248,7 @@ async def _add_to_transaction(
     error, except a retriable refusal (the last transaction's markers still going out:
     CONCURRENT_TRANSACTIONS), which every partition answers as NOT_ENOUGH_REPLICAS, as from a
     remote coordinator; when another broker coordinates, its answer is the error of every
-    partition added."""
+    partition added (PRODUCER_FENCED as INVALID_PRODUCER_EPOCH, as Kafka's)."""
     topics = ctx.broker.topics
     wanted: list[tuple[str, int]] = []
     producer: tuple[int, int] | None = None
@@ -276,6 +276,10 @@ async def _add_to_transaction(
         return ErrorCode.NONE, set()
     if error in _RETRY_AS_NOT_ENOUGH_REPLICAS:
         error = ErrorCode.NOT_ENOUGH_REPLICAS
+    elif error == ErrorCode.PRODUCER_FENCED:
+        # an older epoch (a delayed produce of an earlier transaction): producers expect
+        # INVALID_PRODUCER_EPOCH on a produce (KIP-588), as Kafka's AddPartitionsToTxnManager
+        error = ErrorCode.INVALID_PRODUCER_EPOCH
     log.info(
         "transactional produce by %s to %d partitions refused: %s",
         req.transactional_id,
