@@ -60,6 +60,16 @@ class BrokerTxnHost:
     ) -> Awaitable[ErrorCode]:
         return self.adder.add(node, transactional_id, producer_id, producer_epoch, partitions)
 
+    def verify_partitions_at(
+        self,
+        node: int,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: list[TopicPartition],
+    ) -> Awaitable[dict[TopicPartition, ErrorCode]]:
+        return self.adder.verify(node, transactional_id, producer_id, producer_epoch, partitions)
+
     def _state_partition(self, partition: int) -> Partition | None:
         return self.broker.topics.get(STATE_TOPIC, partition)
 

@@ -110,6 +110,17 @@ class TxnHost(Protocol):
         """AddPartitionsToTxn v5 (verify_only false) to the coordinator on broker `node`: one
         error for all the partitions."""
 
+    def verify_partitions_at(
+        self,
+        node: int,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: list[TopicPartition],
+    ) -> Awaitable[dict[TopicPartition, ErrorCode]]:
+        """AddPartitionsToTxn v5 verify_only to the coordinator on broker `node`: each
+        partition's error (NONE: in the producer's ongoing transaction)."""
+
     def offsets_partition(self, group_id: str) -> TopicPartition | None:
         """The `__consumer_offsets` partition of a group (AddOffsetsToTxn)."""
 
