@@ -39,6 +39,7 @@ has the table of what each broker does.
 
 from __future__ import annotations
 
+import functools
 import struct
 import time
 import uuid
@@ -587,3 +588,25 @@ def bootstrap(request: pytest.FixtureRequest) -> str:
 def test_delayed_transaction_message(bootstrap: str, v2: bool, name: str) -> None:
     observed = SCENARIOS[name](producer(bootstrap, v2))
     assert observed == EXPECTED[f"{'v2' if v2 else 'v1'} {name}"]
+
+
+def test_produce_outside_the_transaction_by_version(bootstrap: str) -> None:
+    """KIP-890 part 1's refusal of a partition the ongoing transaction does not have (never
+    added), by Produce version: Kafka 4.4 answers TRANSACTION_ABORTABLE from v11 on."""
+    p = producer(bootstrap, False)
+    p.added.add(0)  # as if added: no AddPartitionsToTxn
+    answers = {}
+    for version in (3, 9, 10, 11):
+        request = p.batch(0, "x")
+        p.seq[0] = 0
+        resp = _until(
+            functools.partial(send, bootstrap, protocol._REQUESTS[0], request, version),
+            lambda r: r.responses[0].partition_responses[0].error_code,
+        )
+        answers[version] = _name(resp.responses[0].partition_responses[0].error_code)
+    assert answers == {
+        3: "INVALID_TXN_STATE",
+        9: "INVALID_TXN_STATE",
+        10: "INVALID_TXN_STATE",
+        11: "TRANSACTION_ABORTABLE",
+    }

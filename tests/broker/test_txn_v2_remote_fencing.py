@@ -153,8 +153,9 @@ def test_v1_produce_to_a_partition_not_in_the_transaction_is_verified_remotely()
             RawClient(cluster.address(leader)) as other,
         ):
             pid, epoch = init(coord)
-            # never added: refused, nothing written
+            # never added: refused, nothing written (TRANSACTION_ABORTABLE from v11 on)
             assert produce(other, remote[0], pid, epoch, 0, 9) == ErrorCode.INVALID_TXN_STATE
+            assert produce(other, remote[0], pid, epoch, 0, 11) == ErrorCode.TRANSACTION_ABORTABLE
             # T1 adds the partition; its produce is delayed; T1 aborts
             assert add_v3(coord, remote[0], pid, epoch) == ErrorCode.NONE
             assert end(coord, pid, epoch, False).error_code == ErrorCode.NONE

@@ -246,13 +246,20 @@ def _as_produce_error(error: ErrorCode) -> ErrorCode:
     AddPartitionsToTxnManager and ReplicaManager: retriable ones as NOT_ENOUGH_REPLICAS; an older
     epoch (a delayed produce of an earlier transaction) as INVALID_PRODUCER_EPOCH, which
     producers expect on a produce (KIP-588); a verification it could not do as
-    INVALID_TXN_STATE; TRANSACTION_ABORTABLE (verify_only v5) as INVALID_TXN_STATE, the local
-    check's answer."""
+    INVALID_TXN_STATE."""
     if error in _RETRY_AS_NOT_ENOUGH_REPLICAS:
         return ErrorCode.NOT_ENOUGH_REPLICAS
     if error == ErrorCode.PRODUCER_FENCED:
         return ErrorCode.INVALID_PRODUCER_EPOCH
-    if error in (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.TRANSACTION_ABORTABLE):
+    if error == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+        return ErrorCode.INVALID_TXN_STATE
+    return error
+
+
+def _for_version(error: ErrorCode, version: int) -> ErrorCode:
+    """A partition outside the producer's ongoing transaction is TRANSACTION_ABORTABLE from
+    Produce v11 on (KIP-890 part 1), INVALID_TXN_STATE before, as Kafka 4.4 answers."""
+    if error == ErrorCode.TRANSACTION_ABORTABLE and version < 11:
         return ErrorCode.INVALID_TXN_STATE
     return error
 
@@ -365,7 +372,8 @@ async def produce(
                 parts.append((pd.index, AppendResult(refused)))
                 continue
             if not_in_txn and (name, pd.index) in not_in_txn:
-                parts.append((pd.index, AppendResult(not_in_txn[(name, pd.index)])))
+                error = _for_version(not_in_txn[(name, pd.index)], version)
+                parts.append((pd.index, AppendResult(error)))
                 continue
             pre = None
             if version < 3:
@@ -373,6 +381,7 @@ async def produce(
             else:
                 pre = await _validate_compressed(ctx, name, pd.index, pd.records)
             res = _produce_one(ctx, name, pd.index, pd.records, req.acks, req.transactional_id, pre)
+            res.error = _for_version(res.error, version)
             if res.flush is not None:
                 flushes.append((broker.topics.get(name, pd.index), res))
             if res.error == ErrorCode.NONE and req.acks == -1:

@@ -198,6 +198,10 @@ class TxnAppendVerifier:
             error = self.coordinator.check_append(
                 transactional_id, h.producer_id, h.producer_epoch, (part.topic, part.index)
             )
+            if error == ErrorCode.INVALID_TXN_STATE:
+                # not in the ongoing transaction: as Kafka's verification, TRANSACTION_ABORTABLE,
+                # which the produce answers as INVALID_TXN_STATE below v11
+                error = ErrorCode.TRANSACTION_ABORTABLE
             if error is not None:
                 log.info(
                     "transactional produce to %s-%d by producer %d (epoch %d) refused: %s",
