@@ -101,7 +101,7 @@ def test_produce_adds_partitions_and_end_txn_bumps_the_epoch(broker: Broker) -> 
     with RawClient(broker.bootstrap) as raw:
         pid, epoch = init(raw, "v2")
         # a v1 producer (Produce v11) must have added the partitions first
-        assert produce(raw, "v2", pid, epoch, 0, 11) == [ErrorCode.INVALID_TXN_STATE] * 2
+        assert produce(raw, "v2", pid, epoch, 0, 11) == [ErrorCode.TRANSACTION_ABORTABLE] * 2
         assert produce(raw, "v2", pid, epoch, 0, 12) == [0, 0]
         done = end(raw, "v2", pid, epoch, True)
         assert (done.error_code, done.producer_id, done.producer_epoch) == (0, pid, epoch + 1)

@@ -1,6 +1,6 @@
 """The transaction coordinator over a fake broker: transitions are persisted before they act,
 markers go to every partition, fencing, timeouts, expiration, reloading, and KAFKA-17754 (a
-stale or retried EndTxn never ends a later transaction)."""
+stale or retried EndTxn from an older epoch never ends a later transaction)."""
 
 from __future__ import annotations
 
@@ -33,6 +33,9 @@ class FakeHost:
         self.markers: list[tuple[int, int, bool, TopicPartition]] = []
         self.marker_errors: dict[TopicPartition, ErrorCode] = {}
         self.fail_appends = 0
+        self.fail_with = ErrorCode.NOT_ENOUGH_REPLICAS  # what a failed append answers
+        self.isr_delay_ms = 0  # how long the ISR takes to have an appended record
+        self.append_timeouts: list[int] = []  # how long each append was told to wait
         self.next_pid = 1000
         self.epoch = 0
 
@@ -52,13 +55,17 @@ class FakeHost:
     def read_state(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
         return iter(list(self.logs.get(partition, [])))
 
-    async def append_state(self, partition: int, key: bytes, value: bytes | None) -> ErrorCode:
+    async def append_state(
+        self, partition: int, key: bytes, value: bytes | None, timeout_ms: int
+    ) -> ErrorCode:
         await asyncio.sleep(0)
+        self.append_timeouts.append(timeout_ms)
         if self.fail_appends:
             self.fail_appends -= 1
-            return ErrorCode.NOT_ENOUGH_REPLICAS
+            return self.fail_with
         self.logs[partition].append((key, value))
-        return ErrorCode.NONE
+        # acks=all: in the leader's log, but the ISR has it only after isr_delay_ms
+        return ErrorCode.REQUEST_TIMED_OUT if timeout_ms < self.isr_delay_ms else ErrorCode.NONE
 
     async def write_markers(
         self,
@@ -381,6 +388,64 @@ async def test_failed_append_changes_nothing(coord, host, clock) -> None:
     md = coord.txns["tx"]
     assert (md.state, md.pending, host.markers) == (TxnState.ONGOING, None, [])
     assert await coord.end_txn("tx", pid, epoch, True) == E.NONE
+
+
+APPEND_ERRORS = [
+    # as TransactionStateManager.appendTransactionToLog maps them
+    (E.NOT_ENOUGH_REPLICAS, E.COORDINATOR_NOT_AVAILABLE),
+    (E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, E.COORDINATOR_NOT_AVAILABLE),
+    (E.REQUEST_TIMED_OUT, E.COORDINATOR_NOT_AVAILABLE),
+    (E.UNKNOWN_TOPIC_OR_PARTITION, E.COORDINATOR_NOT_AVAILABLE),
+    (E.NOT_LEADER_OR_FOLLOWER, E.NOT_COORDINATOR),
+    (E.KAFKA_STORAGE_ERROR, E.NOT_COORDINATOR),
+    (E.MESSAGE_TOO_LARGE, E.UNKNOWN_SERVER_ERROR),
+    (E.RECORD_LIST_TOO_LARGE, E.UNKNOWN_SERVER_ERROR),
+    # and every other error passes through as it is
+    (E.CORRUPT_MESSAGE, E.CORRUPT_MESSAGE),
+    (E.INVALID_RECORD, E.INVALID_RECORD),
+    (E.INVALID_TIMESTAMP, E.INVALID_TIMESTAMP),
+]
+
+
+@pytest.mark.parametrize(
+    "append,client", APPEND_ERRORS, ids=[f"{a.name}-{c.name}" for a, c in APPEND_ERRORS]
+)
+@run
+async def test_failed_append_answers_as_kafka_maps_it(coord, host, clock, append, client) -> None:
+    pid, epoch = await begin(coord)
+    host.fail_appends, host.fail_with = 1, append
+    assert await coord.end_txn("tx", pid, epoch, True) == client
+    assert coord.txns["tx"].state == TxnState.ONGOING
+
+
+@run
+async def test_append_waits_for_the_isr_up_to_the_transaction_timeout(coord, host, clock) -> None:
+    """As Kafka's appendTransactionToLog (timeout: the new metadata's txnTimeoutMs): with an
+    ISR that takes 10 s to have a record, a transaction with a 60 s timeout commits, one with
+    a 2 s timeout is answered COORDINATOR_NOT_AVAILABLE (REQUEST_TIMED_OUT) and stays open."""
+    pid, epoch = await begin(coord, "long", timeout_ms=60_000)
+    pid2, epoch2 = await begin(coord, "short", timeout_ms=2_000)
+    host.isr_delay_ms = 10_000
+    host.append_timeouts.clear()
+    assert await coord.end_txn("long", pid, epoch, True) == E.NONE
+    assert coord.txns["long"].state == TxnState.COMPLETE_COMMIT
+    assert host.append_timeouts == [60_000, 60_000]  # PrepareCommit, CompleteCommit
+    assert await coord.end_txn("short", pid2, epoch2, True) == E.COORDINATOR_NOT_AVAILABLE
+    assert coord.txns["short"].state == TxnState.ONGOING
+    # a new timeout is the one the InitProducerId transition waits for
+    host.append_timeouts.clear()
+    assert (await coord.init_producer_id("long", 30_000))[0] == E.NONE
+    assert host.append_timeouts == [30_000]
+
+
+@run
+async def test_tombstone_append_waits_for_the_request_timeout(coord, host, clock) -> None:
+    pid, epoch = await begin(coord, timeout_ms=1_000)
+    await coord.end_txn("tx", pid, epoch, True)
+    clock.now += 10 * HOUR
+    host.append_timeouts.clear()
+    assert await coord.expire_transactional_ids() == 1
+    assert host.append_timeouts == [30_000]  # Kafka's request.timeout.ms default
 
 
 @run

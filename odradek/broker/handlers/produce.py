@@ -7,8 +7,10 @@ CurrentLeader and NodeEndpoints on NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH 
 partitions/leader_discovery.py); v12 (KIP-890 part 2): with transaction.version 2 finalized, a
 transactional produce adds its partitions to the producer's transaction itself (the 4.x producer
 sends no AddPartitionsToTxn then), before the usual verification; v13 names topics by id (an
-unknown id is UNKNOWN_TOPIC_ID). Batches are validated as bytes and appended whole; acks=0 gets
-no response.
+unknown id is UNKNOWN_TOPIC_ID). Transactions v1 (KIP-890 part 1): a transactional batch goes
+only to a partition of its producer's ongoing transaction, asked of the coordinator's broker
+with AddPartitionsToTxn verify_only when that is another broker. Batches are validated as bytes
+and appended whole; acks=0 gets no response.
 
 Clients may not write to the internal topics (`__consumer_offsets`, `__transaction_state`):
 INVALID_TOPIC_EXCEPTION, as Kafka's ReplicaManager.appendToLocalLog ("Cannot append to internal
@@ -239,16 +241,35 @@ def _in_open_transaction(part: Partition | None, producer_id: int, epoch: int) -
     return entry is not None and entry.epoch == epoch and entry.txn_first_offset >= 0
 
 
-async def _add_to_transaction(
+def _as_produce_error(error: ErrorCode) -> ErrorCode:
+    """A coordinator's refusal of a partition as the produce answers it, as Kafka's
+    AddPartitionsToTxnManager and ReplicaManager: retriable ones as NOT_ENOUGH_REPLICAS; an older
+    epoch (a delayed produce of an earlier transaction) as INVALID_PRODUCER_EPOCH, which
+    producers expect on a produce (KIP-588); a verification it could not do as
+    INVALID_TXN_STATE."""
+    if error in _RETRY_AS_NOT_ENOUGH_REPLICAS:
+        return ErrorCode.NOT_ENOUGH_REPLICAS
+    if error == ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    if error == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+        return ErrorCode.INVALID_TXN_STATE
+    return error
+
+
+def _for_version(error: ErrorCode, version: int) -> ErrorCode:
+    """A partition outside the producer's ongoing transaction is TRANSACTION_ABORTABLE from
+    Produce v11 on (KIP-890 part 1), INVALID_TXN_STATE before, as Kafka 4.4 answers."""
+    if error == ErrorCode.TRANSACTION_ABORTABLE and version < 11:
+        return ErrorCode.INVALID_TXN_STATE
+    return error
+
+
+def _unverified(
     ctx: RequestContext, req: protocol.ProduceRequest
-) -> tuple[ErrorCode, set[tuple[str, int]]]:
-    """Transactions v2: the request's existing partitions join its producer's transaction
-    (Kafka's leader sends AddPartitionsToTxn to the coordinator for them). When this broker
-    coordinates the transaction, the append's own verification then decides each partition's
-    error, except a retriable refusal (the last transaction's markers still going out:
-    CONCURRENT_TRANSACTIONS), which every partition answers as NOT_ENOUGH_REPLICAS, as from a
-    remote coordinator; when another broker coordinates, its answer is the error of every
-    partition added."""
+) -> tuple[tuple[int, int] | None, list[tuple[str, int]]]:
+    """The request's producer (id, epoch) and its existing partitions that do not hold that
+    producer epoch's open transaction yet. A partition that does needs no coordinator (Kafka
+    skips verification then): one round trip per partition and transaction, not per request."""
     topics = ctx.broker.topics
     wanted: list[tuple[str, int]] = []
     producer: tuple[int, int] | None = None
@@ -261,28 +282,62 @@ async def _add_to_transaction(
             if producer is None and len(records) >= _PRODUCER_OFFSET + _PRODUCER.size:
                 producer = _PRODUCER.unpack_from(records, _PRODUCER_OFFSET)
             wanted.append((name, pd.index))
+    if producer is None:
+        return None, []
+    return producer, [tp for tp in wanted if not _in_open_transaction(topics.get(*tp), *producer)]
+
+
+def _refused(
+    req: protocol.ProduceRequest, errors: dict[tuple[str, int], ErrorCode]
+) -> dict[tuple[str, int], ErrorCode]:
+    out = {tp: _as_produce_error(e) for tp, e in errors.items() if e != ErrorCode.NONE}
+    if out:
+        log.info(
+            "transactional produce by %s to %d partitions refused: %s",
+            req.transactional_id,
+            len(out),
+            ", ".join(sorted({e.name for e in out.values()})),
+        )
+    return out
+
+
+async def _add_to_transaction(
+    ctx: RequestContext, req: protocol.ProduceRequest
+) -> dict[tuple[str, int], ErrorCode]:
+    """Transactions v2: the request's existing partitions join its producer's transaction
+    (Kafka's leader sends AddPartitionsToTxn to the coordinator for them); the partitions
+    refused and their errors. When this broker coordinates the transaction, the append's own
+    verification then decides each partition's error, except a retriable refusal (the last
+    transaction's markers still going out: CONCURRENT_TRANSACTIONS), which every partition
+    answers as NOT_ENOUGH_REPLICAS, as from a remote coordinator; when another broker
+    coordinates, its answer is the error of every partition added."""
+    producer, wanted = _unverified(ctx, req)
     if producer is None or not wanted:
-        return ErrorCode.NONE, set()
-    # a partition already holding this producer epoch's open transaction needs no coordinator
-    # (Kafka skips verification then): one round trip per partition and transaction, not per
-    # produce request
-    wanted = [tp for tp in wanted if not _in_open_transaction(topics.get(*tp), *producer)]
-    if not wanted:
-        return ErrorCode.NONE, set()
+        return {}
     error, remote = await ctx.txn_coordinator.add_partitions_anywhere(
         req.transactional_id, producer[0], producer[1], wanted
     )
-    if error == ErrorCode.NONE or (not remote and error not in _RETRY_AS_NOT_ENOUGH_REPLICAS):
-        return ErrorCode.NONE, set()
-    if error in _RETRY_AS_NOT_ENOUGH_REPLICAS:
-        error = ErrorCode.NOT_ENOUGH_REPLICAS
-    log.info(
-        "transactional produce by %s to %d partitions refused: %s",
-        req.transactional_id,
-        len(wanted),
-        error.name,
+    if not remote and error not in _RETRY_AS_NOT_ENOUGH_REPLICAS:
+        return {}
+    return _refused(req, dict.fromkeys(wanted, error))
+
+
+async def _verify_elsewhere(
+    ctx: RequestContext, req: protocol.ProduceRequest
+) -> dict[tuple[str, int], ErrorCode]:
+    """Transactions v1 (KIP-890 part 1) when another broker coordinates the transaction: is
+    each partition in the producer's ongoing transaction? Asked with AddPartitionsToTxn v5
+    verify_only, as Kafka's leader does; the partitions refused and their errors. (When this
+    broker coordinates it, the append's own check decides.) Unverified, a delayed produce of an
+    ended transaction would open one that no coordinator knows, holding the partition's last
+    stable offset back for good."""
+    producer, wanted = _unverified(ctx, req)
+    if producer is None or not wanted or not req.transactional_id:
+        return {}
+    found = await ctx.txn_coordinator.verify_elsewhere(
+        req.transactional_id, producer[0], producer[1], wanted
     )
-    return error, set(wanted)
+    return {} if found is None else _refused(req, found)
 
 
 @handles(ApiKey.PRODUCE, versions=(0, 13))
@@ -295,9 +350,12 @@ async def produce(
     waits = []
     flushes = []  # (partition, result) whose append made a group fsync due (flush.messages)
     denied = None if broker.authorizer is None else authz.produce_denied(ctx, req)
-    add_error, not_added = ErrorCode.NONE, set[tuple[str, int]]()
-    if req.transactional_id and version >= 12 and not denied and transactions_v2(broker):
-        add_error, not_added = await _add_to_transaction(ctx, req)
+    not_in_txn: dict[tuple[str, int], ErrorCode] = {}  # refused by the txn coordinator
+    if req.transactional_id and not denied:
+        if version >= 12 and transactions_v2(broker):
+            not_in_txn = await _add_to_transaction(ctx, req)
+        else:
+            not_in_txn = await _verify_elsewhere(ctx, req)
     for td in req.topic_data:
         name = td.name
         if version >= 13:
@@ -313,8 +371,9 @@ async def produce(
             if denied is not None and refused:
                 parts.append((pd.index, AppendResult(refused)))
                 continue
-            if not_added and (name, pd.index) in not_added:
-                parts.append((pd.index, AppendResult(add_error)))
+            if not_in_txn and (name, pd.index) in not_in_txn:
+                error = _for_version(not_in_txn[(name, pd.index)], version)
+                parts.append((pd.index, AppendResult(error)))
                 continue
             pre = None
             if version < 3:
@@ -322,6 +381,7 @@ async def produce(
             else:
                 pre = await _validate_compressed(ctx, name, pd.index, pd.records)
             res = _produce_one(ctx, name, pd.index, pd.records, req.acks, req.transactional_id, pre)
+            res.error = _for_version(res.error, version)
             if res.flush is not None:
                 flushes.append((broker.topics.get(name, pd.index), res))
             if res.error == ErrorCode.NONE and req.acks == -1:

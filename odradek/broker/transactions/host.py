@@ -33,8 +33,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-APPEND_TIMEOUT_MS = 5000
-
 
 class BrokerTxnHost:
     """The coordinator's view of the broker (`odradek.coordinator.txn.coordinator.TxnHost`)."""
@@ -61,6 +59,16 @@ class BrokerTxnHost:
         partitions: list[TopicPartition],
     ) -> Awaitable[ErrorCode]:
         return self.adder.add(node, transactional_id, producer_id, producer_epoch, partitions)
+
+    def verify_partitions_at(
+        self,
+        node: int,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: list[TopicPartition],
+    ) -> Awaitable[dict[TopicPartition, ErrorCode]]:
+        return self.adder.verify(node, transactional_id, producer_id, producer_epoch, partitions)
 
     def _state_partition(self, partition: int) -> Partition | None:
         return self.broker.topics.get(STATE_TOPIC, partition)
@@ -97,7 +105,9 @@ class BrokerTxnHost:
         # watermark may trail what the previous leader acknowledged)
         return data_records(part.log, part.log.log_end_offset)
 
-    async def append_state(self, partition: int, key: bytes, value: bytes | None) -> ErrorCode:
+    async def append_state(
+        self, partition: int, key: bytes, value: bytes | None, timeout_ms: int
+    ) -> ErrorCode:
         part = self._state_partition(partition)
         if part is None or not part.is_leader:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -117,8 +127,8 @@ class BrokerTxnHost:
         result = part.append_internal(batch)
         if result.error != ErrorCode.NONE:
             return ErrorCode(result.error)
-        # replicated: the transition counts once the ISR has it
-        await self.broker.replicas.wait_for_acks([(part, result)], APPEND_TIMEOUT_MS)
+        # replicated: the transition counts once the ISR has it (waited for up to timeout_ms)
+        await self.broker.replicas.wait_for_acks([(part, result)], timeout_ms)
         return ErrorCode(result.error)
 
     async def write_markers(
@@ -188,6 +198,10 @@ class TxnAppendVerifier:
             error = self.coordinator.check_append(
                 transactional_id, h.producer_id, h.producer_epoch, (part.topic, part.index)
             )
+            if error == ErrorCode.INVALID_TXN_STATE:
+                # not in the ongoing transaction: as Kafka's verification, TRANSACTION_ABORTABLE,
+                # which the produce answers as INVALID_TXN_STATE below v11
+                error = ErrorCode.TRANSACTION_ABORTABLE
             if error is not None:
                 log.info(
                     "transactional produce to %s-%d by producer %d (epoch %d) refused: %s",

@@ -1,9 +1,11 @@
-"""Transactions v2 across brokers (KIP-890 part 2): the partition leader adds a partition to a
-transaction coordinated by another broker, as Kafka's AddPartitionsToTxnManager does, with
-AddPartitionsToTxn v5 (the inter-broker form: transactions batched, verify_only false) over one
-connection per coordinator broker. A transactional produce (v12+) or TxnOffsetCommit v5 waits for
-the answer before it appends; the coordinator then writes the markers to that partition like
-to any other of the transaction."""
+"""Transactions across brokers, as Kafka's AddPartitionsToTxnManager: the partition leader asks
+the transaction's coordinator on another broker with AddPartitionsToTxn v5 (the inter-broker
+form: transactions batched) over one connection per coordinator broker. Transactions v2 (KIP-890
+part 2): a transactional produce (v12+) or TxnOffsetCommit v5 adds its partition (verify_only
+false) and waits for the answer before it appends; the coordinator then writes the markers to
+that partition like to any other of the transaction. Transactions v1 (KIP-890 part 1): a
+transactional produce asks whether its partitions are in the ongoing transaction (verify_only
+true) before it appends."""
 
 from __future__ import annotations
 
@@ -43,6 +45,40 @@ class RemoteTxnAdder:
     ) -> ErrorCode:
         """The coordinator's answer: NONE, or the first error of any partition (one
         transaction's partitions share their coordinator error)."""
+        answer = await self._send(
+            node, transactional_id, producer_id, producer_epoch, partitions, False
+        )
+        if isinstance(answer, ErrorCode):
+            return answer
+        return next((e for e in answer.values() if e != ErrorCode.NONE), ErrorCode.NONE)
+
+    async def verify(
+        self,
+        node: int,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: list[TopicPartition],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """verify_only (KIP-890 part 1, transactions v1): each partition's error, NONE when it
+        is in the producer's ongoing transaction."""
+        answer = await self._send(
+            node, transactional_id, producer_id, producer_epoch, partitions, True
+        )
+        if isinstance(answer, ErrorCode):
+            return dict.fromkeys(partitions, answer)
+        return {tp: answer.get(tp, ErrorCode.NONE) for tp in partitions}
+
+    async def _send(
+        self,
+        node: int,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: list[TopicPartition],
+        verify_only: bool,
+    ) -> ErrorCode | dict[TopicPartition, ErrorCode]:
+        """The partitions' errors, or one error for all (unreachable, or a top-level one)."""
         Req = protocol.AddPartitionsToTxnRequest
         Txn = Req.AddPartitionsToTxnTransaction
         by_topic: dict[str, list[int]] = {}
@@ -54,7 +90,7 @@ class RemoteTxnAdder:
                     transactional_id=transactional_id,
                     producer_id=producer_id,
                     producer_epoch=producer_epoch,
-                    verify_only=False,
+                    verify_only=verify_only,
                     topics=[
                         Req.AddPartitionsToTxnTopic(name=t, partitions=ps)
                         for t, ps in by_topic.items()
@@ -73,12 +109,12 @@ class RemoteTxnAdder:
             return ErrorCode.NETWORK_EXCEPTION
         if resp.error_code:
             return ErrorCode(resp.error_code)
-        for txn in resp.results_by_transaction:
-            for t in txn.topic_results:
-                for p in t.results_by_partition:
-                    if p.partition_error_code:
-                        return ErrorCode(p.partition_error_code)
-        return ErrorCode.NONE
+        return {
+            (t.name, p.partition_index): ErrorCode(p.partition_error_code)
+            for txn in resp.results_by_transaction
+            for t in txn.topic_results
+            for p in t.results_by_partition
+        }
 
     def close(self) -> None:
         self.peers.close()

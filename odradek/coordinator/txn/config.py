@@ -83,8 +83,10 @@ class TxnHost(Protocol):
         """Every (key, value) of a state partition up to its high watermark, in order."""
 
     def append_state(
-        self, partition: int, key: bytes, value: bytes | None
-    ) -> Awaitable[ErrorCode]: ...
+        self, partition: int, key: bytes, value: bytes | None, timeout_ms: int
+    ) -> Awaitable[ErrorCode]:
+        """Append one record (acks=all) to a state partition, waiting up to `timeout_ms` for
+        the ISR: its error (REQUEST_TIMED_OUT when the wait ran out)."""
 
     def write_markers(
         self,
@@ -107,6 +109,17 @@ class TxnHost(Protocol):
     ) -> Awaitable[ErrorCode]:
         """AddPartitionsToTxn v5 (verify_only false) to the coordinator on broker `node`: one
         error for all the partitions."""
+
+    def verify_partitions_at(
+        self,
+        node: int,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: list[TopicPartition],
+    ) -> Awaitable[dict[TopicPartition, ErrorCode]]:
+        """AddPartitionsToTxn v5 verify_only to the coordinator on broker `node`: each
+        partition's error (NONE: in the producer's ongoing transaction)."""
 
     def offsets_partition(self, group_id: str) -> TopicPartition | None:
         """The `__consumer_offsets` partition of a group (AddOffsetsToTxn)."""

@@ -14,8 +14,11 @@ broker that dies in between finishes the job from the persisted Prepare state wh
 
 Each request is checked against the current producer id and epoch, and EndTxn and the produce
 check demand exact equality, so a delayed or retried request from an older epoch can never end
-or write into a later transaction (KAFKA-17754); a retried EndTxn of a finished transaction with
-the same result is answered NONE.
+or write into a later transaction; a retried EndTxn of a finished transaction with the same
+result is answered NONE. Within one epoch (transactions v1, whose producer keeps its epoch) a
+delayed EndTxn or Produce of an earlier transaction cannot be told from one of the current
+transaction, and is taken for one, as by Kafka (KAFKA-17754: KIP-890 part 2's epoch bump on
+every EndTxn v5 is the defence; compat_tests/reference/test_txn_delayed_messages.py).
 
 The broker is reached only through `TxnHost` (`config.py`); this package never imports it.
 """
@@ -347,6 +350,30 @@ class TransactionCoordinator:
         )
         return error, True
 
+    async def verify_elsewhere(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> dict[TopicPartition, ErrorCode] | None:
+        """Transactions v1 (KIP-890 part 1) for an id coordinated by another broker: are the
+        partitions in the producer's ongoing transaction? Asked with AddPartitionsToTxn v5
+        verify_only, as Kafka's AddPartitionsToTxnManager. None when this broker coordinates
+        the id (or is not running): `check_append` decides at the append."""
+        wanted = list(partitions)
+        if self.manager.owner_error(transactional_id) != ErrorCode.NOT_COORDINATOR:
+            return None
+        p = self.partition_of(transactional_id)
+        node = None if p is None else self.host.state_partition_leader(p)
+        if node is None or node < 0:
+            return dict.fromkeys(wanted, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if node == self.host.node_id:
+            return dict.fromkeys(wanted, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        return await self.host.verify_partitions_at(
+            node, transactional_id, producer_id, producer_epoch, wanted
+        )
+
     def verify_partitions(
         self,
         transactional_id: str,
@@ -392,8 +419,9 @@ class TransactionCoordinator:
         verification, KIP-890 part 1: the partition must be in the producer's ongoing
         transaction, with its current id and epoch.) None when it may.
 
-        Ids coordinated by another broker are not verified here (Kafka asks their coordinator
-        with AddPartitionsToTxn verify_only); the partition's own epoch checks still apply."""
+        Ids coordinated by another broker are not verified here: the produce asked their
+        coordinator first (`verify_elsewhere`, or the v2 add); the partition's own epoch checks
+        still apply."""
         tid = transactional_id or self.manager.by_producer.get(producer_id)
         count = self.host.state_partition_count() or 0
         if tid is None and len(self.manager.coordinator_epochs) < count:

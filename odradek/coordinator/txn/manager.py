@@ -15,13 +15,35 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from odradek.coordinator.codec import append_error
 from odradek.coordinator.txn import records as rec
 from odradek.coordinator.txn.config import STATE_TOPIC, TxnConfig, TxnHost, partition_for
 from odradek.coordinator.txn.state import TxnMetadata, TxnState, TxnTransit
 from odradek.wire.errors import ErrorCode
 
 log = logging.getLogger("odradek.coordinator.txn.coordinator")
+
+# How long an append of a tombstone for an expired transactional id waits for the ISR: Kafka's
+# request.timeout.ms default (its TransactionConfig.requestTimeoutMs); every other transition
+# waits up to its transaction timeout, as appendTransactionToLog does.
+TOMBSTONE_TIMEOUT_MS = 30_000
+
+# What a failed append becomes for the client, as TransactionStateManager.appendTransactionToLog
+# maps it; any other error is passed through as it is.
+_APPEND_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,  # the client retries
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+
+
+def append_error(error: ErrorCode) -> ErrorCode:
+    """The client's error for a failed `__transaction_state` append."""
+    return _APPEND_ERRORS.get(error, error)
 
 
 class TxnStateManager:
@@ -143,7 +165,9 @@ class TxnStateManager:
     # -- persisting -----------------------------------------------------------------------------
 
     async def persist(self, md: TxnMetadata, transit: TxnTransit) -> ErrorCode:
-        """Append the transit's record, then apply it; on failure nothing changes."""
+        """Append the transit's record, then apply it; on failure nothing changes. The append
+        waits for the ISR up to the transition's transaction timeout (a tombstone: up to
+        TOMBSTONE_TIMEOUT_MS), as Kafka's appendTransactionToLog."""
         tid = md.transactional_id
         p = self.partition_of(tid)
         if p is None:
@@ -151,8 +175,11 @@ class TxnStateManager:
             return ErrorCode.NOT_COORDINATOR
         value = None if transit.state == TxnState.DEAD else rec.encode_value(transit.to_value())
         epoch = self.coordinator_epochs.get(p)
+        timeout_ms = TOMBSTONE_TIMEOUT_MS if value is None else transit.timeout_ms
         try:
-            error = ErrorCode(await self.host.append_state(p, rec.encode_key(tid), value))
+            error = ErrorCode(
+                await self.host.append_state(p, rec.encode_key(tid), value, timeout_ms)
+            )
         except asyncio.CancelledError:
             md.abandon()
             raise
@@ -167,9 +194,7 @@ class TxnStateManager:
                 tid,
                 error.name,
             )
-            # as Kafka's TransactionStateManager.appendTransactionToLog: a record too large is
-            # UNKNOWN_SERVER_ERROR to the client
-            return append_error(error, too_large=ErrorCode.UNKNOWN_SERVER_ERROR)
+            return append_error(error)
         if self.coordinator_epochs.get(p) != epoch or self.txns.get(tid) is not md:
             md.abandon()  # the partition moved to another coordinator meanwhile
             return ErrorCode.NOT_COORDINATOR
