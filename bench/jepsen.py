@@ -19,9 +19,9 @@ anomalies; the table at the end counts seeds, faults and what the checkers found
 
 `--broker kafka` runs the seeds against three Apache Kafka 4.4 KRaft combined nodes on their own
 hosts instead (compat_tests/reference/kafka_hosts.py, the reference's jars), under the same
-nemesis; the fault kinds that need odradek (power loss, EIO, clock jumps) or ZooKeeper are left
-out, and the reasons printed. Schedules depend on the kinds: to compare, run odradek with the
-same --kinds.
+nemesis; the fault kinds that need odradek (power loss, EIO, clock jumps) are left out, and the
+reasons printed (zk-cut runs as KRaft's analogue: the controller listener cut). Schedules
+depend on the kinds: to compare, run odradek with the same --kinds.
 """
 
 from __future__ import annotations

@@ -7,9 +7,10 @@ kafka` with the same options (--seeds, --start, --seed, --kinds, --java, --minut
     sudo python -m compat_tests.reference.jepsen_ref --seeds 100 --java 0.5
     python -m compat_tests.reference.jepsen_ref --seed 17 -v --keep-logs /tmp/k
 
-Kinds that need odradek (power-loss, eio, clock-jump) or ZooKeeper (zk-cut) are left out with
-the reason printed. Prints each seed's verdict and the soak table of `bench.jepsen`; exit
-status 0 when every seed is valid (nothing Kafka documents as guaranteed was broken).
+Kinds that need odradek (power-loss, eio, clock-jump) are left out with the reason printed;
+zk-cut runs as its KRaft analogue (the controller listener cut, kafka_hosts.py). Prints each
+seed's verdict and the soak table of `bench.jepsen`; exit status 0 when every seed is valid
+(nothing Kafka documents as guaranteed was broken).
 """
 
 from __future__ import annotations

@@ -65,9 +65,6 @@ KAFKA_CONFIG: dict[str, str] = {
 }
 
 UNSUPPORTED: dict[str, str] = {
-    "zk-cut": "KRaft has no ZooKeeper; in combined mode the quorum is the brokers themselves, "
-    "so cutting a broker from the controller quorum is partition-controller or "
-    "majority-minority",
     "power-loss": "needs the fsync journal odradek's log keeps under the power-loss hook "
     "(odradek.log.power_loss) to roll a data dir back to what was fsync'd",
     "eio": "injected by odradek's admin endpoint (odradek.log.disk_faults)",
@@ -166,6 +163,17 @@ class KafkaHosts(MetadataReads):
 
     def node(self, host: str) -> HostNode:
         return self.nodes[self.brokers.index(host)]
+
+    def cut_from_quorum(self, cut: set[str]) -> str:
+        """zk-cut's KRaft analogue: every cut node loses the controller listener (port 9093) of
+        every other node, both ways, and keeps its broker links. As a voter it cannot vote or
+        fetch the metadata log (an active controller among them resigns), as a broker it cannot
+        heartbeat (the controller fences it after broker.session.timeout.ms); with two of three
+        cut there is no quorum, and the brokers keep serving from the metadata they have, as
+        ZooKeeper-mode brokers do with ZooKeeper gone."""
+        for a in cut:
+            self.net.isolate_port({a}, set(self.brokers) - {a}, CONTROLLER_PORT)
+        return f"controller quorum (port {CONTROLLER_PORT}) cut from {sorted(cut)}"
 
     def others(self, host: str) -> set[str]:
         return {h for h in self.net.hosts if h != host}

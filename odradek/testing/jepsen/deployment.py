@@ -65,6 +65,9 @@ class Deployment(Protocol):
 
     def controller(self) -> str | None: ...
 
+    def cut_from_quorum(self, cut: set[str]) -> str:
+        """Cut brokers `cut` off from the metadata quorum (ZooKeeper; KRaft's controllers)."""
+
     def fill_disk(self, b: str) -> str: ...
 
     def free_disk(self, b: str) -> None: ...

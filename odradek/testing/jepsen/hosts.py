@@ -119,6 +119,10 @@ class HostCluster(MetadataReads):
     def unsupported(self) -> dict[str, str]:
         return {}  # every fault kind of the nemesis
 
+    def cut_from_quorum(self, cut: set[str]) -> str:
+        self.net.isolate(cut, set(ZK))
+        return f"ZooKeeper cut from {sorted(cut)}"
+
     def others(self, host: str) -> set[str]:
         return {h for h in self.net.hosts if h != host}
 

@@ -7,7 +7,8 @@ nemesis with real network faults.
     majority-minority     a minority of the brokers (1 of 3, 2 of 5) and a ZooKeeper node
                           (where the cluster has one) cut off from the rest
     bridge                two halves that only one broker connects
-    zk-cut                one or two brokers cut off from every ZooKeeper node
+    zk-cut                one or two brokers cut off from every ZooKeeper node (on KRaft
+                          nodes: from every other node's controller listener)
     netem                 loss, delay and reordering on a broker's link (tc netem)
     kill                  kill -9 a broker, start it again when the fault ends
     pause                 SIGSTOP a broker, SIGCONT when the fault ends
@@ -121,8 +122,7 @@ class Nemesis:
             return f"bridge {b} between {sorted(rest[:half])} and {sorted(rest[half:])}"
         if f.kind == "zk-cut":
             cut = set(rng.sample(brokers, rng.randint(1, 2)))
-            net.isolate(cut, set(c.zookeeper))
-            return f"ZooKeeper cut from {sorted(cut)}"
+            return c.cut_from_quorum(cut)
         if f.kind == "netem":
             return f"{b}: " + net.netem(b, NETEM)
         if f.kind == "kill":
