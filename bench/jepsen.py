@@ -9,12 +9,19 @@ jumps (odradek.testing.jepsen).
     python -m bench.jepsen --seeds 20 --brokers 5       # five brokers (RF 3 topics)
     python -m bench.jepsen --seeds 20 --bootstrap host:9092   # your own cluster, no faults
     python -m bench.jepsen --seeds 20 --java 0          # librdkafka clients only
+    python -m bench.jepsen --seeds 100 --broker kafka   # the same seeds on Apache Kafka 4.4
 
 Needs root and iproute2 (network namespaces, veth, a bridge; tc netem where the kernel has it),
 java and ZooKeeper (scripts/setup.sh). One cluster (three ZooKeeper nodes, three or five
 brokers) serves every seed; each seed has its own topic. A failing seed prints its faults and
 anomalies; the table at the end counts seeds, faults and what the checkers found. Exit status
 0 when every seed is valid.
+
+`--broker kafka` runs the seeds against three Apache Kafka 4.4 KRaft combined nodes on their own
+hosts instead (compat_tests/reference/kafka_hosts.py, the reference's jars), under the same
+nemesis; the fault kinds that need odradek (power loss, EIO, clock jumps) are left out, and the
+reasons printed (zk-cut runs as KRaft's analogue: the controller listener cut). Schedules
+depend on the kinds: to compare, run odradek with the same --kinds.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from odradek.testing.jepsen.checker import CYCLES, summarize
+from odradek.testing.jepsen.deployment import Deployment, applicable
 from odradek.testing.jepsen.hosts import HostCluster, journal_env
 from odradek.testing.jepsen.javaclient import unavailable
 from odradek.testing.jepsen.nemesis import ALL
@@ -51,6 +59,13 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "the topic jepsen-<seed> must exist with 4 partitions)",
     )
     p.add_argument("--brokers", type=int, default=3, help="odradek brokers (3 or 5)")
+    p.add_argument(
+        "--broker",
+        choices=("odradek", "kafka"),
+        default="odradek",
+        help="whose brokers: odradek's (over ZooKeeper) or Apache Kafka 4.4's (KRaft, three "
+        "combined nodes: the reference, a check of the checker)",
+    )
     p.add_argument("--failures", help="append failing seeds' explanations to this file")
     p.add_argument(
         "--minutes", type=float, help="start no seed after this many minutes (a timed soak)"
@@ -104,7 +119,17 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.CRITICAL)
     seeds = args.seed or list(range(args.start, args.start + args.seeds))
     java = java_share(args.java)
-    opts = SeedOptions(duration=args.duration, kinds=tuple(args.kinds.split(",")), java=java)
+    kinds = tuple(args.kinds.split(","))
+    if args.broker == "kafka":
+        from compat_tests.reference.kafka_hosts import UNSUPPORTED
+
+        kinds, skipped = applicable(kinds, UNSUPPORTED)
+        for kind, why in skipped.items():
+            print(f"{kind}: left out on Kafka ({why})", flush=True)
+        if not kinds:
+            print("no fault kind left to run on Kafka")
+            return 2
+    opts = SeedOptions(duration=args.duration, kinds=kinds, java=java)
     results: list[Result] = []
     errors: list[int] = []
     began = time.monotonic()
@@ -147,13 +172,16 @@ def _on_fresh_cluster(
     errors: list[int],
 ) -> None:
     with _work_dir(work_dir) as tmp:
-        with HostCluster(tmp, brokers=args.brokers, env=journal_env(tmp)) as cluster:
+        with _cluster(args, tmp) as cluster:
             for seed in seeds:
                 if args.minutes and time.monotonic() - began > 60 * args.minutes:
                     break
                 marks = _log_marks(cluster)
                 try:
-                    results.append(_report(run_seed(cluster, seed, opts), args))
+                    result = run_seed(cluster, seed, opts)
+                    if args.broker == "kafka":
+                        result.command += " --broker kafka"
+                    results.append(_report(result, args))
                     if args.keep_logs and (args.verbose or not results[-1].valid):
                         kept = Path(args.keep_logs) / f"seed-{seed}-run-{len(results)}"
                         _keep_logs(cluster, marks, kept)
@@ -162,12 +190,25 @@ def _on_fresh_cluster(
                     errors.append(seed)
 
 
-def _log_marks(cluster: HostCluster) -> dict[Path, int]:
+@contextlib.contextmanager
+def _cluster(args: argparse.Namespace, tmp: str) -> Iterator[Deployment]:
+    """The brokers on hosts: odradek's `HostCluster`, or Kafka's KRaft nodes (`--broker kafka`)."""
+    if args.broker == "kafka":
+        from compat_tests.reference.kafka_hosts import KafkaHosts
+
+        with KafkaHosts(tmp, nodes=args.brokers) as kafka:
+            yield kafka
+    else:
+        with HostCluster(tmp, brokers=args.brokers, env=journal_env(tmp)) as cluster:
+            yield cluster
+
+
+def _log_marks(cluster: Deployment) -> dict[Path, int]:
     """Every host's log file and its size now (where a seed's lines begin)."""
     return {p: p.stat().st_size for p in cluster.work.glob("*/*.log")}
 
 
-def _keep_logs(cluster: HostCluster, marks: dict[Path, int], out: Path) -> None:
+def _keep_logs(cluster: Deployment, marks: dict[Path, int], out: Path) -> None:
     """Copy what each host logged since `marks` into `out` (one file per host)."""
     out.mkdir(parents=True, exist_ok=True)
     for path in sorted(cluster.work.glob("*/*.log")):

@@ -23,13 +23,15 @@ class _Net:
 
 
 class _Cluster:
-    def __init__(self, brokers: int) -> None:
+    def __init__(self, brokers: int, zookeeper: tuple[str, ...] = ZK) -> None:
         self.brokers = [f"b{i}" for i in range(brokers)]
-        self.net = _Net([*ZK, *self.brokers, CLIENT])
+        self.zookeeper = zookeeper
+        self.unsupported: dict[str, str] = {}
+        self.net = _Net([*zookeeper, *self.brokers, CLIENT])
 
 
-def _split(brokers: int, pick: int) -> tuple[set[str], set[str]]:
-    c: Any = _Cluster(brokers)
+def _split(brokers: int, pick: int, zookeeper: tuple[str, ...] = ZK) -> tuple[set[str], set[str]]:
+    c: Any = _Cluster(brokers, zookeeper)
     Nemesis(c, "t", 4, {}).begin(Fault(0.0, "majority-minority", pick, 1.0))
     [cut] = c.net.cuts
     return cut
@@ -52,3 +54,12 @@ def test_three_brokers_draw_as_before() -> None:
         rng = random.Random(pick)
         b = rng.choice([f"b{i}" for i in range(3)])
         assert _split(3, pick)[0] == {b, rng.choice(ZK)}
+
+
+def test_kraft_nodes_split_as_brokers_alone() -> None:
+    """KRaft combined nodes (Kafka on hosts) have no quorum hosts of their own: the minority is
+    the drawn broker alone, the same broker as on odradek's hosts for the same draw."""
+    for pick in range(40):
+        minority, rest = _split(3, pick, zookeeper=())
+        assert minority == {random.Random(pick).choice([f"b{i}" for i in range(3)])}
+        assert rest == {"b0", "b1", "b2", CLIENT} - minority

@@ -10,6 +10,7 @@ Needs root and iproute2 (CI runs as root): without them the test fails naming wh
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -89,3 +90,41 @@ def test_a_restarted_broker_is_not_in_sync_until_it_registered_again(hosts: Host
     assert not hosts.all_in_sync(0.5)
     hosts.start_broker("b2")
     assert hosts.all_in_sync(60)  # registered again, and back in every ISR
+
+
+def test_a_port_cut_drops_that_port_only_both_ways_until_healed() -> None:
+    """`isolate_port` (KRaft's zk-cut: the controller listener cut, the broker's kept)."""
+    lack = netns.missing()
+    assert not lack, "hosts in network namespaces need " + ", ".join(lack)
+    with netns.Network(["a", "b"]) as net:
+        listeners = {
+            h: net.run_inside(h, lambda h=h: [_listen(net.addresses[h], p) for p in (9092, 9093)])
+            for h in ("a", "b")
+        }
+        try:
+
+            def reach(src: str, dst: str, port: int) -> bool:
+                return net.run_inside(src, lambda: _connects(net.addresses[dst], port))
+
+            assert all(reach(s, d, p) for s, d in (("a", "b"), ("b", "a")) for p in (9092, 9093))
+            net.isolate_port({"a"}, {"b"}, 9093)
+            assert not reach("a", "b", 9093) and not reach("b", "a", 9093)
+            assert reach("a", "b", 9092) and reach("b", "a", 9092)
+            net.heal()
+            assert reach("a", "b", 9093) and reach("b", "a", 9093)
+        finally:
+            for socks in listeners.values():
+                for s in socks:
+                    s.close()
+
+
+def _listen(addr: str, port: int) -> socket.socket:
+    return socket.create_server((addr, port))
+
+
+def _connects(addr: str, port: int) -> bool:
+    try:
+        with socket.create_connection((addr, port), timeout=1.0):
+            return True
+    except OSError:
+        return False

@@ -9,7 +9,9 @@ offsets, poll skips, non-monotonic sends and polls, aborted and uncommitted read
 offsets and high watermarks going back), `elle` (G0 / G1c / G2 dependency cycles), `workload`
 (the clients over confluent-kafka), `javaclient` (the same processes over Apache Kafka's Java
 client, one JVM per run), `hosts` (brokers and ZooKeeper in network namespaces with
-real network faults), `runner` (one seed). `python -m bench.jepsen --seeds N` soaks.
+real network faults), `deployment` (what the nemesis needs of a cluster on hosts: odradek's, or
+Kafka's KRaft nodes in compat_tests/reference/kafka_hosts.py), `runner` (one seed).
+`python -m bench.jepsen --seeds N` soaks (`--broker kafka`: the same seeds on Apache Kafka).
 """
 
 from odradek.testing.jepsen.checker import KAFKA_GUARANTEES, Anomaly, Report, check

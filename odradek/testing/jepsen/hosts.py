@@ -25,10 +25,11 @@ import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
 from odradek.broker.cluster import zk_layout as zl
 from odradek.log.power_loss import ENV as POWER_LOSS_ENV
+from odradek.testing.jepsen.metadata import MetadataReads
 from odradek.testing.jepsen.netns import Network
 from odradek.testing.zookeeper import ZooKeeperUnavailable, zookeeper_jar
 
@@ -68,11 +69,10 @@ BROKER_CONFIG: dict[str, str] = {
     # 10 s), so that a forward jump aborts the open ones as Kafka's would
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
 }
-TOPIC_CONFIG = {"retention.ms": str(12 * 3600 * 1000)}
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
-class HostCluster:
+class HostCluster(MetadataReads):
     def __init__(
         self,
         work_dir: str | Path,
@@ -110,6 +110,18 @@ class HostCluster:
     @property
     def zookeeper_connect(self) -> str:
         return ",".join(f"{self.addr(z)}:{ZK_PORT}" for z in ZK) + "/odradek"
+
+    @property
+    def zookeeper(self) -> tuple[str, ...]:
+        return ZK
+
+    @property
+    def unsupported(self) -> dict[str, str]:
+        return {}  # every fault kind of the nemesis
+
+    def cut_from_quorum(self, cut: set[str]) -> str:
+        self.net.isolate(cut, set(ZK))
+        return f"ZooKeeper cut from {sorted(cut)}"
 
     def others(self, host: str) -> set[str]:
         return {h for h in self.net.hosts if h != host}
@@ -296,40 +308,18 @@ class HostCluster:
     # -- disks (a full disk as a fault) ---------------------------------------------------------
 
     def _mount_disk(self, b: str) -> None:
-        """Give broker `b` a data dir of its own size (a tmpfs of DISK_MB), so that filling
-        it is a real full disk (ENOSPC) for that broker alone; without mount rights the data
-        dir stays on the work dir's disk and `fill_disk` says it cannot."""
-        d = self.data_dir(b)
-        d.mkdir(parents=True, exist_ok=True)
-        argv = ["mount", "-t", "tmpfs", "-o", f"size={DISK_MB}m", f"jepsen-{b}", str(d)]
-        if subprocess.run(argv, capture_output=True).returncode == 0:
+        """Give broker `b` a data dir of its own size (`mount_tmpfs`)."""
+        if mount_tmpfs(self.data_dir(b), f"jepsen-{b}"):
             self.disks.add(b)
 
     def fill_disk(self, b: str) -> str:
         """Fill broker `b`'s data dir's file system; what was done."""
         if b not in self.disks:
             return "no disk of its own (mount failed): not filled"
-        st = os.statvfs(self.data_dir(b))
-        free = st.f_bavail * st.f_frsize
-        fd = os.open(self.data_dir(b) / FILLER, os.O_CREAT | os.O_WRONLY, 0o644)
-        size, step = 0, 1 << 20
-        try:
-            while step >= 4096:  # whole steps until one fails, then smaller ones
-                try:
-                    os.posix_fallocate(fd, size, step)
-                    size += step
-                except OSError:
-                    step //= 4
-        finally:
-            os.close(fd)
-        left = os.statvfs(self.data_dir(b))
-        return f"filled: {free // 1024} KiB free -> {left.f_bavail * left.f_frsize // 1024} KiB"
+        return fill_fs(self.data_dir(b))
 
     def free_disk(self, b: str) -> None:
-        try:
-            os.unlink(self.data_dir(b) / FILLER)
-        except FileNotFoundError:
-            pass
+        free_fs(self.data_dir(b))
 
     def __enter__(self) -> HostCluster:
         return self.start()
@@ -337,48 +327,7 @@ class HostCluster:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- admin (from the control address) --------------------------------------------------------
-
-    def admin(self) -> AdminClient:
-        if self._admin is None:
-            settings: dict[str, str | int] = {"bootstrap.servers": self.bootstrap}
-            self._admin = AdminClient({**settings, "socket.timeout.ms": 3000, "log_level": 0})
-        return self._admin
-
-    def create_topic(self, topic: str, partitions: int, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        error = ""
-        while time.monotonic() < deadline:
-            admin = self.admin()
-            new = NewTopic(topic, partitions, 3, config=TOPIC_CONFIG)
-            fut = admin.create_topics([new], request_timeout=5)
-            try:
-                fut[topic].result(10)
-            except Exception as exc:  # TOPIC_ALREADY_EXISTS after a retry counts as done
-                error = str(exc)
-                if "TOPIC_ALREADY_EXISTS" not in error:
-                    time.sleep(0.3)
-                    continue
-            if self.full_isr(topic, partitions):
-                return
-        raise TimeoutError(f"topic {topic} not created with 3 in-sync replicas: {error}")
-
-    def full_isr(self, topic: str, partitions: int, timeout: float = 20.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                md = self.admin().list_topics(topic, timeout=3).topics.get(topic)
-            except Exception:
-                md = None
-            if (
-                md is not None
-                and md.error is None
-                and len(md.partitions) == partitions
-                and all(p.leader >= 0 and len(p.isrs) == 3 for p in md.partitions.values())
-            ):
-                return True
-            time.sleep(0.2)
-        return False
+    # -- metadata (from the control address; `MetadataReads` has the topic reads) ----------------
 
     def registrations(self) -> dict[int, int]:
         """Broker id -> the creation zxid of its `/brokers/ids/<id>` node ({} when ZooKeeper
@@ -431,28 +380,10 @@ class HostCluster:
             if not self.registered_in_sync():
                 time.sleep(0.2)
                 continue
-            try:
-                topics = self.admin().list_topics(timeout=3).topics.values()
-            except Exception:
-                topics = None
-            if topics and all(
-                md.error is None
-                and md.partitions
-                and all(
-                    p.leader >= 0 and len(p.isrs) == len(p.replicas) for p in md.partitions.values()
-                )
-                for md in topics
-            ):
+            if self.metadata_in_sync():
                 return True
             time.sleep(0.2)
         return False
-
-    def leader(self, topic: str, partition: int) -> str | None:
-        try:
-            md = self.admin().list_topics(topic, timeout=3).topics[topic].partitions[partition]
-        except Exception:
-            return None
-        return f"b{md.leader}" if md.leader >= 0 else None
 
     def controller(self) -> str | None:
         try:
@@ -460,6 +391,41 @@ class HostCluster:
         except Exception:
             return None
         return f"b{c.id}" if c is not None and c.id >= 0 else None
+
+
+def mount_tmpfs(d: Path, name: str) -> bool:
+    """Mount a tmpfs of DISK_MB on `d` (made if missing), so that filling it is a real full
+    disk (ENOSPC) for the one broker whose data dir it is; False without mount rights (the
+    data dir then stays on the work dir's disk and cannot be filled)."""
+    d.mkdir(parents=True, exist_ok=True)
+    argv = ["mount", "-t", "tmpfs", "-o", f"size={DISK_MB}m", name, str(d)]
+    return subprocess.run(argv, capture_output=True).returncode == 0
+
+
+def fill_fs(d: Path) -> str:
+    """Fill the file system of directory `d` with one file (FILLER); what was done."""
+    st = os.statvfs(d)
+    free = st.f_bavail * st.f_frsize
+    fd = os.open(d / FILLER, os.O_CREAT | os.O_WRONLY, 0o644)
+    size, step = 0, 1 << 20
+    try:
+        while step >= 4096:  # whole steps until one fails, then smaller ones
+            try:
+                os.posix_fallocate(fd, size, step)
+                size += step
+            except OSError:
+                step //= 4
+    finally:
+        os.close(fd)
+    left = os.statvfs(d)
+    return f"filled: {free // 1024} KiB free -> {left.f_bavail * left.f_frsize // 1024} KiB"
+
+
+def free_fs(d: Path) -> None:
+    try:
+        os.unlink(d / FILLER)
+    except FileNotFoundError:
+        pass
 
 
 def stale_isr_free(

@@ -1,11 +1,14 @@
-"""Faults from a seed over a `HostCluster`: Jepsen's nemesis with real network faults.
+"""Faults from a seed over a cluster on hosts (`deployment.Deployment`: odradek's
+`HostCluster`, or Apache Kafka's KRaft nodes in compat_tests/reference/kafka_hosts.py): Jepsen's
+nemesis with real network faults.
 
     partition-leader      isolate a partition's leader from every other host
     partition-controller  isolate the controller broker from every other host
     majority-minority     a minority of the brokers (1 of 3, 2 of 5) and a ZooKeeper node
-                          cut off from the rest
+                          (where the cluster has one) cut off from the rest
     bridge                two halves that only one broker connects
-    zk-cut                one or two brokers cut off from every ZooKeeper node
+    zk-cut                one or two brokers cut off from every ZooKeeper node (on KRaft
+                          nodes: from every other node's controller listener)
     netem                 loss, delay and reordering on a broker's link (tc netem)
     kill                  kill -9 a broker, start it again when the fault ends
     pause                 SIGSTOP a broker, SIGCONT when the fault ends
@@ -39,8 +42,9 @@ from dataclasses import dataclass
 
 from odradek.log.disk_faults import FSYNC, WRITE
 from odradek.log.power_loss import discard_unsynced
+from odradek.testing.jepsen.deployment import Deployment
 from odradek.testing.jepsen.history import INFO, History
-from odradek.testing.jepsen.hosts import CLIENT, ZK, HostCluster
+from odradek.testing.jepsen.hosts import CLIENT
 
 NETWORK = ("partition-leader", "partition-controller", "majority-minority", "bridge", "zk-cut")
 PROCESS = ("kill", "pause")
@@ -74,9 +78,7 @@ def schedule(seed: int, duration: float, kinds: tuple[str, ...], longest: float)
 
 
 class Nemesis:
-    def __init__(
-        self, cluster: HostCluster, topic: str, keys: int, journal: dict[str, str]
-    ) -> None:
+    def __init__(self, cluster: Deployment, topic: str, keys: int, journal: dict[str, str]) -> None:
         self.c = cluster
         self.topic = topic
         self.keys = keys
@@ -92,6 +94,8 @@ class Nemesis:
         """Start `f`; returns what it did, for the history."""
         rng = random.Random(f.pick)
         c, net = self.c, self.c.net
+        if f.kind in c.unsupported:
+            raise ValueError(f"{f.kind} does not apply here: {c.unsupported[f.kind]}")
         brokers = list(c.brokers)
         b = rng.choice(brokers)
         if f.kind == "partition-leader":
@@ -105,7 +109,9 @@ class Nemesis:
         if f.kind == "majority-minority":
             # a minority of the brokers (1 of 3, 2 of 5) and of the ZooKeeper nodes (1 of 3)
             more = rng.sample([x for x in brokers if x != b], (len(brokers) - 1) // 2 - 1)
-            minority = {b, *more, rng.choice(ZK)}
+            minority = {b, *more}
+            if c.zookeeper:
+                minority.add(rng.choice(c.zookeeper))
             net.isolate(minority, set(net.hosts) - minority)
             return f"minority {sorted(minority)}"
         if f.kind == "bridge":
@@ -116,8 +122,7 @@ class Nemesis:
             return f"bridge {b} between {sorted(rest[:half])} and {sorted(rest[half:])}"
         if f.kind == "zk-cut":
             cut = set(rng.sample(brokers, rng.randint(1, 2)))
-            net.isolate(cut, set(ZK))
-            return f"ZooKeeper cut from {sorted(cut)}"
+            return c.cut_from_quorum(cut)
         if f.kind == "netem":
             return f"{b}: " + net.netem(b, NETEM)
         if f.kind == "kill":

@@ -11,6 +11,7 @@ Layout: a bridge `jb<tag>` in the root namespace with 10.A.B.1/24 (the control a
 runner uses to check readiness); per host a namespace `jp<tag>-<host>` and a veth pair whose
 inner end is `eth0` with 10.A.B.(10 + i)/24. A partition puts blackhole routes into both sides'
 namespaces (packets to the other side are dropped; TCP connections stall as over a cut link);
+a cut of one TCP port (`isolate_port`) does the same through a policy rule for that port;
 netem is a root qdisc on the host's eth0. `close()` kills what it spawned and deletes every
 namespace and interface it made, also when set-up failed half way; `sweep()` removes what a
 killed runner left behind (names carry the runner's pid).
@@ -78,6 +79,8 @@ class Network:
         self.addresses = {h: f"{self.subnet}.{10 + i}" for i, h in enumerate(self.hosts)}
         self.procs: dict[str, list[subprocess.Popen[bytes]]] = {h: [] for h in self.hosts}
         self.cuts: set[tuple[str, str]] = set()
+        self.port_cuts: set[tuple[str, str, int]] = set()  # (from, to, TCP port)
+        self.port_rules: set[tuple[str, int]] = set()  # (host, port): its policy rule
         self.shaped: set[str] = set()
         self._made_ns: list[str] = []
         self._made_links: list[str] = []
@@ -176,6 +179,27 @@ class Network:
             _run("ip", "-n", self.ns(a), "route", "add", "blackhole", f"{self.addresses[b]}/32")
             self.cuts.add((a, b))
 
+    def isolate_port(self, side: Iterable[str], other: Iterable[str], port: int) -> None:
+        """Drop TCP packets to `port` between the two sides, both ways (each side's connections
+        to the other's listener on `port` stall; other traffic flows): a policy rule sends a
+        host's packets to that port through a routing table of its own (table number = port)
+        with blackhole routes to the hosts cut off."""
+        for a in side:
+            for b in other:
+                if a != b:
+                    self._cut_port(a, b, port)
+                    self._cut_port(b, a, port)
+
+    def _cut_port(self, a: str, b: str, port: int) -> None:
+        if (a, port) not in self.port_rules:
+            rule = ("rule", "add", "ipproto", "tcp", "dport", str(port), "table", str(port))
+            _run("ip", "-n", self.ns(a), *rule, "priority", "100")
+            self.port_rules.add((a, port))
+        if (a, b, port) not in self.port_cuts:
+            route = ("route", "add", "blackhole", f"{self.addresses[b]}/32", "table", str(port))
+            _run("ip", "-n", self.ns(a), *route)
+            self.port_cuts.add((a, b, port))
+
     def netem(self, host: str, spec: str) -> str:
         """`tc qdisc replace dev eth0 root netem <spec>` in `host`'s namespace. A kernel without
         sch_netem (no module to load in some VMs) gets a token bucket instead (`tbf`: a slow
@@ -200,6 +224,14 @@ class Network:
                 check=False,
             )
         self.cuts.clear()
+        for a, b, port in sorted(self.port_cuts):
+            route = ("route", "del", "blackhole", f"{self.addresses[b]}/32", "table", str(port))
+            _run("ip", "-n", self.ns(a), *route, check=False)
+        self.port_cuts.clear()
+        for a, port in sorted(self.port_rules):
+            rule = ("rule", "del", "ipproto", "tcp", "dport", str(port), "table", str(port))
+            _run("ip", "-n", self.ns(a), *rule, "priority", "100", check=False)
+        self.port_rules.clear()
         for host in sorted(self.shaped):
             _run(
                 "ip",

@@ -58,6 +58,7 @@ class Result:
     elapsed: float
     faults: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    command: str = "python -m bench.jepsen"  # how to run the seed again
 
     @property
     def valid(self) -> bool:
@@ -73,7 +74,7 @@ class Result:
                 *(f"note: {n}" for n in self.notes),
                 *(f"ANOMALY {a}" for a in self.report.anomalies),
                 *(f"observed (not promised by Kafka): {a}" for a in self.report.observed[:10]),
-                f"reproduce: python -m bench.jepsen --seed {self.seed}",
+                f"reproduce: {self.command} --seed {self.seed}",
             ]
         )
 

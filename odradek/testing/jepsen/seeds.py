@@ -1,5 +1,6 @@
-"""One seed over a `HostCluster`: a fresh topic, the seed's faults (`nemesis`) under the queue
-workload (`workload`, from the client host's namespace), heal, final read, check.
+"""One seed over a cluster on hosts (`deployment.Deployment`, e.g. `HostCluster`): a fresh
+topic, the seed's faults (`nemesis`) under the queue workload (`workload`, from the client
+host's namespace), heal, final read, check.
 
     with HostCluster(tmp, env=journal_env(tmp)) as cluster:
         for seed in range(20):
@@ -14,8 +15,9 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+from odradek.testing.jepsen.deployment import Deployment
 from odradek.testing.jepsen.history import History
-from odradek.testing.jepsen.hosts import CLIENT, HostCluster
+from odradek.testing.jepsen.hosts import CLIENT
 from odradek.testing.jepsen.nemesis import ALL, Nemesis, schedule
 from odradek.testing.jepsen.runner import Result, Workload, run_workload
 
@@ -33,7 +35,7 @@ class SeedOptions:
     java: float = 0.0  # share of the processes on the Java client (`Workload.java`)
 
 
-def run_seed(cluster: HostCluster, seed: int, opts: SeedOptions) -> Result:
+def run_seed(cluster: Deployment, seed: int, opts: SeedOptions) -> Result:
     cluster.heal()
     topic = f"jepsen-{seed}"
     cluster.create_topic(topic, opts.keys)
