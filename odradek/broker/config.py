@@ -461,15 +461,17 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         _k(
             "socket.send.buffer.bytes",
             "int",
-            102400,
-            "SO_SNDBUF of every accepted socket; -1: the OS default (autotuning)",
+            -1,
+            "SO_SNDBUF of every accepted socket; -1: the OS default (autotuning; Kafka's default "
+            "is 102400, docs/notes.md)",
         ),
         _k(
             "socket.receive.buffer.bytes",
             "int",
-            102400,
+            -1,
             "SO_RCVBUF of the listening sockets, before they listen (accepted sockets inherit "
-            "it) and of inter-broker clients' sockets; -1: the OS default (autotuning)",
+            "it) and of inter-broker clients' sockets; -1: the OS default (autotuning; Kafka's "
+            "default is 102400, docs/notes.md)",
         ),
         _k(
             "replica.socket.receive.buffer.bytes",
