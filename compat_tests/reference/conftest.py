@@ -171,6 +171,17 @@ def kafka44_cluster(reference_kafka: Callable[..., KafkaReference]) -> KafkaRefe
     return reference_kafka("4.4", nodes=3)
 
 
+@pytest.fixture(params=["odradek", "kafka-4.4"])
+def either_broker(request: pytest.FixtureRequest) -> str:
+    """The bootstrap of the session's odradek broker, then of a Kafka 4.4 node: a test that
+    takes it runs once on each."""
+    if request.param == "odradek":
+        broker: BrokerProcess = request.getfixturevalue("odradek_broker")
+        return broker.bootstrap
+    kafka: KafkaReference = request.getfixturevalue("kafka44")
+    return kafka.bootstrap
+
+
 @pytest.fixture(scope="session")
 def odradek_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     proc = BrokerProcess(tmp_path_factory.mktemp("odradek-ref"), overrides=ODRADEK_OVERRIDES)

@@ -21,7 +21,6 @@ The fault kinds that need odradek itself are `UNSUPPORTED` (with the reason).
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -29,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from compat_tests.reference.kafka_ref import DEFAULT_VERSION, KafkaNode, KafkaReference
-from odradek.testing.jepsen.hosts import CLIENT, fill_fs, free_fs, mount_tmpfs
+from odradek.testing.jepsen.hosts import BROKER_CONFIG, CLIENT, ProcessHosts
 from odradek.testing.jepsen.metadata import MetadataReads
 from odradek.testing.jepsen.netns import Network
 from odradek.testing.raw import Closed, RawClient
@@ -41,23 +40,10 @@ READY_S = 60.0  # a restarted node (JVM start, log recovery) listening again
 HEAP = "512m"
 METADATA_TOPIC = "__cluster_metadata"
 
+# the odradek cluster's settings (the same topics, ISR, timeouts and cleanup intervals), without
+# its ZooKeeper session's
 KAFKA_CONFIG: dict[str, str] = {
-    "min.insync.replicas": "2",
-    "default.replication.factor": "3",
-    "offsets.topic.replication.factor": "3",
-    "offsets.topic.num.partitions": "3",
-    "transaction.state.log.replication.factor": "3",
-    "transaction.state.log.min.isr": "2",
-    "transaction.state.log.num.partitions": "3",
-    "unclean.leader.election.enable": "false",
-    "group.initial.rebalance.delay.ms": "0",
-    "group.min.session.timeout.ms": "1000",
-    "auto.create.topics.enable": "false",
-    "replica.fetch.wait.max.ms": "100",
-    "replica.lag.time.max.ms": "2000",
-    "replica.socket.timeout.ms": "2000",
-    "log.retention.check.interval.ms": "1000",
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+    **{k: v for k, v in BROKER_CONFIG.items() if not k.startswith("zookeeper.")},
     # KRaft's counterpart of odradek's 3 s ZooKeeper session: the controller fences a broker
     # whose heartbeats stop for 3 s (default 9 s, heartbeats every 2 s)
     "broker.session.timeout.ms": "3000",
@@ -123,7 +109,7 @@ class HostNode(KafkaNode):
         )
 
 
-class KafkaHosts(MetadataReads):
+class KafkaHosts(ProcessHosts, MetadataReads):
     """Three KRaft combined nodes on hosts b0-b2 of one `Network`, clients on `client`
     (`deployment.Deployment`)."""
 
@@ -189,8 +175,7 @@ class KafkaHosts(MetadataReads):
     def start(self) -> KafkaHosts:
         try:
             for b in self.brokers:
-                if mount_tmpfs(self.data_dir(b), f"jepsen-kafka-{b}"):
-                    self.disks.add(b)
+                self.mount_disk(b, f"jepsen-kafka-{b}")
             self.quorum._format()
             for n in self.nodes:
                 n.start()
@@ -200,8 +185,8 @@ class KafkaHosts(MetadataReads):
             raise
         return self
 
-    def running(self, host: str) -> bool:
-        return self.node(host).running
+    def process(self, host: str) -> subprocess.Popen[bytes] | None:
+        return self.node(host).proc
 
     def start_broker(self, b: str, wait: bool = True) -> None:
         self.node(b).start()
@@ -232,30 +217,6 @@ class KafkaHosts(MetadataReads):
         if self.running(host):
             self.pause(host, False)
             self.node(host).kill()
-
-    def pause(self, host: str, stop: bool) -> None:
-        proc = self.node(host).proc
-        if proc is not None and proc.poll() is None:
-            os.kill(proc.pid, signal.SIGSTOP if stop else signal.SIGCONT)
-            (self.paused.add if stop else self.paused.discard)(host)
-
-    def heal(self) -> None:
-        """Every link whole, every node running and resumed."""
-        self.net.heal()
-        for host in sorted(self.paused):
-            self.pause(host, False)
-        for b in self.brokers:
-            self.free_disk(b)
-            if not self.running(b):
-                self.start_broker(b)
-
-    def close(self) -> None:
-        for host in sorted(self.paused):
-            self.pause(host, False)
-        self.net.close()
-        for b in sorted(self.disks):
-            subprocess.run(["umount", "-l", str(self.data_dir(b))], capture_output=True)
-        self.disks.clear()
 
     def __enter__(self) -> KafkaHosts:
         return self.start()
@@ -290,16 +251,6 @@ class KafkaHosts(MetadataReads):
             if answer is not None and (best is None or answer[1] > best[1]):
                 best = answer
         return f"b{best[0]}" if best is not None else None
-
-    # -- disks ----------------------------------------------------------------------------------
-
-    def fill_disk(self, b: str) -> str:
-        if b not in self.disks:
-            return "no disk of its own (mount failed): not filled"
-        return fill_fs(self.data_dir(b))
-
-    def free_disk(self, b: str) -> None:
-        free_fs(self.data_dir(b))
 
     # -- what Kafka has no counterpart of (see UNSUPPORTED) -------------------------------------
 

@@ -25,6 +25,25 @@ from odradek.wire import protocol
 from odradek.wire.records import build_batch
 
 TS0 = 1_700_000_000_000
+
+
+def until_settled(
+    call: Callable[[], Any],
+    error: Callable[[Any], int],
+    retry: tuple[int, ...],
+    wait_s: float = 30.0,
+) -> Any:
+    """`call()` (a `send`) again while its answer's error is one of `retry` (a not-yet: a
+    coordinator loading, markers going out), until the deadline; the last answer."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        resp = call()
+        assert not isinstance(resp, str), resp
+        if error(resp) not in retry or time.monotonic() > deadline:
+            return resp
+        time.sleep(0.02)
+
+
 DATA_RECORDS = 3
 
 

@@ -49,9 +49,7 @@ from typing import Any
 
 import pytest
 
-from compat_tests.harness import BrokerProcess
-from compat_tests.reference.kafka_ref import KafkaReference
-from compat_tests.reference.raw_requests import send
+from compat_tests.reference.raw_requests import send, until_settled
 from odradek.wire import protocol
 from odradek.wire.errors import ErrorCode
 from odradek.wire.records import build_batch
@@ -67,15 +65,8 @@ def _name(code: int) -> str:
     return ErrorCode(code).name
 
 
-def _until(call: Callable[[], Any], error: Callable[[Any], int], wait_s: float = 30) -> Any:
-    """`call()` until its error is not a not-yet one (or the deadline passed)."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        resp = call()
-        assert not isinstance(resp, str), resp
-        if error(resp) not in RETRY or time.monotonic() > deadline:
-            return resp
-        time.sleep(0.02)
+def _until(call: Callable[[], Any], error: Callable[[Any], int]) -> Any:
+    return until_settled(call, error, RETRY)
 
 
 @dataclass(slots=True)
@@ -317,34 +308,25 @@ def producer(bootstrap: str, v2: bool) -> Producer:
 # -- the scenarios: each returns what was answered and read, step by step -----------------------
 
 
-def delayed_commit(p: Producer, more: bool) -> dict[str, object]:
+def delayed_end(p: Producer, commit: bool, more: bool) -> dict[str, object]:
+    """T1's EndTxn (commit or abort) is sent twice: the first copy is delayed until T2 has
+    written to p0. With `more`, T2 then writes to p1 too and ends the other way round from T1's
+    delayed end when that was a commit (the torn / aborted-read shape), by committing after an
+    abort (the lost-write shape)."""
+    word = "commit" if commit else "abort"
     out: dict[str, object] = {}
     out["T1 produce p0"] = p.produce(p.batch(0, "t1"))
-    stale = p.end_request(True)
-    out["T1 commit"] = p.commit()
+    stale = p.end_request(commit)
+    out[f"T1 {word}"] = p.commit() if commit else p.abort()
     out["T2 produce p0"] = p.produce(p.batch(0, "t2"))
-    out["T1 commit again"] = p.end(stale)
+    out[f"T1 {word} again"] = p.end(stale)
     out["read after"] = read(p)
     if more:
         out["T2 produce p1"] = p.produce(p.batch(1, "t2-b"))
+    if commit and more:
         out["T2 abort"] = p.abort()
     else:
         out["T2 commit"] = p.commit()
-    out["read at end"] = read(p)
-    return out
-
-
-def delayed_abort(p: Producer, more: bool) -> dict[str, object]:
-    out: dict[str, object] = {}
-    out["T1 produce p0"] = p.produce(p.batch(0, "t1"))
-    stale = p.end_request(False)
-    out["T1 abort"] = p.abort()
-    out["T2 produce p0"] = p.produce(p.batch(0, "t2"))
-    out["T1 abort again"] = p.end(stale)
-    out["read after"] = read(p)
-    if more:
-        out["T2 produce p1"] = p.produce(p.batch(1, "t2-b"))
-    out["T2 commit"] = p.commit()
     out["read at end"] = read(p)
     return out
 
@@ -379,10 +361,10 @@ def delayed_only_produce(p: Producer) -> dict[str, object]:
 
 
 SCENARIOS: dict[str, Callable[[Producer], dict[str, object]]] = {
-    "a": lambda p: delayed_commit(p, more=False),
-    "a+": lambda p: delayed_commit(p, more=True),
-    "b": lambda p: delayed_abort(p, more=False),
-    "b+": lambda p: delayed_abort(p, more=True),
+    "a": lambda p: delayed_end(p, commit=True, more=False),
+    "a+": lambda p: delayed_end(p, commit=True, more=True),
+    "b": lambda p: delayed_end(p, commit=False, more=False),
+    "b+": lambda p: delayed_end(p, commit=False, more=True),
     "c-in": lambda p: delayed_produce(p, in_t2=True),
     "c-out": lambda p: delayed_produce(p, in_t2=False),
     "c-lost": delayed_only_produce,
@@ -574,33 +556,24 @@ EXPECTED: dict[str, dict[str, object]] = {
 }
 
 
-@pytest.fixture(params=["odradek", "kafka-4.4"])
-def bootstrap(request: pytest.FixtureRequest) -> str:
-    if request.param == "odradek":
-        broker: BrokerProcess = request.getfixturevalue("odradek_broker")
-        return broker.bootstrap
-    kafka: KafkaReference = request.getfixturevalue("kafka44")
-    return kafka.bootstrap
-
-
 @pytest.mark.parametrize("name", list(SCENARIOS))
 @pytest.mark.parametrize("v2", [False, True], ids=["v1", "v2"])
-def test_delayed_transaction_message(bootstrap: str, v2: bool, name: str) -> None:
-    observed = SCENARIOS[name](producer(bootstrap, v2))
+def test_delayed_transaction_message(either_broker: str, v2: bool, name: str) -> None:
+    observed = SCENARIOS[name](producer(either_broker, v2))
     assert observed == EXPECTED[f"{'v2' if v2 else 'v1'} {name}"]
 
 
-def test_produce_outside_the_transaction_by_version(bootstrap: str) -> None:
+def test_produce_outside_the_transaction_by_version(either_broker: str) -> None:
     """KIP-890 part 1's refusal of a partition the ongoing transaction does not have (never
     added), by Produce version: Kafka 4.4 answers TRANSACTION_ABORTABLE from v11 on."""
-    p = producer(bootstrap, False)
+    p = producer(either_broker, False)
     p.added.add(0)  # as if added: no AddPartitionsToTxn
     answers = {}
     for version in (3, 9, 10, 11):
         request = p.batch(0, "x")
         p.seq[0] = 0
         resp = _until(
-            functools.partial(send, bootstrap, protocol._REQUESTS[0], request, version),
+            functools.partial(send, either_broker, protocol._REQUESTS[0], request, version),
             lambda r: r.responses[0].partition_responses[0].error_code,
         )
         answers[version] = _name(resp.responses[0].partition_responses[0].error_code)

@@ -18,12 +18,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from compat_tests.harness import BrokerProcess
-from compat_tests.reference.kafka_ref import KafkaReference
-from compat_tests.reference.raw_requests import send
+from compat_tests.reference.raw_requests import send, until_settled
 from odradek.wire import protocol
 from odradek.wire.records import build_batch
 
@@ -32,14 +29,8 @@ from odradek.wire.records import build_batch
 RETRY = (14, 15, 16, 51, 6, 5, 3)
 
 
-def _until(call: Callable[[], Any], error: Callable[[Any], int], wait_s: float = 30) -> Any:
-    deadline = time.monotonic() + wait_s
-    while True:
-        resp = call()
-        assert not isinstance(resp, str), resp
-        if error(resp) not in RETRY or time.monotonic() > deadline:
-            return resp
-        time.sleep(0.05)
+def _until(call: Callable[[], Any], error: Callable[[Any], int]) -> Any:
+    return until_settled(call, error, RETRY)
 
 
 def _produce(bootstrap: str, topic: str, txn: str, pid: int, epoch: int, value: bytes) -> Any:
@@ -178,16 +169,7 @@ EXPECTED = {
 }
 
 
-@pytest.fixture(params=["odradek", "kafka-4.4"])
-def bootstrap(request: pytest.FixtureRequest) -> str:
-    if request.param == "odradek":
-        broker: BrokerProcess = request.getfixturevalue("odradek_broker")
-        return broker.bootstrap
-    kafka: KafkaReference = request.getfixturevalue("kafka44")
-    return kafka.bootstrap
-
-
 def test_sequence_reused_after_an_abort_is_a_duplicate_of_the_aborted_batch(
-    bootstrap: str,
+    either_broker: str,
 ) -> None:
-    assert scenario(bootstrap) == EXPECTED
+    assert scenario(either_broker) == EXPECTED

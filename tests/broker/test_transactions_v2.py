@@ -44,11 +44,11 @@ def init(raw: RawClient, tid: str) -> tuple[int, int]:
             ),
             4,
         )
-        if resp.error_code != ErrorCode.COORDINATOR_NOT_AVAILABLE:
+        if resp.error_code not in (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR):
             break
         assert time.monotonic() < deadline, "no transaction coordinator"
         time.sleep(0.05)
-    assert resp.error_code == 0
+    assert resp.error_code == 0, resp
     return resp.producer_id, resp.producer_epoch
 
 

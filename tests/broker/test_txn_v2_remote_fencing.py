@@ -8,6 +8,8 @@ a produce, KIP-588), the same answer as when one broker is both leader and coord
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from odradek.coordinator.txn.config import STATE_TOPIC, partition_for
@@ -16,6 +18,7 @@ from odradek.testing.raw import RawClient
 from odradek.wire import protocol
 from odradek.wire.errors import ErrorCode
 from odradek.wire.records import build_batch
+from tests.broker.test_transactions_v2 import init as init_tid
 
 TOPIC = "t"
 TID = "remote-fence"
@@ -28,24 +31,7 @@ P = protocol.ProduceRequest
 
 
 def init(raw: RawClient) -> tuple[int, int]:
-    """InitProducerId, retried while the coordinator's state topic is being created."""
-    deadline = time.monotonic() + 15
-    while True:
-        resp = raw.request(
-            protocol.InitProducerIdRequest(
-                transactional_id=TID,
-                transaction_timeout_ms=60000,
-                producer_id=-1,
-                producer_epoch=-1,
-            ),
-            4,
-        )
-        if resp.error_code not in (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR):
-            break
-        assert time.monotonic() < deadline, "no transaction coordinator"
-        time.sleep(0.05)
-    assert resp.error_code == 0, resp
-    return resp.producer_id, resp.producer_epoch
+    return init_tid(raw, TID)
 
 
 def produce(
@@ -90,8 +76,14 @@ def stable(cluster: Cluster, node: int, index: int) -> tuple[int, int]:
     return cluster.call(read)
 
 
-def test_stale_epoch_produce_via_a_remote_coordinator_is_invalid_producer_epoch() -> None:
-    with Cluster(brokers=2, topics={TOPIC: (2, 1)}, config=CONFIG) as cluster:
+@contextmanager
+def two_brokers(
+    config: dict[str, int],
+) -> Iterator[tuple[Cluster, RawClient, RawClient, list[int], list[int]]]:
+    """Two brokers, TOPIC's two partitions led one by each: (cluster, a client of the
+    transaction's coordinator, a client of the other broker, the partitions the other leads,
+    the ones the coordinator leads)."""
+    with Cluster(brokers=2, topics={TOPIC: (2, 1)}, config=config) as cluster:
         with RawClient(cluster.address(0)) as raw:  # creates the state topic
             raw.request(protocol.FindCoordinatorRequest(key=TID, key_type=1), 2)
         cluster.wait_for_leader(STATE_TOPIC, partition_for(TID, 1))
@@ -99,21 +91,25 @@ def test_stale_epoch_produce_via_a_remote_coordinator_is_invalid_producer_epoch(
         remote = [p for p in range(2) if cluster.leader(TOPIC, p) != coordinator]
         local = [p for p in range(2) if cluster.leader(TOPIC, p) == coordinator]
         assert remote and local, "one partition led by each broker"
-        leader = cluster.leader(TOPIC, remote[0])
         with (
             RawClient(cluster.address(coordinator)) as coord,
-            RawClient(cluster.address(leader)) as other,
+            RawClient(cluster.address(cluster.leader(TOPIC, remote[0]))) as other,
         ):
-            pid, epoch = init(coord)
-            assert produce(other, remote[0], pid, epoch, 0) == ErrorCode.NONE
-            done = end(coord, pid, epoch, True, 5)
-            assert (done.error_code, done.producer_epoch) == (0, epoch + 1)
-            # T1's produce again, under T1's epoch: to the partition led elsewhere and to the
-            # coordinator's own partition (which T1 never wrote to)
-            assert produce(other, remote[0], pid, epoch, 0) == ErrorCode.INVALID_PRODUCER_EPOCH
-            assert produce(coord, local[0], pid, epoch, 0) == ErrorCode.INVALID_PRODUCER_EPOCH
-            # the current epoch goes on with T2
-            assert produce(other, remote[0], pid, epoch + 1, 0) == ErrorCode.NONE
+            yield cluster, coord, other, remote, local
+
+
+def test_stale_epoch_produce_via_a_remote_coordinator_is_invalid_producer_epoch() -> None:
+    with two_brokers(CONFIG) as (cluster, coord, other, remote, local):
+        pid, epoch = init(coord)
+        assert produce(other, remote[0], pid, epoch, 0) == ErrorCode.NONE
+        done = end(coord, pid, epoch, True, 5)
+        assert (done.error_code, done.producer_epoch) == (0, epoch + 1)
+        # T1's produce again, under T1's epoch: to the partition led elsewhere and to the
+        # coordinator's own partition (which T1 never wrote to)
+        assert produce(other, remote[0], pid, epoch, 0) == ErrorCode.INVALID_PRODUCER_EPOCH
+        assert produce(coord, local[0], pid, epoch, 0) == ErrorCode.INVALID_PRODUCER_EPOCH
+        # the current epoch goes on with T2
+        assert produce(other, remote[0], pid, epoch + 1, 0) == ErrorCode.NONE
 
 
 def add_v3(raw: RawClient, partition: int, pid: int, epoch: int) -> int:
@@ -137,32 +133,20 @@ def test_v1_produce_to_a_partition_not_in_the_transaction_is_verified_remotely()
     when one broker is both (Kafka asks the coordinator with AddPartitionsToTxn verify_only);
     written, it would open a transaction no coordinator knows and hold the partition's last
     stable offset back for good."""
-    with Cluster(
-        brokers=2, topics={TOPIC: (2, 1)}, config={**CONFIG, "transaction.version": 0}
-    ) as cluster:
-        with RawClient(cluster.address(0)) as raw:  # creates the state topic
-            raw.request(protocol.FindCoordinatorRequest(key=TID, key_type=1), 2)
-        cluster.wait_for_leader(STATE_TOPIC, partition_for(TID, 1))
-        coordinator = cluster.leader(STATE_TOPIC, partition_for(TID, 1))
-        remote = [p for p in range(2) if cluster.leader(TOPIC, p) != coordinator]
-        local = [p for p in range(2) if cluster.leader(TOPIC, p) == coordinator]
-        assert remote and local, "one partition led by each broker"
+    v1 = {**CONFIG, "transaction.version": 0}
+    with two_brokers(v1) as (cluster, coord, other, remote, local):
         leader = cluster.leader(TOPIC, remote[0])
-        with (
-            RawClient(cluster.address(coordinator)) as coord,
-            RawClient(cluster.address(leader)) as other,
-        ):
-            pid, epoch = init(coord)
-            # never added: refused, nothing written (TRANSACTION_ABORTABLE from v11 on)
-            assert produce(other, remote[0], pid, epoch, 0, 9) == ErrorCode.INVALID_TXN_STATE
-            assert produce(other, remote[0], pid, epoch, 0, 11) == ErrorCode.TRANSACTION_ABORTABLE
-            # T1 adds the partition; its produce is delayed; T1 aborts
-            assert add_v3(coord, remote[0], pid, epoch) == ErrorCode.NONE
-            assert end(coord, pid, epoch, False).error_code == ErrorCode.NONE
-            # T2 (same epoch) on the coordinator's own partition; T1's produce arrives
-            assert add_v3(coord, local[0], pid, epoch) == ErrorCode.NONE
-            assert produce(coord, local[0], pid, epoch, 0, 9) == ErrorCode.NONE
-            assert produce(other, remote[0], pid, epoch, 0, 9) == ErrorCode.INVALID_TXN_STATE
-            assert end(coord, pid, epoch, True).error_code == ErrorCode.NONE
-            # nothing open on the remote partition: T1's abort marker and nothing after it
-            assert stable(cluster, leader, remote[0]) == (1, 1)
+        pid, epoch = init(coord)
+        # never added: refused, nothing written (TRANSACTION_ABORTABLE from v11 on)
+        assert produce(other, remote[0], pid, epoch, 0, 9) == ErrorCode.INVALID_TXN_STATE
+        assert produce(other, remote[0], pid, epoch, 0, 11) == ErrorCode.TRANSACTION_ABORTABLE
+        # T1 adds the partition; its produce is delayed; T1 aborts
+        assert add_v3(coord, remote[0], pid, epoch) == ErrorCode.NONE
+        assert end(coord, pid, epoch, False).error_code == ErrorCode.NONE
+        # T2 (same epoch) on the coordinator's own partition; T1's produce arrives
+        assert add_v3(coord, local[0], pid, epoch) == ErrorCode.NONE
+        assert produce(coord, local[0], pid, epoch, 0, 9) == ErrorCode.NONE
+        assert produce(other, remote[0], pid, epoch, 0, 9) == ErrorCode.INVALID_TXN_STATE
+        assert end(coord, pid, epoch, True).error_code == ErrorCode.NONE
+        # nothing open on the remote partition: T1's abort marker and nothing after it
+        assert stable(cluster, leader, remote[0]) == (1, 1)

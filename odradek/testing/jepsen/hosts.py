@@ -72,7 +72,70 @@ BROKER_CONFIG: dict[str, str] = {
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
-class HostCluster(MetadataReads):
+class ProcessHosts:
+    """What both deployments on their own hosts (`HostCluster`, and the reference's Kafka
+    nodes) do the same way: stopping and resuming a host's process, healing every fault, and
+    each broker's data dir as a tmpfs of its own (a full disk as a fault). Subclasses say where
+    a host's process is and how a broker starts."""
+
+    net: Network
+    brokers: list[str]
+    paused: set[str]
+    disks: set[str]  # brokers whose data dir is a tmpfs of its own
+
+    def process(self, host: str) -> subprocess.Popen[bytes] | None:
+        raise NotImplementedError
+
+    def data_dir(self, broker: str) -> Path:
+        raise NotImplementedError
+
+    def start_broker(self, b: str, wait: bool = True) -> None:
+        raise NotImplementedError
+
+    def running(self, host: str) -> bool:
+        proc = self.process(host)
+        return proc is not None and proc.poll() is None
+
+    def pause(self, host: str, stop: bool) -> None:
+        proc = self.process(host)
+        if proc is not None and proc.poll() is None:
+            os.kill(proc.pid, signal.SIGSTOP if stop else signal.SIGCONT)
+            (self.paused.add if stop else self.paused.discard)(host)
+
+    def heal(self) -> None:
+        """Every link whole, every process running and resumed, every disk freed."""
+        self.net.heal()
+        for host in sorted(self.paused):
+            self.pause(host, False)
+        for b in self.brokers:
+            self.free_disk(b)
+            if not self.running(b):
+                self.start_broker(b)
+
+    def close(self) -> None:
+        for host in sorted(self.paused):
+            self.pause(host, False)
+        self.net.close()
+        for b in sorted(self.disks):
+            subprocess.run(["umount", "-l", str(self.data_dir(b))], capture_output=True)
+        self.disks.clear()
+
+    def mount_disk(self, b: str, name: str) -> None:
+        """Give broker `b` a data dir of its own size (`mount_tmpfs`)."""
+        if mount_tmpfs(self.data_dir(b), name):
+            self.disks.add(b)
+
+    def fill_disk(self, b: str) -> str:
+        """Fill broker `b`'s data dir's file system; what was done."""
+        if b not in self.disks:
+            return "no disk of its own (mount failed): not filled"
+        return fill_fs(self.data_dir(b))
+
+    def free_disk(self, b: str) -> None:
+        free_fs(self.data_dir(b))
+
+
+class HostCluster(ProcessHosts, MetadataReads):
     def __init__(
         self,
         work_dir: str | Path,
@@ -138,7 +201,7 @@ class HostCluster(MetadataReads):
     def start(self) -> HostCluster:
         try:
             for b in self.brokers:
-                self._mount_disk(b)
+                self.mount_disk(b, f"jepsen-{b}")
             for i, z in enumerate(ZK):
                 self._start_zk(i, z)
             for z in ZK:
@@ -233,9 +296,8 @@ class HostCluster(MetadataReads):
         path = self.work / host / name
         return path.read_text(errors="replace")[-chars:] if path.exists() else ""
 
-    def running(self, host: str) -> bool:
-        proc = self.procs.get(host)
-        return proc is not None and proc.poll() is None
+    def process(self, host: str) -> subprocess.Popen[bytes] | None:
+        return self.procs.get(host)
 
     def kill(self, host: str) -> None:
         proc = self.procs.get(host)
@@ -247,30 +309,6 @@ class HostCluster(MetadataReads):
                 self.paused.discard(host)
             proc.kill()
             proc.wait(10)
-
-    def pause(self, host: str, stop: bool) -> None:
-        proc = self.procs.get(host)
-        if proc is not None and proc.poll() is None:
-            os.kill(proc.pid, signal.SIGSTOP if stop else signal.SIGCONT)
-            (self.paused.add if stop else self.paused.discard)(host)
-
-    def heal(self) -> None:
-        """Every link whole, every process running and resumed."""
-        self.net.heal()
-        for host in sorted(self.paused):
-            self.pause(host, False)
-        for b in self.brokers:
-            self.free_disk(b)
-            if not self.running(b):
-                self.start_broker(b)
-
-    def close(self) -> None:
-        for host in list(self.paused):
-            self.pause(host, False)
-        self.net.close()
-        for b in sorted(self.disks):
-            subprocess.run(["umount", "-l", str(self.data_dir(b))], capture_output=True)
-        self.disks.clear()
 
     # -- the admin endpoint: clock jumps and disk errors ---------------------------------------
 
@@ -306,20 +344,6 @@ class HostCluster(MetadataReads):
         return [str(d) for d in offline] if isinstance(offline, list) else []
 
     # -- disks (a full disk as a fault) ---------------------------------------------------------
-
-    def _mount_disk(self, b: str) -> None:
-        """Give broker `b` a data dir of its own size (`mount_tmpfs`)."""
-        if mount_tmpfs(self.data_dir(b), f"jepsen-{b}"):
-            self.disks.add(b)
-
-    def fill_disk(self, b: str) -> str:
-        """Fill broker `b`'s data dir's file system; what was done."""
-        if b not in self.disks:
-            return "no disk of its own (mount failed): not filled"
-        return fill_fs(self.data_dir(b))
-
-    def free_disk(self, b: str) -> None:
-        free_fs(self.data_dir(b))
 
     def __enter__(self) -> HostCluster:
         return self.start()
