@@ -168,6 +168,31 @@ def test_queue_time_counts_a_request_held_before_its_handler():
         assert m[("odradek_request_queue_time_seconds_sum", api)] >= 0.3
 
 
+def test_queue_time_is_each_requests_own_when_the_next_arrives_meanwhile():
+    """Reading goes on while a request is handled, so the next request on the connection can be
+    complete before the held one is handled: each request's queue time runs from its own last
+    byte (the held one's was measured from the later request's, so under 0.25 s here)."""
+    config = {"metrics.listen": "127.0.0.1:0"}
+    with Broker(config=config) as broker, RawClient(broker.bootstrap) as raw:
+        broker.delay("api_versions", 300)
+        _, first = raw.encode(ApiVersionsRequest(), 0)
+        raw.send(first)
+        deadline = time.monotonic() + 10
+        while broker.call(lambda s: s.faults.injected) < 1:  # cut, and held
+            assert time.monotonic() < deadline, "the delay was never applied"
+            time.sleep(0.01)
+        time.sleep(0.1)  # the next request comes 0.1 s into the hold
+        _, second = raw.encode(ApiVersionsRequest(), 0)
+        raw.send(second)
+        raw.read_frame()
+        raw.read_frame()
+        m = scrape(broker.server.metrics.port)
+        api = (("api", "api_versions"),)
+        bucket = ("odradek_request_queue_time_seconds_bucket", (*api, ("le", "0.25")))
+        assert m[("odradek_request_queue_time_seconds_count", api)] == 2
+        assert m[("odradek_request_queue_time_seconds_count", api)] - m[bucket] == 1
+
+
 def test_consumer_group_lag_per_partition():
     config = {"metrics.listen": "127.0.0.1:0", "group.initial.rebalance.delay.ms": "0"}
     with Broker(topics={"orders": 2}, config=config) as broker:

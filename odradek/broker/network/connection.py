@@ -37,12 +37,14 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import itertools
 import logging
 import os
 import socket
 import struct
 import termios
 import time
+from collections import deque
 from typing import TYPE_CHECKING
 
 from odradek.broker.network.context import ANONYMOUS
@@ -83,7 +85,10 @@ class Connection(asyncio.BufferedProtocol):
         self.peer = "?"
         self.closed = False
         self.last_active = time.monotonic()
-        self.cut_at = 0.0  # when the requests in hand were complete (metrics' queue time)
+        # when the request being handled was complete (metrics' queue time); each cut frame's
+        # time waits beside it in _cut_times, since reading goes on while one is handled
+        self.cut_at = 0.0
+        self._cut_times: deque[float] = deque()
         self._decoder = FrameDecoder(
             self.max_frame, reserve=self._reserve, pending=self._waiting_in_kernel
         )
@@ -152,7 +157,8 @@ class Connection(asyncio.BufferedProtocol):
         """Complete requests: wake the handling task; reading stops until they are answered,
         lazily: only once more bytes arrive meanwhile (an answer written in the same loop turns
         as usual costs no pause and resume, two epoll_ctl and asyncio's bookkeeping)."""
-        self.cut_at = time.monotonic()
+        now, waiting = time.monotonic(), len(self._frames) - len(self._cut_times)
+        self._cut_times.extend(itertools.repeat(now, waiting))
         self._muted_in_flight = True
         self._wakeup.set()
 
@@ -241,6 +247,7 @@ class Connection(asyncio.BufferedProtocol):
                     await self._wakeup.wait()
                     continue
                 payload, reserved = self._frames.popleft()
+                self.cut_at = self._cut_times.popleft() if self._cut_times else time.monotonic()
                 try:
                     gate = self.sasl_gate
                     handle, close = True, False
